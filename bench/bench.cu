@@ -1,0 +1,113 @@
+#include "bench.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/env.hpp"
+
+namespace symmoe::bench {
+
+std::map<std::string, Bench>& registry() {
+  static std::map<std::string, Bench> benches;
+  return benches;
+}
+
+double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<cudaEvent_t> events(2 * reps);
+  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
+    fn();
+    SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+  }
+  SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) SYMMOE_CUDA_CHECK(cudaEventElapsedTime(&ms[i], events[2 * i], events[2 * i + 1]));
+  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventDestroy(e));
+  std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
+  return ms[reps / 2] * 1000.0;
+}
+
+static std::string json_escape(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+JsonLine& JsonLine::add(const std::string& key, const std::string& value) {
+  fields_.emplace_back(key, json_escape(value));
+  return *this;
+}
+
+JsonLine& JsonLine::add(const std::string& key, double value) {
+  std::ostringstream os;
+  os << std::setprecision(6) << value;
+  fields_.emplace_back(key, os.str());
+  return *this;
+}
+
+std::string JsonLine::str() const {
+  std::string out = "{";
+  for (size_t i = 0; i < fields_.size(); ++i)
+    out += (i ? ", " : "") + json_escape(fields_[i].first) + ": " + fields_[i].second;
+  return out + "}";
+}
+
+static std::string utc_date() {
+  const std::time_t now = std::time(nullptr);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+JsonLine common_fields(const std::string& bench_name, int argc, char** argv) {
+  std::string command = "symmoe bench";
+  for (int i = 0; i < argc; ++i) command += std::string(" ") + argv[i];
+  JsonLine line;
+  line.add("date", utc_date())
+      .add("gpu", env::get_string("GPU_KIND", "unknown"))
+      .add("commit", env::get_string("COMMIT", "unknown"))
+      .add("command", command)
+      .add("bench", bench_name);
+  return line;
+}
+
+void append_result(const std::string& dir, const std::string& bench_name, const JsonLine& line) {
+  const std::string path =
+      dir + "/" + utc_date() + "-" + env::get_string("GPU_KIND", "unknown") + "-" + bench_name + ".jsonl";
+  std::ofstream out(path, std::ios::app);
+  SYMMOE_CHECK(out.good(), "bench", "cannot open result file ", path);
+  out << line.str() << "\n";
+  std::printf("%s\n", line.str().c_str());
+}
+
+}  // namespace symmoe::bench
+
+namespace {
+int run_bench(int argc, char** argv) {
+  auto& reg = symmoe::bench::registry();
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::printf("usage: symmoe bench <name> [options]   (symmoe bench <name> --help)\n\nbenches:\n");
+    for (const auto& [name, b] : reg) std::printf("  %-8s %s\n", name.c_str(), b.summary.c_str());
+    return argc < 2 ? 2 : 0;
+  }
+  const auto it = reg.find(argv[1]);
+  SYMMOE_CHECK(it != reg.end(), "bench", "unknown bench '", argv[1], "' (symmoe bench --help lists them)");
+  return it->second.run(argc - 1, argv + 1);
+}
+}  // namespace
+
+SYMMOE_CLI_COMMAND(bench, "bench", "benchmarks on the GPUs (p2p, ep, gemm, moe); results as JSON lines", run_bench);

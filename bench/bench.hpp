@@ -1,0 +1,56 @@
+// Benchmark plumbing: `symmoe bench <name>` looks up benches registered here (one file per bench under bench/),
+// times with CUDA events (warm-up, many repetitions, median) and appends JSON lines to
+// bench/results/<date>-<gpu kind>-<bench>.jsonl (DESIGN.md "Result files").
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/command.hpp"
+
+namespace symmoe::bench {
+
+struct Bench {
+  std::string name, summary;
+  std::function<int(int argc, char** argv)> run;  // argv[0] is the bench name
+};
+std::map<std::string, Bench>& registry();
+struct BenchRegistrar {
+  BenchRegistrar(const std::string& name, const std::string& summary, std::function<int(int, char**)> fn) {
+    registry()[name] = Bench{name, summary, std::move(fn)};
+  }
+};
+
+// Median time in microseconds of `fn` enqueued on `stream`, timed with CUDA events around each repetition.
+// `fn` must enqueue work only (no host sync). Warm-up repetitions are not timed.
+double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup = 5, int reps = 50);
+
+// One JSON object per line. Values are written as given: numbers unquoted, strings quoted.
+class JsonLine {
+ public:
+  JsonLine& add(const std::string& key, const std::string& value);
+  JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonLine& add(const std::string& key, double value);
+  JsonLine& add(const std::string& key, int value) { return add(key, double(value)); }
+  std::string str() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;  // value already JSON-encoded
+};
+
+// Common fields: date (UTC, YYYY-MM-DD), gpu (SYMMOE_GPU_KIND or "unknown"), commit (SYMMOE_COMMIT or
+// "unknown"), command (the full command line), bench.
+JsonLine common_fields(const std::string& bench_name, int argc, char** argv);
+
+// Appends `line` to <dir>/<date>-<gpu kind>-<bench>.jsonl (dir from --out, default bench/results) and echoes it.
+void append_result(const std::string& dir, const std::string& bench_name, const JsonLine& line);
+
+}  // namespace symmoe::bench
+
+#define SYMMOE_BENCH(ident, name, summary, fn) \
+  static ::symmoe::bench::BenchRegistrar symmoe_bench_registrar_##ident(name, summary, fn)

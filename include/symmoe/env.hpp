@@ -1,0 +1,31 @@
+// The one place that reads environment overrides. Every knob is SYMMOE_<NAME>; callers pass NAME only.
+// Known knobs (keep this list current):
+//   SYMMOE_GPU_KIND     device kind recorded in benchmark results (e.g. nvidia-h200-x2)
+//   SYMMOE_COMMIT       commit recorded in benchmark results
+//   SYMMOE_TIMEOUT_MS   bound on every cross-rank wait before it reports the stalled peer
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#include "symmoe/common.hpp"
+
+namespace symmoe::env {
+
+inline const char* raw(const std::string& name) { return std::getenv(("SYMMOE_" + name).c_str()); }
+
+inline std::string get_string(const std::string& name, const std::string& def) {
+  const char* v = raw(name);
+  return v && *v ? std::string(v) : def;
+}
+
+inline long long get_int(const std::string& name, long long def) {
+  const char* v = raw(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  SYMMOE_CHECK(end && *end == '\0', "env", "SYMMOE_", name, " must be an integer, got '", v, "'");
+  return x;
+}
+
+}  // namespace symmoe::env
