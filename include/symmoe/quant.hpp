@@ -48,11 +48,16 @@ struct Fp4Weights {
   }
 };
 
-// block must be 128 or 32 and divide num_cols. Throws symmoe::Error otherwise.
+// block must be 128 or 32 and divide num_cols. Throws symmoe::Error otherwise. kUe8m0 stores the power-of-two
+// scale as its fp32 value (fmt::ue8m0_from_scale gives the byte).
 Fp8Activations quantize_activations(const float* x, int num_rows, int num_cols, int block, fmt::ScaleFormat format);
-// Any N, K (partial edge blocks get their own scale).
+// Any N, K (partial edge blocks get their own scale, from the amax of the elements they hold).
+// Scales are fp32 amax / 448 by default: DeepGEMM's SM90 FP8 GEMM takes fp32 weight-block scales (UE8M0 packing is
+// its SM100 path), and fp32 keeps up to 1 more bit of the E4M3 range. The overload with a ScaleFormat gives
+// UE8M0-valued (power-of-two) fp32 scales for callers that fold scales into exponents.
 Fp8BlockWeights quantize_weights_128x128(const float* w, int num_rows, int num_cols);
-// num_cols must be a multiple of 32.
+Fp8BlockWeights quantize_weights_128x128(const float* w, int num_rows, int num_cols, fmt::ScaleFormat format);
+// num_cols must be a multiple of 32. Scale of each 32-block: 2^ceil(log2(max(amax, kAmaxFloor) / 6)).
 Fp4Weights quantize_weights_fp4(const float* w, int num_rows, int num_cols);
 
 }  // namespace symmoe
