@@ -2,7 +2,13 @@
 // Known knobs (keep this list current):
 //   SYMMOE_GPU_KIND     device kind recorded in benchmark results (e.g. nvidia-h200-x2)
 //   SYMMOE_COMMIT       commit recorded in benchmark results
-//   SYMMOE_TIMEOUT_MS   bound on every cross-rank wait before it reports the stalled peer
+//   SYMMOE_TIMEOUT_MS   bound on every cross-rank wait before it reports the stalled peer (default 10000)
+//   SYMMOE_UNIQUE_ID    multi-process bootstrap: NCCL unique id as 256 hex digits (runtime/bootstrap.cpp)
+//   SYMMOE_BOOTSTRAP_DIR  multi-process bootstrap: directory where rank 0 publishes the id (`symmoe launch` sets it)
+//   SYMMOE_BLOCK_M      planner: force BLOCK_M (tokens per tile: 16, 32, 64 or 128) of MegaMoE / grouped GEMM
+//   SYMMOE_NUM_STAGES   planner: force the pipeline stages (must fit shared memory)
+//   SYMMOE_EP_SMS       planner: force the SMs of EP dispatch and combine
+//   SYMMOE_EXPERTS_PER_WAVE  planner: force MegaMoE experts per wave (must divide E / R)
 #pragma once
 
 #include <cstdlib>

@@ -1,0 +1,194 @@
+// EP buffer layout: the per-rank part of the symmetric allocation used by dispatch/combine (DESIGN.md 4.1, 4.2).
+//
+// Every rank allocates the same EpLayout in its symmetric buffer; peers reach a region through
+// SymBuffer::map(local_ptr, rank). Regions, in order (T = T_max, R ranks, E experts, El = E/R, K top-k, H hidden):
+//   send_tokens        T token records           this rank's input rows staged for pull-mode dispatch (peers read)
+//   recv_tokens        R*T token records         [src_rank][slot]: worst case every token of every rank comes here
+//   combine_recv       T*K bf16 rows of H        [token][topk lane]: rows sent back to this (source) rank
+//   notify_local       (R+E) u64                 intra-rank grid reduction, packed (arrivals << 32) | count
+//   recv_rank_counts   R u64                     [src_rank] tokens src sends here, packed, written by src
+//   recv_expert_counts R*El u64                  [src_rank][local expert] tokens, packed, written by src
+//   rank_slot_counters R i32                     [dst_rank] next free slot in dst's recv_tokens (source-local)
+//   expert_slot_counters El i32                  [local expert] next expanded row (expand-mode copy epilogue)
+//   sync                                         layout::SyncArea (runtime's): barrier slots, grid-sync state
+//   (timeout error records live in the runtime's host-mapped memory, not in this buffer)
+//   combine_weights    T*K*K fp32                [token][lane][j]: top-k weights returned with combine's rows
+// A token record holds x, then the scale row (FP8: fp32 per 128 channels by default, or EpDims::scale_row_bytes of
+// packed UE8M0), K int32 top-k idx, K fp32 weights, K int32 expert positions (the lane's rank among the source's
+// tokens of that expert, -1 if not routed: the receiver's expand placement) and the int32 src token global idx
+// (src_rank * T_max + token), each field 16-byte aligned.
+// NOTES: combine_recv is indexed by (token, top-k lane): in expand mode one row per routed lane; in non-expand mode
+// one row per (token, destination rank) stored at the rank's master lane (the highest lane choosing that rank, as
+// in the handle's recv_src_metadata col 1). So T*K rows is the worst case of both modes; indexing by source rank
+// instead would need R*T rows (72 ranks: 9x more for K=8).
+#pragma once
+
+#include <cstdint>
+
+#include "symmoe/layout/common.hpp"
+#include "symmoe/layout/sync.hpp"
+
+namespace symmoe::layout {
+
+enum class TokenDtype : int {
+  kBf16 = 0,     // x as bf16, no scales
+  kFp8E4m3 = 1,  // x as FP8 E4M3 with one fp32 scale per token per 128 channels
+};
+
+SYMMOE_HD constexpr const char* token_dtype_name(TokenDtype d) { return d == TokenDtype::kBf16 ? "bf16" : "fp8_e4m3"; }
+
+// Byte layout of one token record. Offsets are relative to the record start.
+struct TokenRecord {
+  uint32_t x_offset = 0, x_bytes = 0;
+  uint32_t scales_offset = 0, scales_bytes = 0;
+  uint32_t topk_idx_offset = 0, topk_weights_offset = 0, expert_pos_offset = 0, src_idx_offset = 0;
+  uint32_t stride = 0;  // bytes from one record to the next (16-byte multiple: cp.async.bulk moves whole records)
+
+  constexpr TokenRecord() = default;
+  // scale_row_bytes < 0: the dtype's default (FP8: one fp32 per 128 channels; bf16: none).
+  SYMMOE_HD constexpr TokenRecord(int hidden, int num_topk, TokenDtype dtype, int scale_row_bytes = -1) {
+    x_bytes = static_cast<uint32_t>(hidden) * (dtype == TokenDtype::kBf16 ? 2u : 1u);
+    scales_bytes = scale_row_bytes >= 0 ? static_cast<uint32_t>(scale_row_bytes)
+                   : dtype == TokenDtype::kFp8E4m3 ? static_cast<uint32_t>(hidden / 128) * 4u
+                                                   : 0u;
+    x_offset = 0;
+    scales_offset = align_up<uint32_t>(x_offset + x_bytes, kAlignMin);
+    topk_idx_offset = align_up<uint32_t>(scales_offset + scales_bytes, kAlignMin);
+    topk_weights_offset = align_up<uint32_t>(topk_idx_offset + 4u * num_topk, kAlignMin);
+    expert_pos_offset = align_up<uint32_t>(topk_weights_offset + 4u * num_topk, kAlignMin);
+    src_idx_offset = align_up<uint32_t>(expert_pos_offset + 4u * num_topk, kAlignMin);
+    stride = align_up<uint32_t>(src_idx_offset + 4u, kAlignMin);
+  }
+};
+
+// Typed view of one token record at `base`.
+struct TokenRecordView {
+  uint64_t base = 0;
+  TokenRecord rec;
+  SYMMOE_HD uint8_t* record() const { return at_offset<uint8_t>(base, 0); }
+  SYMMOE_HD uint8_t* x() const { return at_offset<uint8_t>(base, rec.x_offset); }                // bf16 bits or e4m3
+  SYMMOE_HD float* scales() const { return at_offset<float>(base, rec.scales_offset); }          // [H/128], FP8 only
+  SYMMOE_HD int32_t* topk_idx() const { return at_offset<int32_t>(base, rec.topk_idx_offset); }  // [K]
+  SYMMOE_HD float* topk_weights() const { return at_offset<float>(base, rec.topk_weights_offset); }  // [K]
+  SYMMOE_HD int32_t* expert_pos() const { return at_offset<int32_t>(base, rec.expert_pos_offset); }  // [K]
+  SYMMOE_HD int32_t* src_token_global_idx() const { return at_offset<int32_t>(base, rec.src_idx_offset); }
+};
+
+struct EpDims {
+  int num_ranks = 1;                // R
+  int num_experts = 0;              // E (E % R == 0, checked by the planner)
+  int num_topk = 0;                 // K
+  int hidden = 0;                   // H (multiple of 128)
+  int num_max_tokens_per_rank = 0;  // T_max
+  TokenDtype dtype = TokenDtype::kBf16;
+  int scale_row_bytes = -1;         // bytes of one scale row; -1: the dtype's default (see TokenRecord)
+  SYMMOE_HD constexpr int num_local_experts() const { return num_experts / num_ranks; }
+};
+
+class EpLayout {
+ public:
+  enum RegionId : int {
+    kSendTokens,
+    kRecvTokens,
+    kCombineRecv,
+    kNotifyLocal,
+    kRecvRankCounts,
+    kRecvExpertCounts,
+    kRankSlotCounters,
+    kExpertSlotCounters,
+    kSyncArea,
+    kCombineWeights,
+    kNumRegions
+  };
+
+  constexpr EpLayout() = default;
+  // Host sizing: EpLayout(dims).num_bytes(). Kernels: EpLayout(dims, local base of the symmetric buffer).
+  SYMMOE_HD explicit EpLayout(const EpDims& dims, void* base = nullptr)
+      : EpLayout(dims, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0) {}
+  // The same layout at an integer address (tests place it at a fake base without pointer arithmetic on null).
+  SYMMOE_HD static EpLayout at_address(const EpDims& dims, uint64_t base) { return EpLayout(dims, base, 0); }
+
+  SYMMOE_HD constexpr uint64_t num_bytes() const { return regions_.num_bytes(); }
+  SYMMOE_HD constexpr const Region& region(int id) const { return regions_[id]; }
+  SYMMOE_HD constexpr const RegionList<kNumRegions>& regions() const { return regions_; }
+  SYMMOE_HD constexpr const EpDims& dims() const { return dims_; }
+  SYMMOE_HD constexpr const TokenRecord& token_record() const { return record_; }
+  SYMMOE_HD constexpr uint64_t base() const { return base_; }
+
+  // ---- token records ----
+  SYMMOE_HD TokenRecordView get_send_token(int token_idx) const {
+    return {base_ + regions_.offset(kSendTokens) + static_cast<uint64_t>(token_idx) * record_.stride, record_};
+  }
+  // Slot `slot` of the rows sent by `src_rank` (slot < T_max).
+  SYMMOE_HD TokenRecordView get_recv_token(int src_rank, int slot) const {
+    const uint64_t idx = static_cast<uint64_t>(src_rank) * dims_.num_max_tokens_per_rank + slot;
+    return {base_ + regions_.offset(kRecvTokens) + idx * record_.stride, record_};
+  }
+  SYMMOE_HD uint8_t* get_recv_x(int src_rank, int slot) const { return get_recv_token(src_rank, slot).x(); }
+
+  // ---- combine ----
+  // bf16 row [H] (raw bits) returned for (token, top-k lane) of this source rank.
+  SYMMOE_HD uint16_t* get_combine_recv_row(int token_idx, int topk_lane) const {
+    const uint64_t row = static_cast<uint64_t>(token_idx) * dims_.num_topk + topk_lane;
+    return at_offset<uint16_t>(base_, regions_.offset(kCombineRecv) + row * dims_.hidden * 2);
+  }
+
+  // fp32 [K] top-k weights returned for (token, lane) of this source rank (see kernels/ep/combine.cuh).
+  SYMMOE_HD float* get_combine_weights(int token_idx, int topk_lane) const {
+    const uint64_t row = static_cast<uint64_t>(token_idx) * dims_.num_topk + topk_lane;
+    return at_offset<float>(base_, regions_.offset(kCombineWeights)) + row * dims_.num_topk;
+  }
+
+  // ---- notify counters (packed (arrivals << 32) | count) ----
+  SYMMOE_HD uint64_t* get_notify_local_rank_count(int dst_rank) const {
+    return at_offset<uint64_t>(base_, regions_.offset(kNotifyLocal)) + dst_rank;
+  }
+  SYMMOE_HD uint64_t* get_notify_local_expert_count(int expert_idx) const {
+    return at_offset<uint64_t>(base_, regions_.offset(kNotifyLocal)) + dims_.num_ranks + expert_idx;
+  }
+  SYMMOE_HD uint64_t* get_recv_rank_count(int src_rank) const {
+    return at_offset<uint64_t>(base_, regions_.offset(kRecvRankCounts)) + src_rank;
+  }
+  SYMMOE_HD uint64_t* get_recv_expert_count(int src_rank, int local_expert_idx) const {
+    return at_offset<uint64_t>(base_, regions_.offset(kRecvExpertCounts)) +
+           static_cast<uint64_t>(src_rank) * dims_.num_local_experts() + local_expert_idx;
+  }
+
+  // ---- slot counters ----
+  SYMMOE_HD int32_t* get_rank_slot_counter(int dst_rank) const {
+    return at_offset<int32_t>(base_, regions_.offset(kRankSlotCounters)) + dst_rank;
+  }
+  SYMMOE_HD int32_t* get_expert_slot_counter(int local_expert_idx) const {
+    return at_offset<int32_t>(base_, regions_.offset(kExpertSlotCounters)) + local_expert_idx;
+  }
+
+  // ---- runtime areas (sized by the runtime's sync layout) ----
+  // The cross-rank barrier slots and grid-sync state of this buffer (one kernel at a time uses it).
+  SYMMOE_HD SyncArea get_sync_area() const {
+    return SyncArea(at_offset<uint8_t>(base_, regions_.offset(kSyncArea)), static_cast<uint32_t>(dims_.num_ranks));
+  }
+
+ private:
+  SYMMOE_HD EpLayout(const EpDims& dims, uint64_t base, int /*tag*/)
+      : dims_(dims), record_(dims.hidden, dims.num_topk, dims.dtype, dims.scale_row_bytes), base_(base) {
+    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, E = dims.num_experts, K = dims.num_topk;
+    const uint64_t H = dims.hidden, El = dims.num_local_experts();
+    regions_.add(kSendTokens, "send_tokens", T * record_.stride, kAlignBulk);
+    regions_.add(kRecvTokens, "recv_tokens", R * T * record_.stride, kAlignBulk);
+    regions_.add(kCombineRecv, "combine_recv", T * K * H * 2, kAlignBulk);
+    regions_.add(kNotifyLocal, "notify_local", (R + E) * 8, kAlignBulk);
+    regions_.add(kRecvRankCounts, "recv_rank_counts", R * 8, kAlignBulk);
+    regions_.add(kRecvExpertCounts, "recv_expert_counts", R * El * 8, kAlignBulk);
+    regions_.add(kRankSlotCounters, "rank_slot_counters", R * 4, kAlignBulk);
+    regions_.add(kExpertSlotCounters, "expert_slot_counters", El * 4, kAlignBulk);
+    regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
+    regions_.add(kCombineWeights, "combine_weights", T * K * K * 4, kAlignBulk);
+  }
+
+  EpDims dims_;
+  TokenRecord record_;
+  uint64_t base_ = 0;
+  RegionList<kNumRegions> regions_;
+};
+
+}  // namespace symmoe::layout

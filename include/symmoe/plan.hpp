@@ -1,0 +1,173 @@
+// Launch planner: pure functions that turn a MoE shape (and the GPU's SM count) into plain config structs —
+// block shapes, pipeline stages, warp roles and registers, SM budgets and buffer sizes. Every plan prints itself
+// (to_string, shown by `symmoe plan`) and checks itself (validate() throws symmoe::Error naming the field).
+//
+// Contract: plans depend only on their arguments and on the SYMMOE_ overrides (PlanOverrides, read through
+// env.hpp and applied in one place per plan). Kernels are instantiated from plans, never from model constants.
+// The heuristics adapt seed 000 section 7 (DeepGEMM's Blackwell MegaMoE) to Hopper; each choice is explained
+// where it is made (src/plan/*.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "symmoe/layout/ep.hpp"
+#include "symmoe/layout/mega.hpp"
+#include "symmoe/shape.hpp"
+
+namespace symmoe::plan {
+
+// Hopper (H100/H200, SM90) limits the plans are checked against.
+namespace hopper {
+constexpr int kMaxSmemPerBlock = 232448;  // 227 KiB opt-in dynamic shared memory per block
+// Registers per SM a kernel's warp roles may claim with setmaxnreg. The SM has 65536; like DeepGEMM's SM90 kernels
+// (3 warpgroups: 2 x 128 x 232 + 128 x 40 = 64512) we keep a 1024-register margin.
+constexpr int kRegisterBudget = 64512;
+constexpr int kMaxRegistersPerThread = 256;  // setmaxnreg range is [24, 256] in steps of 8
+constexpr int kMinRegistersPerThread = 24;
+constexpr int kDefaultNumSms = 132;  // H100 SXM / H200
+constexpr int kWgmmaM = 64;          // rows of one WGMMA per warpgroup
+constexpr int kMaxWgmmaN = 256;      // WGMMA N: multiples of 8 up to 256
+constexpr int kBlockK = 128;         // one 128-wide K block = one FP8 scale block (promotion granularity)
+constexpr int kThreadsPerWarpgroup = 128;
+}  // namespace hopper
+
+// Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail (seed 000).
+constexpr int kImbalanceFactor = 2;
+
+// Expected (token, expert) pairs per expert when every rank has `tokens_per_rank` tokens: T * R * K / E.
+double expected_tokens_per_expert(const MoeShape& shape, int tokens_per_rank);
+
+// Environment overrides (0 = not set), read only through env.hpp:
+//   SYMMOE_BLOCK_M         force BLOCK_M (tokens per tile) of the MegaMoE and grouped-GEMM plans
+//   SYMMOE_NUM_STAGES      force the pipeline depth (must still fit shared memory)
+//   SYMMOE_EP_SMS          force the SM count of EP dispatch and combine
+//   SYMMOE_EXPERTS_PER_WAVE force the MegaMoE experts per wave (must divide E / R)
+struct PlanOverrides {
+  int block_m = 0;
+  int num_stages = 0;
+  int ep_sms = 0;
+  int experts_per_wave = 0;
+  static PlanOverrides from_env();
+  bool any() const { return block_m || num_stages || ep_sms || experts_per_wave; }
+  std::string to_string() const;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Grouped FP8 GEMM (D[e] = A[e] . B[e]^T, A = tokens [m, k], B = weights [n, k]).
+// ---------------------------------------------------------------------------------------------------------------
+enum class GemmEpilogue : int {
+  kBf16 = 0,       // D as bf16
+  kSwigluFp8 = 1,  // L1: interleaved gate/up columns -> SwiGLU * top-k weight -> FP8 + scale per 128 channels
+};
+const char* gemm_epilogue_name(GemmEpilogue e);
+
+struct GemmPlan {
+  // Problem
+  double m_per_expert_expected = 0;  // tokens per expert (before kImbalanceFactor)
+  int n = 0, k = 0, num_experts = 0;
+  GemmEpilogue epilogue = GemmEpilogue::kBf16;
+  // Tiles. block_m counts tokens, block_n output channels (weight rows), in both modes.
+  bool swap_ab = false;  // true: weights on WGMMA M, tokens on WGMMA N (decode)
+  int block_m = 0, block_n = 0, block_k = hopper::kBlockK;
+  // Accumulator tile of one math warpgroup, in WGMMA terms (M = rows of the A operand, N = columns), and whether
+  // the two warpgroups split the block's output channels (64 x 256 tiles, swap-A/B) or its token rows (128 x 128).
+  int wg_tile_m = 0, wg_tile_n = 0;
+  bool wg_split_channels = false;
+  int num_math_warpgroups = 2;
+  int cluster_size = 1;  // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
+  // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA warp active) + the math warpgroups.
+  int producer_registers = 40, math_registers = 232;
+  int math_registers_needed = 0;  // estimate (see math_registers_estimate); ptxas -v is the final word
+  int num_threads = 0;
+  // Shared memory
+  int num_stages = 0;
+  int smem_per_stage = 0, smem_fixed = 0, smem_bytes = 0;
+  // Grid
+  int num_sms = 0;  // persistent CTAs (a multiple of cluster_size)
+  long long num_tiles_expected = 0;
+  int num_waves_expected = 0;
+
+  std::string to_string() const;
+  void validate() const;
+};
+
+GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
+                           GemmEpilogue epilogue = GemmEpilogue::kBf16,
+                           const PlanOverrides& overrides = PlanOverrides::from_env());
+
+// Registers one math thread needs for a warpgroup accumulator tile of wg_m x wg_n fp32: the final accumulator,
+// the partial accumulator of the per-128-K promotion (same size, at most one m64n128 WGMMA: 64 registers) and ~40
+// for addresses, scales and epilogue temporaries. An estimate: ptxas -v on the kernel is the final word.
+int math_registers_estimate(int wg_tile_m, int wg_tile_n);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fused MoE layer (MegaMoE).
+// ---------------------------------------------------------------------------------------------------------------
+struct MegaPlan {
+  MoeShape shape;
+  int num_sms = 0;
+  double expected_tokens_per_expert = 0;
+  // Tiles: BLOCK_M from layout::kMegaBlockMCandidates; L1 BLOCK_N 256 (128 intermediate channels of gate/up, so
+  // the L1 output scale is per 128); L2 BLOCK_N 256 (128 when H is not a multiple of 256).
+  bool swap_ab = false;
+  int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
+  int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
+  int l1_blocks_per_expert = 0;  // expected m-blocks x L1 n-blocks (no imbalance)
+  int num_experts_per_wave = 0, num_waves = 0;
+  // Warp roles per CTA (one persistent CTA per SM): warpgroup 0 = 1 TMA producer warp + dispatch warps (pull,
+  // counts, cleanup); warpgroups 1..2 = math (WGMMA, L1 SwiGLU/FP8 epilogue, L2 epilogue + NVLink write-back,
+  // and the final combine reduction).
+  int num_producer_warps = 1, num_dispatch_warps = 3, num_math_warpgroups = 2;
+  int num_threads = 0;
+  int data_registers = 40, math_registers = 232, math_registers_needed = 0;
+  // Shared memory
+  int num_stages = 0, smem_per_stage = 0, smem_fixed = 0, smem_bytes = 0;
+  // Workspace
+  uint64_t pool_rows = 0;
+  uint64_t workspace_bytes = 0;
+
+  layout::MegaDims dims() const;
+  std::string to_string() const;
+  void validate() const;
+};
+
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides = PlanOverrides::from_env());
+
+// ---------------------------------------------------------------------------------------------------------------
+// EP dispatch / combine.
+// ---------------------------------------------------------------------------------------------------------------
+struct EpPlan {
+  MoeShape shape;
+  layout::TokenDtype dtype = layout::TokenDtype::kBf16;
+  int num_sms = 0;  // SMs of the GPU (or of this virtual rank's share)
+  // Notify (counting, prefix sums) runs at the start of the dispatch kernel on the dispatch SMs.
+  int dispatch_sms = 0, combine_sms = 0;
+  int dispatch_warps_per_sm = 8, combine_warps_per_sm = 8;
+  int dispatch_tokens_per_sm = 0, combine_tokens_per_sm = 0;  // contiguous token chunk of each SM
+  int dispatch_buffers_per_warp = 0;  // token records staged in shared memory per warp (double buffered if it fits)
+  int dispatch_smem_bytes = 0;
+  int combine_chunk_elems = 256;  // hidden elements one warp reduces per step (32 lanes x 8 bf16 = 16 B per lane)
+  uint32_t token_record_bytes = 0;
+  uint64_t buffer_bytes = 0;
+
+  layout::EpDims dims() const;
+  std::string to_string() const;
+  void validate() const;
+};
+
+EpPlan plan_ep(const MoeShape& shape, layout::TokenDtype dtype, int num_sms,
+               const PlanOverrides& overrides = PlanOverrides::from_env());
+
+// ---------------------------------------------------------------------------------------------------------------
+// Printing of buffer layouts (for `symmoe plan`): one line per region with offset, size and alignment, and a total.
+// ---------------------------------------------------------------------------------------------------------------
+std::string format_bytes(uint64_t num_bytes);  // "1.50 GiB (1610612736 B)"
+template <int kNumRegions>
+std::string format_regions(const std::string& title, const layout::RegionList<kNumRegions>& regions);
+extern template std::string format_regions(const std::string&,
+                                           const layout::RegionList<layout::EpLayout::kNumRegions>&);
+extern template std::string format_regions(const std::string&,
+                                           const layout::RegionList<layout::MegaLayout::kNumRegions>&);
+
+}  // namespace symmoe::plan

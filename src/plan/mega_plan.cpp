@@ -1,0 +1,179 @@
+// MegaMoE plan: BLOCK_M, tiles, experts per wave, warp roles and registers, pipeline stages, workspace size.
+// Adapts seed 000 section 7 (get_block_config / get_num_experts_per_wave / get_pipeline_config for Blackwell).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "plan/model.hpp"
+#include "symmoe/plan.hpp"
+
+namespace symmoe::plan {
+namespace {
+
+// Seed 000 7.1: the smallest expert count per wave that keeps every SM busy. Fewer experts per wave finish L1
+// sooner, so L2 starts sooner (shallower pipeline, lower latency); too few leave SMs idle. Lower bound:
+// num_sms / (L1 blocks of one expert), scaled by kImbalanceFactor (cold experts have fewer blocks than expected),
+// then rounded up to a divisor of El because the scheduler gives every wave the same number of experts.
+int experts_per_wave(int num_local_experts, int l1_blocks_per_expert, int num_sms) {
+  const long long needed =
+      ceil_div<long long>(static_cast<long long>(kImbalanceFactor) * num_sms, l1_blocks_per_expert);
+  for (int e = 1; e <= num_local_experts; ++e)
+    if (e >= needed && num_local_experts % e == 0) return e;
+  return num_local_experts;
+}
+
+}  // namespace
+
+layout::MegaDims MegaPlan::dims() const {
+  layout::MegaDims d;
+  d.num_ranks = shape.num_ranks, d.num_experts = shape.num_experts, d.num_topk = shape.num_topk;
+  d.hidden = shape.hidden, d.intermediate = shape.intermediate;
+  d.num_max_tokens_per_rank = shape.num_max_tokens_per_rank;
+  return d;
+}
+
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides) {
+  shape.validate();
+  SYMMOE_CHECK(num_sms >= 1, "plan", "MegaMoE: num_sms must be >= 1, got ", num_sms);
+  SYMMOE_CHECK(shape.intermediate <= layout::kMegaMaxIntermediate, "plan", "MegaMoE: intermediate ", shape.intermediate,
+               " exceeds ", layout::kMegaMaxIntermediate,
+               " (the L2 arrival mask has one bit per 128 channels in 64 bits)");
+  MegaPlan p;
+  p.shape = shape;
+  p.num_sms = num_sms;
+  // Plan for the largest batch the buffers admit: T_max tokens on every rank.
+  p.expected_tokens_per_expert = expected_tokens_per_expert(shape, shape.num_max_tokens_per_rank);
+
+  // ---- BLOCK_M (the one place the overrides apply) ----
+  p.block_m = detail::pick_block_m(p.expected_tokens_per_expert, layout::kMegaBlockMCandidates,
+                                   layout::kMegaNumBlockMCandidates);
+  if (overrides.block_m) {
+    SYMMOE_CHECK(detail::contains(layout::kMegaBlockMCandidates, layout::kMegaNumBlockMCandidates, overrides.block_m),
+                 "plan", "SYMMOE_BLOCK_M must be one of 16, 32, 64 for MegaMoE, got ", overrides.block_m);
+    p.block_m = overrides.block_m;
+  }
+  p.swap_ab = detail::block_m_is_swap_ab(p.block_m);
+
+  // ---- tiles per math warpgroup ----
+  // L2 BLOCK_N 256 like L1, so both phases have one tile shape and one stage size (128 when H is not a multiple of
+  // 256). Tokens on M (BLOCK_M 64): the warpgroups split the 256 columns, 64 x 128 each (64 intermediate
+  // channels each), so the L1 amax over the tile's 128 channels crosses the two warpgroups through shared memory.
+  // Swap-A/B: the warpgroups split the weight rows (128 x BLOCK_M each); interleaving gate/up in groups of 8 puts
+  // gate row i and up row i+8 in the same thread of a WGMMA fragment, so SwiGLU needs no shuffle.
+  p.l1_block_n = 256;
+  p.l2_block_n = shape.hidden % 256 == 0 ? 256 : 128;
+  const detail::WarpgroupTile l1_tile = detail::warpgroup_tile(p.block_m, p.l1_block_n);
+  const detail::WarpgroupTile l2_tile = detail::warpgroup_tile(p.block_m, p.l2_block_n);
+  p.l1_wg_tile_m = l1_tile.m, p.l1_wg_tile_n = l1_tile.n;
+  p.l2_wg_tile_m = l2_tile.m, p.l2_wg_tile_n = l2_tile.n;
+
+  // ---- waves ----
+  const int num_local_experts = shape.num_local_experts();
+  const int m_blocks = static_cast<int>(std::ceil(std::max(p.expected_tokens_per_expert, 1.0) / p.block_m));
+  p.l1_blocks_per_expert = m_blocks * (2 * shape.intermediate / p.l1_block_n);
+  p.num_experts_per_wave = experts_per_wave(num_local_experts, p.l1_blocks_per_expert, num_sms);
+  if (overrides.experts_per_wave) {
+    SYMMOE_CHECK(overrides.experts_per_wave <= num_local_experts && num_local_experts % overrides.experts_per_wave == 0,
+                 "plan", "SYMMOE_EXPERTS_PER_WAVE=", overrides.experts_per_wave, " must divide the ", num_local_experts,
+                 " local experts");
+    p.num_experts_per_wave = overrides.experts_per_wave;
+  }
+  p.num_waves = num_local_experts / p.num_experts_per_wave;
+
+  // ---- warp roles and registers ----
+  // setmaxnreg works per warpgroup, so roles come in warpgroups. Blackwell (seed 000 4.1) runs dispatch (48 regs),
+  // MMA issue (40) and epilogue (208) warps because the accumulators live in TMEM. On Hopper the accumulators live
+  // in the math warps' registers, so the math warpgroups also run the epilogues and get ~232; the producer warp
+  // and the dispatch warps share one 40-register warpgroup: 128 x 40 + 2 x 128 x 232 = 64512.
+  p.num_producer_warps = 1, p.num_dispatch_warps = 3, p.num_math_warpgroups = 2;
+  p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
+  p.data_registers = 40;
+  p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers);
+  p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
+                                     math_registers_estimate(p.l2_wg_tile_m, p.l2_wg_tile_n));
+
+  // ---- shared memory (seed 000 get_pipeline_config: stages = (total - fixed) / per_stage) ----
+  // L1 and L2 share one stage ring, sized for the larger of the two.
+  p.smem_per_stage =
+      std::max(detail::stage_smem_bytes(p.block_m, p.l1_block_n), detail::stage_smem_bytes(p.block_m, p.l2_block_n));
+  // Fixed: one pull buffer per dispatch warp (a token row + its scales, one bulk copy from the peer; NVLink reads
+  // cannot go global -> global), per-expert counters of the local count, the epilogue staging shared by L1 (FP8
+  // tile + scales + amax exchange) and L2 (bf16 tile before the NVLink write-back), barriers and the
+  // 1024-byte alignment slack of swizzled tiles.
+  const layout::MegaLayout sizing(p.dims());
+  const int pull_buffers = p.num_dispatch_warps * align_up<int>(shape.hidden + sizing.x_scales_stride(), 128);
+  const int expert_counters = align_up(shape.num_experts * 4, 16);
+  const int epilogue = std::max(detail::epilogue_smem_bytes(GemmEpilogue::kSwigluFp8, p.block_m, p.l1_block_n),
+                                detail::epilogue_smem_bytes(GemmEpilogue::kBf16, p.block_m, p.l2_block_n));
+  const int dispatch_barriers = p.num_dispatch_warps * 8;
+  p.smem_fixed = detail::kSmemAlignSlack + detail::kSmemFixedBarriers + pull_buffers + expert_counters + epilogue +
+                 dispatch_barriers;
+  const int forced = detail::forced_stages(overrides);
+  p.num_stages = forced ? forced : detail::stages_that_fit(p.smem_fixed, p.smem_per_stage);
+  p.smem_bytes = p.smem_fixed + p.num_stages * p.smem_per_stage;
+
+  // ---- workspace ----
+  p.pool_rows = sizing.num_pool_rows();
+  p.workspace_bytes = sizing.num_bytes();
+  p.validate();
+  return p;
+}
+
+void MegaPlan::validate() const {
+  const auto where = [&] { return " in MegaMoE plan [" + to_string() + "]"; };
+  shape.validate();
+  SYMMOE_CHECK(detail::contains(layout::kMegaBlockMCandidates, layout::kMegaNumBlockMCandidates, block_m) &&
+                   swap_ab == detail::block_m_is_swap_ab(block_m),
+               "plan", "block_m must be 16/32 (swap-A/B) or 64, got ", block_m, where());
+  SYMMOE_CHECK(l1_block_n == 256 && (l2_block_n == 256 || l2_block_n == 128) && block_k == hopper::kBlockK, "plan",
+               "L1 BLOCK_N must be 256, L2 BLOCK_N 256 or 128 and BLOCK_K 128", where());
+  SYMMOE_CHECK((2 * shape.intermediate) % l1_block_n == 0 && shape.hidden % l2_block_n == 0, "plan",
+               "tiles must divide 2I and H", where());
+  const detail::WarpgroupTile l1_tile = detail::warpgroup_tile(block_m, l1_block_n);
+  const detail::WarpgroupTile l2_tile = detail::warpgroup_tile(block_m, l2_block_n);
+  SYMMOE_CHECK(l1_wg_tile_m == l1_tile.m && l1_wg_tile_n == l1_tile.n && l2_wg_tile_m == l2_tile.m &&
+                   l2_wg_tile_n == l2_tile.n && detail::warpgroup_tile_ok(l1_tile, block_m, l1_block_n) &&
+                   detail::warpgroup_tile_ok(l2_tile, block_m, l2_block_n),
+               "plan",
+               "warpgroup tiles must be WGMMA shapes that cover the block with <= ", detail::kMaxWarpgroupAccumulators,
+               " accumulators per thread", where());
+  const int num_local_experts = shape.num_local_experts();
+  SYMMOE_CHECK(num_experts_per_wave >= 1 && num_local_experts % num_experts_per_wave == 0 &&
+                   num_waves * num_experts_per_wave == num_local_experts,
+               "plan", "experts per wave must divide the local experts", where());
+  SYMMOE_CHECK(num_producer_warps + num_dispatch_warps == 4, "plan",
+               "the producer and dispatch warps must fill exactly one warpgroup", where());
+  SYMMOE_CHECK(num_threads == hopper::kThreadsPerWarpgroup * (1 + num_math_warpgroups), "plan",
+               "threads must be one data warpgroup + the math warpgroups", where());
+  SYMMOE_CHECK(math_registers % 8 == 0 && data_registers % 8 == 0 && data_registers >= hopper::kMinRegistersPerThread &&
+                   math_registers <= hopper::kMaxRegistersPerThread,
+               "plan", "setmaxnreg counts must be multiples of 8 in [24, 256]", where());
+  const int regs = hopper::kThreadsPerWarpgroup * (data_registers + num_math_warpgroups * math_registers);
+  SYMMOE_CHECK(regs <= hopper::kRegisterBudget, "plan", "registers per SM ", regs, " exceed ", hopper::kRegisterBudget,
+               where());
+  SYMMOE_CHECK(math_registers_needed <= math_registers, "plan", "math tiles need ~", math_registers_needed,
+               " registers per thread, only ", math_registers, where());
+  SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
+  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock, "plan",
+               "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
+  SYMMOE_CHECK(pool_rows == layout::mega_pool_rows(dims()) && pool_rows % block_m == 0, "plan",
+               "pool rows must follow the layout formula and hold whole blocks", where());
+}
+
+std::string MegaPlan::to_string() const {
+  std::ostringstream os;
+  os << "mega " << shape.to_string() << " sms=" << num_sms
+     << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
+     << (swap_ab ? "swap-A/B (tokens on WGMMA N)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
+     << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k << " wg_tiles L1 "
+     << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~"
+     << l1_blocks_per_expert << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves
+     << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps << " math "
+     << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
+     << math_registers << " (need ~" << math_registers_needed << ") | stages=" << num_stages << " smem=" << smem_bytes
+     << " B (" << smem_fixed << " fixed + " << smem_per_stage << "/stage) | pool_rows=" << pool_rows
+     << " workspace=" << workspace_bytes << " B";
+  return os.str();
+}
+
+}  // namespace symmoe::plan

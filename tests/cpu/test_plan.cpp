@@ -1,0 +1,275 @@
+// Planner property tests: every deployment of the sweep gets valid EP, grouped-GEMM and MegaMoE plans (stages >= 2,
+// shared memory and registers fit, tiles legal for WGMMA, waves divide the local experts, sizes match the
+// layouts); bad input raises a clear symmoe::Error; overrides apply and are checked.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "symmoe/plan.hpp"
+#include "test_plan_sweep.hpp"
+
+namespace symmoe {
+namespace {
+
+using plan::hopper::kMaxSmemPerBlock;
+using plan::hopper::kRegisterBudget;
+const plan::PlanOverrides kNoOverrides{};  // hermetic: ignore the SYMMOE_ environment
+
+void check_gemm(const plan::GemmPlan& p) {
+  ASSERT_NO_THROW(p.validate()) << p.to_string();
+  ASSERT_GE(p.num_stages, 2) << p.to_string();
+  ASSERT_LE(p.smem_bytes, kMaxSmemPerBlock) << p.to_string();
+  ASSERT_EQ(p.smem_bytes, p.smem_fixed + p.num_stages * p.smem_per_stage);
+  ASSERT_LE(128 * (p.producer_registers + p.num_math_warpgroups * p.math_registers), kRegisterBudget);
+  ASSERT_LE(p.math_registers_needed, p.math_registers) << p.to_string();
+  ASSERT_EQ(p.wg_tile_m % 64, 0);
+  ASSERT_TRUE(p.wg_tile_n % 8 == 0 && p.wg_tile_n >= 8 && p.wg_tile_n <= 256) << p.to_string();
+  ASSERT_LE(p.wg_tile_m * p.wg_tile_n / 128, 64) << "one m64n128 accumulator per warpgroup: " << p.to_string();
+  // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
+  ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
+  ASSERT_EQ(p.swap_ab, p.block_m <= 32);
+  if (p.epilogue == plan::GemmEpilogue::kSwigluFp8) {
+    ASSERT_EQ(p.block_n, 256);
+  }
+  ASSERT_EQ(p.num_sms % p.cluster_size, 0);
+}
+
+TEST(Plan, EveryDeployment) {
+  int num_checked = 0;
+  for (const int num_sms : {132, 66, 33}) {
+    test::for_each_deployment([&](const std::string&, const MoeShape& s) {
+      num_checked += 1;
+      SCOPED_TRACE(s.to_string() + " sms=" + std::to_string(num_sms));
+      // EP
+      for (const auto dtype : {layout::TokenDtype::kBf16, layout::TokenDtype::kFp8E4m3}) {
+        const plan::EpPlan ep = plan::plan_ep(s, dtype, num_sms, kNoOverrides);
+        ASSERT_NO_THROW(ep.validate());
+        ASSERT_GE(ep.dispatch_sms, 1);
+        ASSERT_LE(ep.dispatch_sms, std::min(num_sms, 24));
+        ASSERT_LE(ep.dispatch_smem_bytes, kMaxSmemPerBlock);
+        ASSERT_GE(static_cast<long long>(ep.dispatch_tokens_per_sm) * ep.dispatch_sms, s.num_max_tokens_per_rank);
+        ASSERT_EQ(ep.buffer_bytes, layout::EpLayout(ep.dims()).num_bytes());
+      }
+      // MegaMoE
+      const plan::MegaPlan m = plan::plan_mega_moe(s, num_sms, kNoOverrides);
+      ASSERT_NO_THROW(m.validate());
+      ASSERT_GE(m.num_stages, 2) << m.to_string();
+      ASSERT_LE(m.smem_bytes, kMaxSmemPerBlock) << m.to_string();
+      ASSERT_LE(128 * (m.data_registers + m.num_math_warpgroups * m.math_registers), kRegisterBudget);
+      ASSERT_LE(m.math_registers_needed, m.math_registers) << m.to_string();
+      ASSERT_EQ(s.num_local_experts() % m.num_experts_per_wave, 0);
+      ASSERT_EQ(m.num_waves * m.num_experts_per_wave, s.num_local_experts());
+      ASSERT_EQ(m.l1_block_n, 256);
+      ASSERT_EQ(m.pool_rows, layout::mega_pool_rows(m.dims()));
+      ASSERT_EQ(m.workspace_bytes, layout::MegaLayout(m.dims()).num_bytes());
+      ASSERT_EQ(m.pool_rows % m.block_m, 0u);
+      // Experts per wave: the smallest divisor of El whose expected L1 blocks cover 2x the SMs (or all experts).
+      const long long blocks = static_cast<long long>(m.num_experts_per_wave) * m.l1_blocks_per_expert;
+      ASSERT_TRUE(blocks >= 2LL * num_sms || m.num_experts_per_wave == s.num_local_experts()) << m.to_string();
+      for (int e = 1; e < m.num_experts_per_wave; ++e)
+        ASSERT_FALSE(s.num_local_experts() % e == 0 &&
+                     e * static_cast<long long>(m.l1_blocks_per_expert) >= 2LL * num_sms)
+            << "a smaller divisor " << e << " fills the SMs: " << m.to_string();
+      // Composed path GEMMs
+      const double tokens = plan::expected_tokens_per_expert(s, s.num_max_tokens_per_rank);
+      check_gemm(plan::plan_grouped_gemm(tokens, 2 * s.intermediate, s.hidden, s.num_local_experts(), num_sms,
+                                         plan::GemmEpilogue::kSwigluFp8, kNoOverrides));
+      check_gemm(plan::plan_grouped_gemm(tokens, s.hidden, s.intermediate, s.num_local_experts(), num_sms,
+                                         plan::GemmEpilogue::kBf16, kNoOverrides));
+    });
+  }
+  // 4 shapes x 31 rank counts x 41 token counts x 3 SM counts: the sweep really ran.
+  EXPECT_EQ(num_checked, 3 * 31 * 41);
+}
+
+TEST(Plan, GroupedGemmSweep) {
+  for (const double m : {0.0, 0.25, 1.0, 7.0, 8.0, 16.0, 31.0, 32.0, 33.0, 64.0, 100.0, 1000.0, 5000.0, 100000.0})
+    for (const int e : {1, 8, 32, 256})
+      for (const int sms : {1, 2, 33, 132})
+        for (const auto& nk : {std::pair{4096, 7168}, std::pair{7168, 2048}, std::pair{6144, 7168}, std::pair{256, 256},
+                               std::pair{7168, 3072}, std::pair{100, 128}}) {
+          SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(nk.first) + " k=" + std::to_string(nk.second) +
+                       " e=" + std::to_string(e) + " sms=" + std::to_string(sms));
+          check_gemm(plan::plan_grouped_gemm(m, nk.first, nk.second, e, sms, plan::GemmEpilogue::kBf16, kNoOverrides));
+          if (nk.first % 256 == 0)
+            check_gemm(
+                plan::plan_grouped_gemm(m, nk.first, nk.second, e, sms, plan::GemmEpilogue::kSwigluFp8, kNoOverrides));
+        }
+}
+
+TEST(Plan, BlockMLadder) {
+  // Decode uses small swap-A/B tiles, large batches 128-row tiles; BLOCK_M never shrinks as tokens grow.
+  const plan::MegaPlan decode = plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides);
+  EXPECT_TRUE(decode.swap_ab);
+  EXPECT_EQ(decode.block_m, 16);
+  const plan::MegaPlan prefill = plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides);
+  EXPECT_FALSE(prefill.swap_ab);
+  EXPECT_EQ(prefill.block_m, 64);
+  EXPECT_EQ(prefill.l1_wg_tile_m, 64);
+  EXPECT_EQ(prefill.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
+  // The grouped GEMM (bf16) goes to 128 x 128 tiles for large batches; the SwiGLU GEMM stays at 64 x 256.
+  EXPECT_EQ(plan::plan_grouped_gemm(2048, 7168, 2048, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_grouped_gemm(2048, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides).block_m,
+            64);
+  // T * R * K / E = 32 * 8 * 8 / 256 = 8 tokens per expert, x2 = 16 -> BLOCK_M 16; 64 tokens -> 32 (x2 = 32).
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 16);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 64), 132, kNoOverrides).block_m, 32);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 65), 132, kNoOverrides).block_m, 64);
+  for (const auto& name : test::sweep_shape_names())
+    for (const int r : test::sweep_ranks(name)) {
+      int prev = 0;
+      for (const int t : test::sweep_tokens()) {
+        const int bm = plan::plan_mega_moe(named_shape(name, r, t), 132, kNoOverrides).block_m;
+        ASSERT_GE(bm, prev) << name << " R=" << r << " T=" << t;
+        prev = bm;
+      }
+    }
+}
+
+TEST(Plan, EpSmsScaleWithTokens) {
+  EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 1), layout::TokenDtype::kFp8E4m3, 132, kNoOverrides).dispatch_sms, 1);
+  EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 8192), layout::TokenDtype::kFp8E4m3, 132, kNoOverrides).dispatch_sms,
+            24);
+  // Virtual ranks get a share of the GPU: never more SMs than given.
+  EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 8192), layout::TokenDtype::kBf16, 16, kNoOverrides).dispatch_sms, 16);
+}
+
+// Expect a symmoe::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a symmoe::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(e.component().empty(), false);
+  }
+}
+
+TEST(Plan, RanksThatDoNotDivideExpertsRaise) {
+  for (const auto& name : test::sweep_shape_names()) {
+    const int experts = named_shape(name, 1, 1).num_experts;
+    for (int r = 1; r <= 72; ++r) {
+      if (experts % r == 0) continue;
+      const MoeShape s = named_shape(name, r, 128);
+      expect_error([&] { plan::plan_mega_moe(s, 132, kNoOverrides); }, "multiple of num_ranks");
+      expect_error([&] { plan::plan_ep(s, layout::TokenDtype::kBf16, 132, kNoOverrides); }, "multiple of num_ranks");
+    }
+  }
+  expect_error([] { plan::plan_mega_moe(named_shape("v3", 73, 1), 132, kNoOverrides); }, "num_ranks");
+}
+
+TEST(Plan, BadArgumentsRaise) {
+  const MoeShape v3 = named_shape("v3", 8, 128);
+  expect_error([&] { plan::plan_mega_moe(v3, 0, kNoOverrides); }, "num_sms");
+  expect_error([&] { plan::plan_ep(v3, layout::TokenDtype::kBf16, 0, kNoOverrides); }, "num_sms");
+  expect_error([] { plan::plan_grouped_gemm(8, 4096, 100, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides); },
+               "k a positive");
+  expect_error([] { plan::plan_grouped_gemm(8, 4000, 128, 8, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides); },
+               "multiple of 256");
+  expect_error([] { plan::plan_grouped_gemm(-1, 4096, 128, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides); },
+               "m_per_expert_expected");
+  expect_error([] { plan::plan_grouped_gemm(8, 4096, 128, 0, 132, plan::GemmEpilogue::kBf16, kNoOverrides); },
+               "num_experts");
+  MoeShape wide = v3;
+  wide.intermediate = 8192 + 128;
+  expect_error([&] { plan::plan_mega_moe(wide, 132, kNoOverrides); }, "L2 arrival mask");
+  expect_error([] { plan::plan_mega_moe(named_shape("v3", 8, 0), 132, kNoOverrides); }, "num_max_tokens_per_rank");
+}
+
+TEST(Plan, ValidateCatchesBrokenPlans) {
+  const plan::MegaPlan good = plan::plan_mega_moe(named_shape("v3", 8, 4096), 132, kNoOverrides);
+  plan::MegaPlan p = good;
+  p.num_stages = 1, p.smem_bytes = p.smem_fixed + p.smem_per_stage;
+  expect_error([&] { p.validate(); }, "stages");
+  p = good;
+  p.l1_wg_tile_n = 256;
+  expect_error([&] { p.validate(); }, "warpgroup tiles");
+  p = good;
+  p.math_registers = 248;
+  expect_error([&] { p.validate(); }, "registers per SM");
+  p = good;
+  p.num_experts_per_wave = 3;
+  expect_error([&] { p.validate(); }, "experts per wave");
+  p = good;
+  p.num_stages = 8, p.smem_bytes = p.smem_fixed + 8 * p.smem_per_stage;
+  expect_error([&] { p.validate(); }, "shared memory");
+  plan::GemmPlan g = plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+  g.wg_tile_n = 260;
+  expect_error([&] { g.validate(); }, "math warpgroup tiles");
+}
+
+TEST(Plan, OverridesApplyAndAreChecked) {
+  const MoeShape v3 = named_shape("v3", 8, 4096);
+  plan::PlanOverrides o;
+  o.block_m = 32;
+  const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
+  EXPECT_EQ(m.block_m, 32);
+  EXPECT_TRUE(m.swap_ab);
+  EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o).block_m, 32);
+  o.block_m = 48;
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
+  o.block_m = 128;  // legal for the bf16 grouped GEMM, not for MegaMoE or the SwiGLU GEMM
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
+  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o); },
+               "SYMMOE_BLOCK_M");
+  EXPECT_EQ(plan::plan_grouped_gemm(1, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o).block_m, 128);
+  o = {};
+  o.experts_per_wave = 3;
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_EXPERTS_PER_WAVE");
+  o.experts_per_wave = 8;
+  EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).num_waves, 4);
+  o = {};
+  o.num_stages = 20;
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "shared memory");
+  o.num_stages = 2;
+  EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).num_stages, 2);
+  o.num_stages = 1 << 30;
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_NUM_STAGES");
+  expect_error([&] { plan::plan_grouped_gemm(8, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
+               "SYMMOE_NUM_STAGES");
+  o = {};
+  o.ep_sms = 200;
+  expect_error([&] { plan::plan_ep(v3, layout::TokenDtype::kBf16, 132, o); }, "SYMMOE_EP_SMS");
+  o.ep_sms = 40;
+  EXPECT_EQ(plan::plan_ep(v3, layout::TokenDtype::kBf16, 132, o).dispatch_sms, 40);
+}
+
+TEST(Plan, OverridesComeFromEnvironment) {
+  ::setenv("SYMMOE_BLOCK_M", "32", 1);
+  ::setenv("SYMMOE_EP_SMS", "12", 1);
+  const plan::PlanOverrides o = plan::PlanOverrides::from_env();
+  EXPECT_EQ(o.block_m, 32);
+  EXPECT_EQ(o.ep_sms, 12);
+  EXPECT_EQ(o.num_stages, 0);
+  EXPECT_NE(o.to_string().find("SYMMOE_BLOCK_M=32"), std::string::npos);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132).block_m, 32);  // default argument reads the env
+  ::setenv("SYMMOE_BLOCK_M", "abc", 1);
+  expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M");
+  ::setenv("SYMMOE_BLOCK_M", "-16", 1);
+  expect_error([] { plan::PlanOverrides::from_env(); }, ">= 0");
+  ::unsetenv("SYMMOE_BLOCK_M");
+  ::unsetenv("SYMMOE_EP_SMS");
+  EXPECT_FALSE(plan::PlanOverrides::from_env().any());
+}
+
+TEST(Plan, PrintsItself) {
+  const plan::MegaPlan m = plan::plan_mega_moe(named_shape("flash", 4, 512), 132, kNoOverrides);
+  const std::string s = m.to_string();
+  for (const char* key : {"BLOCK_M=", "L1 BLOCK_N=256", "experts/wave=", "stages=", "smem=", "regs data 40 math 232",
+                          "pool_rows=", "workspace="})
+    EXPECT_NE(s.find(key), std::string::npos) << key << " missing in " << s;
+  const std::string regions = plan::format_regions("mega", layout::MegaLayout(m.dims()).regions());
+  for (const char* key : {"l1_pool_x", "l2_arrival_mask", "combine", "sync", "total"})
+    EXPECT_NE(regions.find(key), std::string::npos) << key << " missing in " << regions;
+  EXPECT_EQ(plan::format_bytes(1536), "1.50 KiB");
+}
+
+TEST(Plan, RegisterEstimate) {
+  EXPECT_EQ(plan::math_registers_estimate(64, 128), 64 + 64 + 40);  // the GEMM core's warpgroup tile
+  EXPECT_EQ(plan::math_registers_estimate(128, 16), 16 + 16 + 40);
+}
+
+}  // namespace
+}  // namespace symmoe

@@ -1,0 +1,68 @@
+// `symmoe plan`: the launch plans (EP, grouped GEMM L1/L2, MegaMoE) and every buffer region of one deployment.
+#include <cstdio>
+#include <string>
+
+#include "cli/command.hpp"
+#include "symmoe/plan.hpp"
+
+namespace {
+
+using namespace symmoe;
+
+// Plans print as one line of " | "-separated groups; one group per line reads better in a terminal.
+void print_plan(const char* title, const std::string& line) {
+  std::string out = line;
+  for (size_t pos = 0; (pos = out.find(" | ", pos)) != std::string::npos;) out.replace(pos, 3, "\n    ");
+  std::printf("%s\n    %s\n", title, out.c_str());
+}
+
+int run_plan(int argc, char** argv) {
+  cli::Args args("plan", "Print the launch plans and the per-rank buffer layouts for one MoE deployment.");
+  args.option("shape", "v3", "model shape: flash, pro, v3 or tiny")
+      .option("ranks", "8", "expert-parallel ranks R (E % R == 0)")
+      .option("tokens", "4096", "max tokens per rank T_max (the plans are for full batches)")
+      .option("sms", std::to_string(plan::hopper::kDefaultNumSms), "SMs per rank (132 on H100 SXM / H200)")
+      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16");
+  if (!args.parse(argc, argv)) return 0;
+
+  const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
+  shape.validate();
+  const std::string dtype_name = args.str("dispatch-dtype");
+  SYMMOE_CHECK(dtype_name == "fp8" || dtype_name == "bf16", "cli", "--dispatch-dtype must be fp8 or bf16, got '",
+               dtype_name, "'");
+  const auto dtype = dtype_name == "fp8" ? layout::TokenDtype::kFp8E4m3 : layout::TokenDtype::kBf16;
+  const int num_sms = args.integer("sms");
+  const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();
+
+  const plan::EpPlan ep = plan::plan_ep(shape, dtype, num_sms, overrides);
+  const double m = plan::expected_tokens_per_expert(shape, shape.num_max_tokens_per_rank);
+  const int local_experts = shape.num_local_experts();
+  const plan::GemmPlan l1 = plan::plan_grouped_gemm(m, 2 * shape.intermediate, shape.hidden, local_experts, num_sms,
+                                                    plan::GemmEpilogue::kSwigluFp8, overrides);
+  const plan::GemmPlan l2 = plan::plan_grouped_gemm(m, shape.hidden, shape.intermediate, local_experts, num_sms,
+                                                    plan::GemmEpilogue::kBf16, overrides);
+  const plan::MegaPlan mega = plan::plan_mega_moe(shape, num_sms, overrides);
+
+  std::printf("symmoe plan: %s (%s), %d SMs per rank, overrides: %s\n", args.str("shape").c_str(),
+              shape.to_string().c_str(), num_sms, overrides.to_string().c_str());
+  std::printf("expected tokens per expert (T*R*K/E): %.3f; x%d imbalance: %.3f\n\n", m, plan::kImbalanceFactor,
+              m * plan::kImbalanceFactor);
+  print_plan("EP dispatch/combine:", ep.to_string());
+  print_plan("Grouped GEMM L1 (composed path, [2I x H] with SwiGLU + FP8 epilogue):", l1.to_string());
+  print_plan("Grouped GEMM L2 (composed path, [H x I], bf16 out):", l2.to_string());
+  print_plan("MegaMoE (fused layer):", mega.to_string());
+  std::printf("\n");
+
+  const layout::EpLayout ep_layout(ep.dims());
+  const layout::MegaLayout mega_layout(mega.dims());
+  std::printf("%s\n", plan::format_regions("EP buffer (per rank, symmetric):", ep_layout.regions()).c_str());
+  std::printf("%s\n", plan::format_regions("MegaMoE workspace (per rank, symmetric):", mega_layout.regions()).c_str());
+  std::printf("Totals per rank: EP buffer %s, MegaMoE workspace %s, both %s\n",
+              plan::format_bytes(ep_layout.num_bytes()).c_str(), plan::format_bytes(mega_layout.num_bytes()).c_str(),
+              plan::format_bytes(ep_layout.num_bytes() + mega_layout.num_bytes()).c_str());
+  return 0;
+}
+
+}  // namespace
+
+SYMMOE_CLI_COMMAND(plan, "plan", "launch plans (EP, GEMM, MegaMoE) and per-rank buffer layouts for a shape", run_plan);
