@@ -1,0 +1,72 @@
+// Golden model of the FP8 GEMMs and the L1 (SwiGLU + FP8 re-quantisation) epilogue. Plain C++, no CUDA.
+//
+// Contract (shapes row major, names as in DESIGN.md 4.3/4.4):
+//   A: Fp8Activations [M, K], e4m3 data, one fp32 (or UE8M0-valued) scale per row per 128 columns (block 128).
+//   B: Fp8BlockWeights [N, K] (one expert's weights, "NT": D = A . B^T), e4m3 data, one fp32 scale per 128x128 block.
+//   D: [M, N] row major.  K must equal a.num_cols == b.num_cols and be a multiple of 128.
+//
+// Two flavours of every GEMM:
+//   exact     fp64 over the dequantised values: D[m,n] = sum_k (double(a8)*double(sa)) * (double(b8)*double(sb)).
+//             No rounding except fp64's; this is "the math" the FP8 paths approximate.
+//   faithful  the Hopper kernel's arithmetic (DeepSeek-V3 per-128 promotion, DESIGN.md 4.4):
+//               acc = 0.f
+//               for each 128-wide K block kb (ascending):
+//                 partial = 0.f; for k in block (ascending): partial += float(a8[m,k]) * float(b8[n,k])
+//                 acc = fmaf(sa[m,kb] * sb[n/128,kb], partial, acc)      // sa*sb rounded to fp32 first
+//             NOTES: an e4m3 x e4m3 product is exact in fp32 (4+4 significant bits), so whether the compiler
+//             contracts `partial += a*b` into an FMA does not change a single bit. WGMMA sums the 32-wide k
+//             slices in its own order, so the GPU matches this within ~1e-6 relative per block, not bitwise;
+//             GPU tests use a tolerance against this model (<= 1e-3 rel. Frobenius), bitwise only where the
+//             same code path is compared with itself (fused vs composed).
+//
+// L1 epilogue (kernel-faithful), input acc [M, 2I] fp32 in the ORIGINAL layout (columns 0..I-1 gate, I..2I-1 up;
+// the GPU's interleaved gate/up layout is data movement modelled by the GEMM's weight transform, not here):
+//   g' = clamp > 0 ? min(g, clamp) : g;   u' = clamp > 0 ? min(max(u, -clamp), clamp) : u
+//   silu = g' / (1.f + expf(-g'))                                    (fp32, IEEE division, libm expf)
+//   h    = (silu * u') * w[m]                                          (fp32, in this order)
+//   per row m, per 128 intermediate channels j: amax = max |h|; scale = fmt::scale_for_amax(amax, 448, kUe8m0);
+//   q = fmt::quantize_e4m3(h, scale, kUe8m0)  (= e4m3(h * (1/scale)), exact multiply by a power of two).
+//   Output: Fp8Activations [M, I], block 128, scales hold the UE8M0 power-of-two values as fp32.
+//   NOTES: CUDA's expf and glibc's expf may differ in the last ulp, so a GPU epilogue can differ from this model
+//   by one FP8 ulp on rare elements (and its block scale when amax sits on a power-of-two boundary).
+//
+// Row-range overloads compute rows [row_begin, row_end) of A against one expert's B: the grouped (contiguous)
+// GEMM is a sequence of these, one per expert segment. Output is [row_end - row_begin, N].
+//
+// All functions throw symmoe::Error (component "ref") naming the argument on a shape mismatch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "symmoe/quant.hpp"
+
+namespace symmoe::ref {
+
+// D[m, n] = sum_k A[m,k] * B[n,k]; see the contract above.
+std::vector<double> gemm_exact(const Fp8Activations& a, const Fp8BlockWeights& b);    // [M, N]
+std::vector<float> gemm_faithful(const Fp8Activations& a, const Fp8BlockWeights& b);  // [M, N]
+
+// Rows [row_begin, row_end) of A only (grouped GEMM: one call per expert segment). Output [row_end-row_begin, N].
+std::vector<double> gemm_exact(const Fp8Activations& a, int row_begin, int row_end, const Fp8BlockWeights& b);
+std::vector<float> gemm_faithful(const Fp8Activations& a, int row_begin, int row_end, const Fp8BlockWeights& b);
+
+// Exact GEMM with an fp64 (unquantised) left operand a [M, K] against dequantised B [N, K]: the second layer of
+// the exact MLP, which never quantises the intermediate activation.
+std::vector<double> gemm_exact(const std::vector<double>& a, int M, const Fp8BlockWeights& b);  // [M, N]
+
+// Kernel-faithful L1 epilogue (see above). acc [M, 2I], row_weight [M] (the token's top-k weight for this
+// expert), clamp <= 0 disables clamping. I must be a multiple of 128.
+Fp8Activations l1_epilogue(const std::vector<float>& acc, int M, int I, const std::vector<float>& row_weight,
+                           float clamp);
+
+// Exact SwiGLU in fp64, no quantisation: h[m, i] = silu(g') * u' * w[m] with the same clamp rule. acc [M, 2I]
+// original layout, w [M]. Returns [M, I].
+std::vector<double> swiglu_exact(const std::vector<double>& acc, int M, int I, const std::vector<double>& w,
+                                 double clamp);
+
+// One element of the faithful SwiGLU (shared by l1_epilogue and the tests). Written out in one place so the
+// golden model has one formula.
+float swiglu_faithful(float gate, float up, float weight, float clamp);
+
+}  // namespace symmoe::ref
