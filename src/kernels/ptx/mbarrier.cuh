@@ -38,6 +38,17 @@ __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t 
       : "memory");
 }
 
+// Arrive on the barrier at this address in CTA `cta_id` of the cluster (the address is this CTA's), release at
+// CTA scope only: enough to release a stage whose shared-memory reads have completed (CUTLASS's cluster arrive),
+// and cheaper than a cluster-scope release.
+__device__ __forceinline__ void mbarrier_arrive_remote_release_cta(uint64_t* bar, uint32_t cta_id) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
+      "r"(cta_id)
+      : "memory");
+}
+
 // Arrive and announce `tx_bytes` bytes that async copies will complete on this barrier.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(tx_bytes)

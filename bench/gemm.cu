@@ -1,0 +1,272 @@
+// `symmoe bench gemm`: the SM90 FP8 grouped GEMM vs cuBLASLt (FP8 with 128-block scaling: activations
+// VEC128_32F, weights BLK128x128_32F) in the same run. cuBLASLt runs one matmul per expert in a loop (grouped
+// shapes) or one dense GEMM (one-group shapes).
+// NOTES: libcublasLt.so.13 is loaded with dlopen at run time (its header is used for types only), so the CLI
+// starts on machines without cuBLASLt or a GPU; without it the baseline columns are 0 and say so.
+// Metrics (DESIGN.md 8): tflops = 2 * rows * n * k / t over the experts' valid rows; weight_gbps = bytes of the
+// touched experts' FP8 weights / t.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/gemm.hpp"
+
+namespace symmoe::bench {
+namespace {
+
+// Deterministic pseudo-random e4m3 codes (NaN codes 0x7f/0xff avoided), so the tensor cores see realistic bits.
+__global__ void fill_e4m3(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    uint8_t c = uint8_t(h);
+    if ((c & 0x7f) == 0x7f) c ^= 1;
+    p[i] = c;
+  }
+}
+__global__ void fill_value(float* p, size_t n, float v) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+
+template <typename T>
+struct Buffer {
+  T* ptr = nullptr;
+  explicit Buffer(size_t n) { SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+// ---- cuBLASLt loaded at run time ----
+struct CublasLt {
+  void* lib = nullptr;
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+  cublasLtHandle_t handle = nullptr;
+  std::string error;
+
+  CublasLt() {
+    lib = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      error = std::string("dlopen(libcublasLt.so.13) failed: ") + dlerror();
+      return;
+    }
+    bool ok = load(create, "cublasLtCreate") && load(desc_create, "cublasLtMatmulDescCreate") &&
+              load(desc_set, "cublasLtMatmulDescSetAttribute") && load(layout_create, "cublasLtMatrixLayoutCreate") &&
+              load(pref_create, "cublasLtMatmulPreferenceCreate") &&
+              load(pref_set, "cublasLtMatmulPreferenceSetAttribute") &&
+              load(heuristic, "cublasLtMatmulAlgoGetHeuristic") && load(matmul, "cublasLtMatmul");
+    if (ok && create(&handle) != CUBLAS_STATUS_SUCCESS) error = "cublasLtCreate failed";
+  }
+  template <typename F>
+  bool load(F& f, const char* name) {
+    f = reinterpret_cast<F>(dlsym(lib, name));
+    if (!f) error = std::string("dlsym(") + name + ") failed";
+    return f != nullptr;
+  }
+  bool ok() const { return error.empty(); }
+};
+
+#define LT_CHECK(call)                                                                                   \
+  do {                                                                                                   \
+    const cublasStatus_t s_ = (call);                                                                    \
+    SYMMOE_CHECK(s_ == CUBLAS_STATUS_SUCCESS, "bench", #call, " failed with cublasStatus ", int(s_));   \
+  } while (0)
+
+// One FP8 block-scaled matmul of X[tokens, k] and W[n, k] in cuBLASLt's column-major terms, activations as A
+// (VEC128_32F: the scale-mode pair cuBLASLt supports is A 1x128, B 128x128): m = tokens, n = n, "TN".
+// D comes out as [n, tokens] row major (transposed vs ours): same FLOPs and bytes, only the timing is used.
+struct LtGemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  // The scale pointers are set before the heuristic query (block-scaled algorithms check them).
+  LtGemm(CublasLt& lt, int n, int tokens, int k, size_t workspace, const float* sx, const float* sw) {
+    LT_CHECK(lt.desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn));
+    const int32_t mode_x = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, mode_w = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_x, sizeof mode_x));
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_w, sizeof mode_w));
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sx, sizeof sx));
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sw, sizeof sw));
+    LT_CHECK(lt.layout_create(&la, CUDA_R_8F_E4M3, k, tokens, k));
+    LT_CHECK(lt.layout_create(&lb, CUDA_R_8F_E4M3, k, n, k));
+    LT_CHECK(lt.layout_create(&ld, CUDA_R_16BF, tokens, n, tokens));
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(lt.pref_create(&pref));
+    LT_CHECK(lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    status = lt.heuristic(lt.handle, desc, la, lb, ld, ld, pref, 1, &result, &found);
+    ok = status == CUBLAS_STATUS_SUCCESS && found > 0;
+    algo = result.algo;
+  }
+  void run(CublasLt& lt, const uint8_t* w, const float* sw, const uint8_t* x, const float* sx, uint16_t* d,
+           void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+    const float alpha = 1.f, beta = 0.f;
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sx, sizeof sx));
+    LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sw, sizeof sw));
+    LT_CHECK(lt.matmul(lt.handle, desc, &alpha, x, la, w, lb, &beta, d, ld, d, ld, &algo, workspace, workspace_bytes,
+                       stream));
+  }
+};
+
+struct Case {
+  std::string name, op;  // op: contiguous | masked | l1
+  int experts, tokens, n, k;
+};
+
+int run_gemm_bench(int argc, char** argv) {
+  cli::Args args("bench gemm", "grouped FP8 GEMM vs cuBLASLt (same run)");
+  args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l2, e128, decode (or all)")
+      .option("decode-tokens", "1,8,16,64", "tokens per expert of the masked decode cases")
+      .option("reps", "30", "timed repetitions (median)")
+      .option("k", "0", "override k of every case (0: the case's own)")
+      .option("n", "0", "override n of every case (0: the case's own)")
+      .option("out", "bench/results", "directory of the JSON-lines result file")
+      .option("block-m", "0", "force BLOCK_M 64 or 128 (0: planner)")
+      .option("block-n", "0", "force BLOCK_N 128 or 256 (0: planner)")
+      .option("cluster", "0", "force cluster size 1 or 2 (0: planner)")
+      .flag("unordered", "math warpgroups issue WGMMA without taking turns (comparison)")
+      .flag("no-baseline", "skip cuBLASLt");
+  if (!args.parse(argc, argv)) return 0;
+  std::vector<std::string> wanted = args.str_list("cases");
+  auto want = [&](const std::string& c) {
+    return std::find(wanted.begin(), wanted.end(), "all") != wanted.end() ||
+           std::find(wanted.begin(), wanted.end(), c) != wanted.end();
+  };
+  std::vector<Case> cases;
+  if (want("dense_l1")) cases.push_back({"dense_l1", "contiguous", 1, 8192, 4096, 7168});
+  if (want("dense_l2")) cases.push_back({"dense_l2", "contiguous", 1, 8192, 7168, 2048});
+  if (want("l1")) cases.push_back({"l1", "contiguous", 32, 1536, 4096, 7168});
+  if (want("l1_swiglu")) cases.push_back({"l1_swiglu", "l1", 32, 1536, 4096, 7168});
+  if (want("l2")) cases.push_back({"l2", "contiguous", 32, 1536, 7168, 2048});
+  if (want("e128")) cases.push_back({"e128", "contiguous", 128, 384, 4096, 4096});
+  if (want("decode"))
+    for (int t : args.int_list("decode-tokens")) cases.push_back({"decode", "masked", 128, t, 4096, 7168});
+  const int reps = args.integer("reps");
+  for (Case& c : cases) {
+    if (args.integer("k") > 0) c.k = args.integer("k");
+    if (args.integer("n") > 0) c.n = args.integer("n");
+  }
+
+  std::unique_ptr<CublasLt> lt;
+  if (!args.has("no-baseline")) {
+    lt = std::make_unique<CublasLt>();
+    if (!lt->ok()) std::printf("[bench gemm] cuBLASLt unavailable: %s (baseline columns are 0)\n", lt->error.c_str());
+  }
+  cudaStream_t stream;
+  SYMMOE_CUDA_CHECK(cudaStreamCreate(&stream));
+  const size_t workspace_bytes = size_t(64) << 20;
+  Buffer<uint8_t> workspace(workspace_bytes);
+
+  std::printf("%-10s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s\n", "case", "op", "experts", "tokens", "n",
+              "k", "us", "TFLOPS", "w GB/s", "lt us", "lt TFLOP", "ratio");
+  std::vector<std::string> table;
+  for (const Case& c : cases) {
+    const bool masked = c.op == "masked", swiglu = c.op == "l1";
+    const int rows_per_expert = masked ? c.tokens : align_up(c.tokens, 128);
+    const size_t total_rows = size_t(c.experts) * rows_per_expert;
+    Buffer<uint8_t> a(total_rows * c.k), b(size_t(c.experts) * c.n * c.k);
+    const int sfa_stride = gemm::sfa_stride_for(int(total_rows));
+    Buffer<float> sfa(size_t(c.k / 128) * sfa_stride + 4096), sfb(size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096);
+    Buffer<uint16_t> d(total_rows * c.n);
+    Buffer<uint8_t> out(total_rows * c.n / 2);
+    Buffer<float> out_scales(size_t(c.n / 256 + 1) * sfa_stride), row_weights(total_rows);
+    fill_e4m3<<<1024, 256, 0, stream>>>(a.ptr, total_rows * c.k, 1);
+    fill_e4m3<<<1024, 256, 0, stream>>>(b.ptr, size_t(c.experts) * c.n * c.k, 2);
+    fill_value<<<256, 256, 0, stream>>>(sfa.ptr, size_t(c.k / 128) * sfa_stride + 4096, 1.f / 64);
+    fill_value<<<256, 256, 0, stream>>>(sfb.ptr, size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096, 1.f / 256);
+    fill_value<<<256, 256, 0, stream>>>(row_weights.ptr, total_rows, 0.5f);
+    SYMMOE_CUDA_CHECK_LAUNCH("fill");
+    std::vector<int32_t> starts(c.experts + 1), counts(c.experts, c.tokens);
+    for (int e = 0; e <= c.experts; ++e) starts[e] = e * rows_per_expert;
+    Buffer<int32_t> d_starts(starts.size()), d_counts(counts.size());
+    SYMMOE_CUDA_CHECK(cudaMemcpy(d_starts.ptr, starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(d_counts.ptr, counts.data(), counts.size() * 4, cudaMemcpyHostToDevice));
+
+    gemm::GroupedGemmInput in;
+    in.layout = masked ? gemm::GroupLayout::kMasked : gemm::GroupLayout::kContiguous;
+    in.num_experts = c.experts, in.n = c.n, in.k = c.k;
+    in.num_rows = masked ? c.tokens : int(total_rows);
+    in.segment_starts = d_starts.ptr, in.num_valid_rows = d_counts.ptr;
+    in.a = a.ptr, in.sfa = sfa.ptr, in.sfa_stride = sfa_stride, in.b = b.ptr, in.sfb = sfb.ptr;
+    gemm::SwigluFp8Output o;
+    o.out = out.ptr, o.out_scales = out_scales.ptr, o.out_scale_stride = sfa_stride, o.row_weights = row_weights.ptr;
+    gemm::LaunchOptions opt;
+    opt.expected_rows_per_expert = c.tokens;
+    opt.block_m = args.integer("block-m");
+    opt.block_n = args.integer("block-n");
+    opt.ordered_issue = !args.has("unordered");
+    opt.cluster_m = args.integer("cluster");
+    const std::string config = gemm::describe_launch(in, swiglu, opt);
+    const double t_ours = median_time_us(stream, [&] {
+      if (swiglu)
+        gemm::grouped_gemm_swiglu_fp8(in, o, stream, opt);
+      else
+        gemm::grouped_gemm_bf16(in, d.ptr, stream, opt);
+    }, 3, reps);
+
+    double t_lt = 0;
+    if (lt && lt->ok()) {
+      // cuBLASLt's scale tensors: sized generously (values are all equal), one per expert.
+      LtGemm g(*lt, c.n, c.tokens, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
+      if (g.ok) {
+        t_lt = median_time_us(stream, [&] {
+          for (int e = 0; e < c.experts; ++e)
+            g.run(*lt, b.ptr + size_t(e) * c.n * c.k, sfb.ptr, a.ptr + size_t(e) * rows_per_expert * c.k, sfa.ptr,
+                  d.ptr + size_t(e) * rows_per_expert * c.n, workspace.ptr, workspace_bytes, stream);
+        }, 3, reps);
+      } else {
+        std::printf("[bench gemm] cuBLASLt found no algorithm for n=%d tokens=%d k=%d (status %d)\n", c.n, c.tokens,
+                    c.k, int(g.status));
+      }
+    }
+    SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
+    const double weight_bytes = double(c.experts) * c.n * c.k;
+    const double tflops = flops / t_ours * 1e-6, gbps = weight_bytes / t_ours * 1e-3;
+    const double lt_tflops = t_lt > 0 ? flops / t_lt * 1e-6 : 0;
+    char row[256];
+    std::snprintf(row, sizeof row, "%-10s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f", c.name.c_str(),
+                  c.op.c_str(), c.experts, c.tokens, c.n, c.k, t_ours, tflops, gbps, t_lt, lt_tflops,
+                  t_lt > 0 ? t_lt / t_ours : 0.0);
+    std::printf("%s   %s\n", row, config.c_str());
+    table.push_back(row);
+    JsonLine line = common_fields("gemm", argc, argv);
+    line.add("op", c.op).add("shape", c.name).add("ranks", 1).add("tokens", c.tokens).add("experts", c.experts)
+        .add("m", int(c.tokens)).add("n", c.n).add("k", c.k).add("time_us", t_ours).add("tflops", tflops)
+        .add("weight_gbps", gbps).add("baseline", "cublaslt").add("baseline_time_us", t_lt)
+        .add("baseline_tflops", lt_tflops).add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
+        .add("kernel", config);
+    append_result(args.str("out"), "gemm", line);
+  }
+  std::printf("\n== gemm summary (ratio = cuBLASLt time / ours) ==\n");
+  for (const auto& r : table) std::printf("%s\n", r.c_str());
+  SYMMOE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace symmoe::bench
+
+SYMMOE_BENCH(gemm, "gemm", "grouped FP8 GEMM (contiguous, masked, L1 SwiGLU) vs cuBLASLt", symmoe::bench::run_gemm_bench);

@@ -1,0 +1,134 @@
+// Host side of the grouped GEMM: argument checks, the launch plan, tensor maps, launch.
+#include <cuda_runtime.h>
+
+#include "gemm/tensor_map.hpp"
+#include "kernels/gemm/launch.hpp"
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/gemm.hpp"
+
+namespace symmoe::gemm {
+
+namespace {
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+struct Launch {
+  kernel::KernelConfig config;
+  int num_ctas = 0;
+};
+
+// NOTES: stands in for plan_grouped_gemm (include/symmoe/plan.hpp, planner helper) until that plan carries
+// the kernel's choices. Rules: small groups (<= 64 rows) waste less with 64-row tiles; otherwise 128 x 256
+// tiles (the most FLOPs per byte loaded from L2); clusters of 2 pay when an expert has at least two m-blocks
+// (the multicast B tile then serves two real tiles).
+Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
+  const int expected = opt.expected_rows_per_expert > 0 ? opt.expected_rows_per_expert
+                       : in.layout == GroupLayout::kMasked ? in.num_rows
+                                                           : in.num_rows / in.num_experts;
+  const int block_m = opt.block_m > 0 ? opt.block_m : (expected <= 64 ? 64 : 128);
+  const int block_n = opt.block_n > 0 ? opt.block_n : 256;
+  const int cluster_m = opt.cluster_m > 0 ? opt.cluster_m : (expected >= 2 * block_m ? 2 : 1);
+  Launch launch;
+  launch.config = kernel::compiled_config(block_m, block_n,
+                                          swiglu ? kernel::EpilogueKind::kSwigluFp8 : kernel::EpilogueKind::kBf16,
+                                          cluster_m);
+  int num_sms = opt.num_sms;
+  if (num_sms <= 0) {
+    int device = 0;
+    SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
+    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  }
+  launch.num_ctas = num_sms / cluster_m * cluster_m;
+  SYMMOE_CHECK(launch.num_ctas > 0, "gemm", "num_sms ", num_sms, " too small for clusters of ", cluster_m);
+  return launch;
+}
+
+kernel::GemmParams make_params(const GroupedGemmInput& in) {
+  kernel::GemmParams p;
+  p.num_experts = in.num_experts;
+  p.n = in.n;
+  p.k = in.k;
+  p.num_rows_total = in.num_total_rows();
+  p.segment_starts = in.segment_starts;
+  p.num_valid_rows = in.num_valid_rows;
+  p.max_m = in.layout == GroupLayout::kMasked ? in.num_rows : 0;
+  p.sfb = in.sfb;
+  return p;
+}
+
+void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const Launch& l, cudaStream_t stream) {
+  const auto& c = l.config;
+  const uint64_t rows = uint64_t(in.num_total_rows());
+  const CUtensorMap tmap_a = make_tensor_map_2d(in.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, rows, in.k, 128,
+                                                c.block_m, true, "a");
+  const CUtensorMap tmap_sfa = make_tensor_map_2d(in.sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, in.k / 128,
+                                                  uint64_t(in.sfa_stride) * 4, c.block_m + kernel::kSfaBoxPad, 1, false,
+                                                  "sfa");
+  const CUtensorMap tmap_b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k,
+                                                uint64_t(in.num_experts) * in.n, in.k, 128,
+                                                c.block_n / c.cluster_m, true, "b");
+  kernel::launch_grouped_gemm(c, params, tmap_a, tmap_sfa, tmap_b, l.num_ctas, stream);
+}
+
+}  // namespace
+
+void check_input(const GroupedGemmInput& in, bool swiglu_tile) {
+  SYMMOE_CHECK(in.num_experts > 0, "gemm", "num_experts must be > 0, got ", in.num_experts);
+  const int n_align = swiglu_tile ? 256 : 128;
+  SYMMOE_CHECK(in.n > 0 && in.n % n_align == 0, "gemm", "n must be a positive multiple of ", n_align, ", got ", in.n);
+  SYMMOE_CHECK(in.k > 0 && in.k % 128 == 0, "gemm", "k must be a positive multiple of 128, got ", in.k);
+  SYMMOE_CHECK(in.num_rows >= 0, "gemm", "num_rows must be >= 0, got ", in.num_rows);
+  if (in.layout == GroupLayout::kContiguous) {
+    SYMMOE_CHECK(in.segment_starts, "gemm", "segment_starts is required for the contiguous layout");
+  } else {
+    SYMMOE_CHECK(in.num_valid_rows, "gemm", "num_valid_rows (per-expert counts) is required for the masked layout");
+    SYMMOE_CHECK(in.num_rows > 0, "gemm", "num_rows (max_m) must be > 0 for the masked layout, got ", in.num_rows);
+  }
+  SYMMOE_CHECK(in.a && aligned(in.a, 16), "gemm", "a must be a non-null 16-byte aligned device pointer");
+  SYMMOE_CHECK(in.sfa && aligned(in.sfa, 16), "gemm", "sfa must be a non-null 16-byte aligned device pointer");
+  SYMMOE_CHECK(in.b && aligned(in.b, 16), "gemm", "b must be a non-null 16-byte aligned device pointer");
+  SYMMOE_CHECK(in.sfb && aligned(in.sfb, swiglu_tile ? 8 : 4), "gemm", "sfb must be a non-null aligned device pointer");
+  SYMMOE_CHECK(in.sfa_stride >= in.num_total_rows() && in.sfa_stride % 4 == 0, "gemm",
+               "sfa_stride must be a multiple of 4 and >= num_total_rows ", in.num_total_rows(), ", got ",
+               in.sfa_stride);
+}
+
+void check_output(const GroupedGemmInput& in, const SwigluFp8Output& out) {
+  SYMMOE_CHECK(out.out && aligned(out.out, 16), "gemm", "out must be a non-null 16-byte aligned device pointer");
+  SYMMOE_CHECK(out.out_scales, "gemm", "out_scales must be a non-null device pointer");
+  SYMMOE_CHECK(out.row_weights, "gemm", "row_weights must be a non-null device pointer");
+  SYMMOE_CHECK(out.out_scale_stride >= in.num_total_rows(), "gemm", "out_scale_stride must be >= num_total_rows ",
+               in.num_total_rows(), ", got ", out.out_scale_stride);
+}
+
+void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t stream, const LaunchOptions& opt) {
+  check_input(in, false);
+  SYMMOE_CHECK(d && aligned(d, 16), "gemm", "d must be a non-null 16-byte aligned device pointer");
+  if (in.num_total_rows() == 0) return;
+  kernel::GemmParams params = make_params(in);
+  params.d = d;
+  params.ordered_issue = opt.ordered_issue;
+  launch(in, params, plan_launch(in, false, opt), stream);
+}
+
+void grouped_gemm_swiglu_fp8(const GroupedGemmInput& in, const SwigluFp8Output& out, cudaStream_t stream,
+                             const LaunchOptions& opt) {
+  check_input(in, true);
+  check_output(in, out);
+  if (in.num_total_rows() == 0) return;
+  kernel::GemmParams params = make_params(in);
+  params.out = out.out;
+  params.out_scales = out.out_scales;
+  params.out_scale_stride = out.out_scale_stride;
+  params.row_weights = out.row_weights;
+  params.clamp = out.clamp;
+  params.ordered_issue = opt.ordered_issue;
+  launch(in, params, plan_launch(in, true, opt), stream);
+}
+
+std::string describe_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
+  const Launch l = plan_launch(in, swiglu, opt);
+  return l.config.to_string() + " x " + std::to_string(l.num_ctas) + " CTAs";
+}
+
+}  // namespace symmoe::gemm

@@ -1,0 +1,90 @@
+// L1 epilogue: SwiGLU + top-k weight + FP8 re-quantisation, written as the next GEMM's A operand.
+// The CTA tile is BLOCK_M rows x 256 interleaved columns = 128 intermediate channels (chunks of 8 columns
+// alternate gate, up), so one tile yields one UE8M0 scale per row.
+//   128 x 256: each warpgroup holds whole rows (all 128 channels): the row amax is a 4-lane shuffle.
+//    64 x 256 (split N): warpgroup w holds channels [64w, 64w + 64); the two warpgroups exchange their per-row
+//              amax through shared memory (double-buffered by tile parity, so a warpgroup that runs one tile
+//              ahead never overwrites a value the other has not read).
+// Math is ref::l1_epilogue's, element by element: h = (silu(g') * u') * w, silu(g) = g / (1 + expf(-g)) (full
+// expf, not __expf, to follow the golden model's libm expf; not measured as a cost), scale =
+// fmt::scale_for_amax(amax, 448, kUe8m0), q = e4m3(h * (1 / scale)).
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "kernels/gemm/math.cuh"
+#include "kernels/ptx/wgmma.cuh"
+#include "symmoe/formats.hpp"
+
+namespace symmoe::gemm::kernel {
+
+// One element of the SwiGLU; the same formula as ref::swiglu_faithful (include/symmoe/reference/gemm.hpp).
+__device__ __forceinline__ float swiglu_weighted(float gate, float up, float weight, float clamp) {
+  if (clamp > 0.f) {
+    gate = fminf(gate, clamp);
+    up = fminf(fmaxf(up, -clamp), clamp);
+  }
+  const float silu = gate / (1.f + expf(-gate));
+  return (silu * up) * weight;
+}
+
+// Two values -> two e4m3 codes (first in the low byte) with one cvt.rn.satfinite.e4m3x2.f32: the same bits as
+// fmt::quantize_e4m3_pow2 (RNE, saturate to +-448), which tests/gpu/test_formats.cu checks over all fp32 inputs.
+// NOTES: the software cast cost ~1 ms of 3.6 ms on the 32 x 1536 L1 shape; the hardware cvt is one instruction.
+__device__ __forceinline__ uint16_t quantize_e4m3x2_pow2(float first, float second, float inv_pow2_scale) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(first * inv_pow2_scale, second * inv_pow2_scale), __NV_SATFINITE,
+                                  __NV_E4M3);
+}
+
+template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, int kNumStages>
+__device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
+                                                    const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+                                                    const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+                                                    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
+  static_assert(BLOCK_N == 256, "the SwiGLU tile is 256 interleaved columns");
+  constexpr int kPairs = Slice::kWgN / 16;  // (gate chunk, up chunk) pairs per thread row
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const int inter = p.n / 2, inter_begin = tile.n_begin / 2;
+  const int channel0 = Slice::kSplitN ? 64 * wg : 0;
+  float amax[2];
+  // h overwrites the gate slot of acc: acc[8q + 2r + b] (chunk 2q) holds channel 8q + 2*(lane%4) + b of row r.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
+    const float weight = row_in_tile < tile.num_rows ? p.row_weights[tile.row_begin + row_in_tile] : 0.f;
+    amax[r] = 0.f;
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        float& g = acc[8 * q + 2 * r + b];
+        g = swiglu_weighted(g, acc[8 * q + 4 + 2 * r + b], weight, p.clamp);
+        amax[r] = fmt::amax_update(amax[r], g);
+      }
+    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+    amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+    if constexpr (Slice::kSplitN)
+      if (lane % 4 == 0) smem.amax(parity, wg)[row_in_tile] = amax[r];
+  }
+  if constexpr (Slice::kSplitN) ptx::named_barrier_sync(kNamedBarrier, 256);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
+    if (row_in_tile >= tile.num_rows) continue;
+    float row_amax = amax[r];
+    if constexpr (Slice::kSplitN) row_amax = fmaxf(row_amax, smem.amax(parity, wg ^ 1)[row_in_tile]);
+    const float scale = fmt::scale_for_amax(row_amax, fmt::kE4M3Max, fmt::ScaleFormat::kUe8m0);
+    const float inv_scale = 1.f / scale;  // exact: scale is a power of two
+    const int row = tile.row_begin + row_in_tile;
+    uint8_t* out = p.out + size_t(row) * inter + inter_begin + channel0 + 2 * (lane % 4);
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) {
+      *reinterpret_cast<uint16_t*>(out + 8 * q) = quantize_e4m3x2_pow2(acc[8 * q + 2 * r], acc[8 * q + 2 * r + 1], inv_scale);
+    }
+    if ((!Slice::kSplitN || wg == 0) && lane % 4 == 0)
+      p.out_scales[size_t(inter_begin / 128) * p.out_scale_stride + row] = scale;
+  }
+}
+
+}  // namespace symmoe::gemm::kernel

@@ -1,0 +1,81 @@
+// The SM90 FP8 grouped GEMM kernel: wires the roles (producer.cuh, math.cuh, epilogue_*.cuh, scheduler.cuh).
+// 384 threads: warpgroups 0-1 math (setmaxnreg 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA).
+// Persistent: gridDim.x CTAs (a multiple of kClusterM) loop over the tiles of all experts.
+// NOTES (H200, 2026-11-29, bench/results/2026-11-29-nvidia-h200-x2-gemm.jsonl): 128 x 256 tiles reach ~1080
+// TFLOPS on 32 x 1536 x N4096 x K7168 and 730-830 on K2048. A K sweep (dense 8192 x 4096, K 1024..8192:
+// 560, 768, 927, 1006 TFLOPS) fits ~0.95 us per K block plus ~7.7 us per tile: the fixed per-tile cost (both math
+// warpgroups in the epilogue at once, tensor cores idle; tile switch) is what short-K shapes lose. Next steps:
+// epilogue through shared memory + TMA store overlapped with the next tile, or ping-pong math warpgroups.
+#pragma once
+
+#include "kernels/gemm/epilogue_bf16.cuh"
+#include "kernels/gemm/epilogue_swiglu.cuh"
+#include "kernels/gemm/math.cuh"
+#include "kernels/gemm/producer.cuh"
+#include "kernels/gemm/scheduler.cuh"
+#include "kernels/ptx/cluster.cuh"
+
+namespace symmoe::gemm::kernel {
+
+constexpr int kNumMathWarpgroups = 2;
+constexpr int kNumThreads = 128 * (kNumMathWarpgroups + 1);
+constexpr int kMathRegisters = 232, kProducerRegisters = 40;
+constexpr int kEpilogueBarrier = 1;  // named barrier id of the two math warpgroups (256 threads)
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+__global__ void __launch_bounds__(kNumThreads, 1)
+    grouped_gemm_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
+                        const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b) {
+  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  extern __shared__ uint8_t smem_raw[];
+  const Layout smem{reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
+  const int wg = threadIdx.x / 128;
+  const int cta_rank = kClusterM == 1 ? 0 : int(ptx::cluster_cta_rank());
+
+  if (threadIdx.x == 0) {
+    ptx::prefetch_tensormap(&tmap_a);
+    ptx::prefetch_tensormap(&tmap_sfa);
+    ptx::prefetch_tensormap(&tmap_b);
+    for (int s = 0; s < kNumStages; ++s) {
+      ptx::mbarrier_init(smem.full(s), 1);
+      ptx::mbarrier_init(smem.empty(s), kNumMathWarpgroups * 4 * kClusterM);
+    }
+    ptx::fence_mbarrier_init_cluster();
+  }
+  if constexpr (kClusterM > 1) {
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  } else {
+    __syncthreads();
+  }
+
+  TileScheduler<BLOCK_M, BLOCK_N, kClusterM> sched(params, blockIdx.x / kClusterM, gridDim.x / kClusterM, cta_rank);
+  if (wg == kNumMathWarpgroups) {
+    ptx::setmaxnreg_dec<kProducerRegisters>();
+    if (threadIdx.x == kNumMathWarpgroups * 128)
+      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b, sched,
+                                                             cta_rank);
+  } else {
+    ptx::setmaxnreg_inc<kMathRegisters>();
+    const WarpgroupSlice<BLOCK_M, BLOCK_N> slice(wg);
+    PipelineState<kNumStages> pipe;
+    float acc[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc];
+    if (params.ordered_issue && wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first
+    Tile tile;
+    for (int tile_count = 0; sched.next(tile); ++tile_count) {
+      math_mainloop<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue>(params, smem, tile, slice, wg, pipe, acc);
+      if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
+        epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc);
+      else
+        epilogue_bf16(params, tile, slice, acc);
+    }
+    if (params.ordered_issue && wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
+  }
+  // No CTA may leave while its cluster peer can still multicast into it or arrive on its barriers.
+  if constexpr (kClusterM > 1) {
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  }
+}
+
+}  // namespace symmoe::gemm::kernel

@@ -1,0 +1,42 @@
+// Launch of one compiled grouped GEMM configuration (included by the instantiating .cu files only).
+#pragma once
+
+#include "kernels/gemm/grouped_gemm_kernel.cuh"
+#include "kernels/gemm/launch.hpp"
+#include "symmoe/cuda_check.hpp"
+
+#include <algorithm>
+
+namespace symmoe::gemm::kernel {
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+void launch_config(const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                   const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
+  auto* kernel = grouped_gemm_kernel<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue>;
+  constexpr int kSmemBytes = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>::kDynamicBytes;
+  SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(num_ctas);
+  config.blockDim = dim3(kNumThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kClusterM;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  if constexpr (kClusterM > 1) {
+    // Persistent grid: every CTA must be resident at once. Clusters need kClusterM free SMs in one GPC, so
+    // fewer than num_sms / kClusterM clusters may fit (GPCs with an odd SM count); launching more would run the
+    // extra clusters as a second wave.
+    int max_clusters = 0;
+    SYMMOE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config));
+    if (max_clusters > 0) config.gridDim.x = std::min(num_ctas, max_clusters * kClusterM);
+  }
+  SYMMOE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params, tmap_a, tmap_sfa, tmap_b));
+  SYMMOE_CUDA_CHECK_LAUNCH("grouped_gemm_kernel");
+}
+
+}  // namespace symmoe::gemm::kernel

@@ -1,0 +1,125 @@
+// Math role: one warpgroup computes a 64 x kWgN slice (kWgN = 128 or 256) of the CTA's tile with WGMMA
+// m64n128k32 (e4m3 -> fp32) and promotes per 128-wide K block into fp32 registers:
+// acc = fmaf(sa[row] * sb, partial, acc) (DESIGN.md 4.4; the golden model's ref::gemm_faithful).
+// Tile shapes (two math warpgroups):
+//   128 x 128: warpgroup w takes rows [64w, 64w + 64), all 128 columns;
+//    64 x 256 ("split N"): both take rows [0, 64), warpgroup w takes columns [128w, 128w + 128);
+//   128 x 256: warpgroup w takes rows [64w, 64w + 64), all 256 columns, as two 128-column halves that share one
+//              partial accumulator (issue half, wait, promote, next half).
+// NOTES: registers: 64 partial + kWgN / 2 accumulators per thread (128 + 64 for 128 x 256). Each warp releases a
+// stage right after its last WGMMAs of the stage complete, before the last promotion: one arrive per warp on every
+// CTA of the cluster (lane c arrives on CTA c), since the peer's producer multicasts into this CTA's stage.
+// NOTES: issue order. Both warpgroups wake on the same full barrier; issuing their WGMMA batches at the same time
+// makes them finish together and then promote together, leaving the tensor cores idle. With ordered_issue they
+// take turns (named barriers kIssueBarrier0/1: warpgroup w waits for its turn, issues its batch, hands the turn
+// over), so one warpgroup's promotion overlaps the other's batch.
+#pragma once
+
+#include "kernels/gemm/params.hpp"
+#include "kernels/gemm/scheduler.cuh"
+#include "kernels/gemm/smem_layout.hpp"
+#include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/wgmma.cuh"
+
+namespace symmoe::gemm::kernel {
+
+constexpr int kIssueBarrier0 = 2;  // named barrier ids 2, 3 (0: __syncthreads, 1: the L1 epilogue exchange)
+
+// Warpgroup wg's turn to issue (all 128 threads wait; the other warpgroup's 128 threads arrived).
+__device__ __forceinline__ void wait_issue_turn(int wg) { ptx::named_barrier_sync(kIssueBarrier0 + wg, 256); }
+__device__ __forceinline__ void pass_issue_turn(int wg) { ptx::named_barrier_arrive(kIssueBarrier0 + (wg ^ 1), 256); }
+
+// Where a math warpgroup's 64 x kWgN slice sits in the CTA tile.
+template <int BLOCK_M, int BLOCK_N>
+struct WarpgroupSlice {
+  static_assert((BLOCK_M == 128 && (BLOCK_N == 128 || BLOCK_N == 256)) || (BLOCK_M == 64 && BLOCK_N == 256),
+                "two math warpgroups: BLOCK_M x BLOCK_N must be 128 x 128, 128 x 256 or 64 x 256");
+  static constexpr bool kSplitN = BLOCK_M == 64;
+  static constexpr int kWgN = kSplitN ? BLOCK_N / 2 : BLOCK_N;
+  static constexpr int kNumHalves = kWgN / 128;  // 128-column WGMMA passes per K block
+  static constexpr int kNumAcc = kWgN / 2;
+  int row0, col0;
+  __device__ explicit WarpgroupSlice(int wg) : row0(kSplitN ? 0 : 64 * wg), col0(kSplitN ? 128 * wg : 0) {}
+};
+
+// B block scales of one K block for the 128 columns starting at tile column `col`: (gate, up) of the SwiGLU tile,
+// (s, s) otherwise; (0, 0) for columns past n (a partial last n-block, never stored).
+template <EpilogueKind kEpilogue>
+__device__ __forceinline__ float2 load_b_scales(const GemmParams& p, const Tile& tile, int col, int kb) {
+  const int num_k_blocks = p.k / 128;
+  if constexpr (kEpilogue == EpilogueKind::kSwigluFp8) {
+    const int pair = (tile.expert_idx * (p.n / 256) + tile.n_begin / 256) * num_k_blocks + kb;
+    return __ldg(reinterpret_cast<const float2*>(p.sfb) + pair);
+  } else {
+    if (tile.n_begin + col >= p.n) return make_float2(0.f, 0.f);
+    const float s = __ldg(p.sfb + (tile.expert_idx * (p.n / 128) + (tile.n_begin + col) / 128) * num_k_blocks + kb);
+    return make_float2(s, s);
+  }
+}
+
+// Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+__device__ __forceinline__ void math_mainloop(const GemmParams& p, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+                                              const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+                                              int wg, PipelineState<kNumStages>& pipe,
+                                              float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const int sfa_row = slice.row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
+  const int num_k_blocks = p.k / 128;
+  float partial[64];  // local to the K loop, so it is dead during the epilogue
+#pragma unroll
+  for (int i = 0; i < 64; ++i) partial[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < Slice::kNumAcc; ++i) acc[i] = 0.f;
+  // NOTES: the B-scale loads are issued per K block and used after the first WGMMA batch (ptxas places them
+  // inside it). Prefetching them one K block ahead measured 5-15% slower on the L1 shape (2026-11-29), so no.
+  for (int kb = 0; kb < num_k_blocks; ++kb) {
+    float2 sb[Slice::kNumHalves];
+#pragma unroll
+    for (int h = 0; h < Slice::kNumHalves; ++h) sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
+    ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+    const float sa0 = smem.sfa(pipe.stage)[sfa_row];
+    const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
+    const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + slice.row0 * 128));
+#pragma unroll
+    for (int h = 0; h < Slice::kNumHalves; ++h) {
+      const uint64_t desc_b =
+          ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage) + (slice.col0 + 128 * h) * 128));
+#pragma unroll
+      for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
+      if (p.ordered_issue) wait_issue_turn(wg);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) ptx::wgmma_m64n128k32_e4m3(partial, desc_a + 2 * k, desc_b + 2 * k, k > 0);
+      ptx::wgmma_commit_group();
+      if (p.ordered_issue) pass_issue_turn(wg);
+      ptx::wgmma_wait_group<0>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
+      if (h == Slice::kNumHalves - 1) {
+        __syncwarp();
+        if constexpr (kClusterM == 1) {
+          if (lane == 0) ptx::mbarrier_arrive(smem.empty(pipe.stage));
+        } else {
+          if (lane < kClusterM) ptx::mbarrier_arrive_remote_release_cta(smem.empty(pipe.stage), lane);
+        }
+      }
+      // Chunk c (8 columns) of the SwiGLU tile is gate when c is even, up when odd (interleave by 8).
+      const float s_gate[2] = {sa0 * sb[h].x, sa1 * sb[h].x};
+      const float s_up[2] = {sa0 * sb[h].y, sa1 * sb[h].y};
+#pragma unroll
+      for (int c = 0; c < 16; ++c)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int i = 4 * c + 2 * r + b;
+            acc[64 * h + i] = fmaf((c & 1) ? s_up[r] : s_gate[r], partial[i], acc[64 * h + i]);
+          }
+    }
+    pipe.advance();
+  }
+}
+
+}  // namespace symmoe::gemm::kernel

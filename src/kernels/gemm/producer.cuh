@@ -1,0 +1,42 @@
+// Producer role: one thread of the producer warpgroup walks the tiles and, per 128-wide K block, waits for the
+// stage to be free, announces its bytes and issues the TMA loads of A, A's scales and B.
+// With clusters, each CTA loads half of the B tile and multicasts it to both CTAs (they work on the same n-block
+// of the same expert), halving B's L2 traffic.
+#pragma once
+
+#include "kernels/gemm/scheduler.cuh"
+#include "kernels/gemm/smem_layout.hpp"
+#include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/tma.cuh"
+
+namespace symmoe::gemm::kernel {
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM>
+__device__ __forceinline__ void run_producer(const GemmParams& params, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+                                             const CUtensorMap* tmap_a, const CUtensorMap* tmap_sfa,
+                                             const CUtensorMap* tmap_b, TileScheduler<BLOCK_M, BLOCK_N, kClusterM>& sched,
+                                             int cta_rank) {
+  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  constexpr int kBRowsPerCta = BLOCK_N / kClusterM;
+  const int num_k_blocks = params.k / 128;
+  PipelineState<kNumStages> pipe;
+  Tile tile;
+  while (sched.next(tile)) {
+    const int b_row = tile.expert_idx * params.n + tile.n_begin + cta_rank * kBRowsPerCta;
+    for (int kb = 0; kb < num_k_blocks; ++kb) {
+      ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+      uint64_t* full = smem.full(pipe.stage);
+      ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);
+      ptx::tma_load_2d(smem.a(pipe.stage), tmap_a, full, kb * 128, tile.row_begin);
+      ptx::tma_load_2d(smem.sfa(pipe.stage), tmap_sfa, full, tile.row_begin & ~(kSfaBoxPad - 1), kb);
+      uint8_t* b_dst = smem.b(pipe.stage) + cta_rank * kBRowsPerCta * 128;
+      if constexpr (kClusterM == 1)
+        ptx::tma_load_2d(b_dst, tmap_b, full, kb * 128, b_row);
+      else
+        ptx::tma_load_2d_multicast(b_dst, tmap_b, full, kb * 128, b_row, uint16_t((1u << kClusterM) - 1));
+      pipe.advance();
+    }
+  }
+}
+
+}  // namespace symmoe::gemm::kernel

@@ -1,0 +1,59 @@
+// Shared-memory layout of the grouped GEMM kernel: the one place that knows offsets and sizes (the host reads
+// kDynamicBytes to launch, the kernel reads the pointers).
+// Per pipeline stage: A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA, each tile
+// 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange [2 parities][2 wg][64 rows]
+// and the full/empty mbarriers.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm/params.hpp"
+
+namespace symmoe::gemm::kernel {
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+struct GemmSmemLayout {
+  static constexpr int kBlockK = 128;  // bytes of e4m3 per row per stage = the 128B swizzle span
+  static constexpr int kABytes = BLOCK_M * kBlockK;
+  static constexpr int kBBytes = BLOCK_N * kBlockK;
+  static constexpr int kSfaBoxBytes = (BLOCK_M + kSfaBoxPad) * 4;  // what TMA writes per stage
+  static constexpr int kSfaBytes = (kSfaBoxBytes + 127) / 128 * 128;  // stage stride (TMA destination alignment)
+  static constexpr int kAOffset = 0;
+  static constexpr int kBOffset = kAOffset + kNumStages * kABytes;
+  static constexpr int kSfaOffset = kBOffset + kNumStages * kBBytes;
+  static constexpr int kAmaxOffset = kSfaOffset + kNumStages * kSfaBytes;
+  static constexpr int kAmaxBytes = 2 * 2 * 64 * 4;
+  static constexpr int kBarrierOffset = kAmaxOffset + kAmaxBytes;
+  static constexpr int kBytes = kBarrierOffset + 2 * kNumStages * 8;
+  static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
+  static constexpr int kStageTxBytes = kABytes + kBBytes + kSfaBoxBytes;
+  static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
+  static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
+
+  uint8_t* base;
+  __device__ uint8_t* a(int s) const { return base + kAOffset + s * kABytes; }
+  __device__ uint8_t* b(int s) const { return base + kBOffset + s * kBBytes; }
+  __device__ float* sfa(int s) const { return reinterpret_cast<float*>(base + kSfaOffset + s * kSfaBytes); }
+  __device__ float* amax(int parity, int wg) const {
+    return reinterpret_cast<float*>(base + kAmaxOffset) + (parity * 2 + wg) * 64;
+  }
+  __device__ uint64_t* full(int s) const { return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + s; }
+  __device__ uint64_t* empty(int s) const {
+    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumStages + s;
+  }
+};
+
+// Position in the stage ring; the phase bit flips each time the ring wraps.
+template <int kNumStages>
+struct PipelineState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++stage == kNumStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+}  // namespace symmoe::gemm::kernel

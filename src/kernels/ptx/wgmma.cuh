@@ -1,0 +1,62 @@
+// WGMMA and warpgroup primitives (sm_90a). One function per instruction.
+// NOTES: smem descriptors here describe K-major tiles written by TMA with 128-byte swizzle: rows of 128 bytes,
+// 8-row atoms of 1024 bytes (stride byte offset), the tile base 1024-byte aligned. Advancing the start address by
+// 32 bytes selects the next k32 slice of the 128-byte row (the swizzle is applied to absolute address bits).
+#pragma once
+
+#include <cstdint>
+
+namespace symmoe::ptx {
+
+// Shared-memory matrix descriptor: K-major, 128B swizzle, SBO = 1024 bytes, LBO unused (swizzled K-major).
+__device__ __forceinline__ uint64_t wgmma_desc_k128b(uint32_t smem_byte_addr) {
+  uint64_t desc = 0;
+  desc |= uint64_t((smem_byte_addr & 0x3FFFF) >> 4);  // bits 0-13: start address >> 4
+  desc |= uint64_t(1) << 16;                           // bits 16-29: leading byte offset >> 4 (ignored)
+  desc |= uint64_t(1024 >> 4) << 32;                   // bits 32-45: stride byte offset >> 4
+  desc |= uint64_t(1) << 62;                           // bits 62-63: swizzle mode 1 = 128B
+  return desc;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit_group() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int kNumPending>
+__device__ __forceinline__ void wgmma_wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kNumPending) : "memory");
+}
+
+// Keeps the compiler from moving reads/writes of accumulator registers across wgmma fences/waits.
+__device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+
+// D[64x128] (+)= A[64x32] . B[128x32]^T, e4m3 x e4m3 -> fp32; A and B from shared memory (descriptors).
+// Accumulator fragment: d[4c + 2h + b] is row 16*warp + lane/4 + 8h, column 8c + 2*(lane%4) + b.
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                      bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+
+// Register budget per warpgroup (all warps of the warpgroup must execute it).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+
+// Named barrier among `num_threads` threads (a multiple of 32); id 0 is __syncthreads.
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(num_threads) : "memory");
+}
+
+// Arrive at a named barrier without waiting (the waiting side uses named_barrier_sync with the same count).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t num_threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(num_threads) : "memory");
+}
+
+}  // namespace symmoe::ptx
