@@ -2,14 +2,14 @@
 //
 // Every rank allocates the same EpLayout in its symmetric buffer; peers reach a region through
 // SymBuffer::map(local_ptr, rank). Regions, in order (T = T_max, R ranks, E experts, El = E/R, K top-k, H hidden):
-//   send_tokens        T token records           this rank's input rows staged for pull-mode dispatch (peers read)
+//   send_tokens        T token records           RESERVED for a pull-mode dispatch (the push kernels do not use it)
 //   recv_tokens        R*T token records         [src_rank][slot]: worst case every token of every rank comes here
 //   combine_recv       T*K bf16 rows of H        [token][topk lane]: rows sent back to this (source) rank
-//   notify_local       (R+E) u64                 intra-rank grid reduction, packed (arrivals << 32) | count
-//   recv_rank_counts   R u64                     [src_rank] tokens src sends here, packed, written by src
-//   recv_expert_counts R*El u64                  [src_rank][local expert] tokens, packed, written by src
-//   rank_slot_counters R i32                     [dst_rank] next free slot in dst's recv_tokens (source-local)
-//   expert_slot_counters El i32                  [local expert] next expanded row (expand-mode copy epilogue)
+//   notify_local       (R+E) u64                 RESERVED (notify reduces per-warp counts in a local workspace)
+//   recv_rank_counts   R u64                     [src_rank] tokens src sends here (plain value), written by src
+//   recv_expert_counts R*El u64                  [src_rank][local expert] tokens (plain value), written by src
+//   rank_slot_counters R i32                     RESERVED (slots come from a deterministic scan, kernels/ep/notify.cuh)
+//   expert_slot_counters El i32                  RESERVED (expand rows come from the records' expert positions)
 //   sync                                         layout::SyncArea (runtime's): barrier slots, grid-sync state
 //   (timeout error records live in the runtime's host-mapped memory, not in this buffer)
 //   combine_weights    T*K*K fp32                [token][lane][j]: top-k weights returned with combine's rows

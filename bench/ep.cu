@@ -1,0 +1,294 @@
+// `symmoe bench ep`: EP dispatch and combine on 2+ GPUs (in-process, one rank per GPU), in ONE run:
+//   dispatch  fresh (counting included), FP8 E4M3 x + fp32 scales per 128, non-expand, cpu_sync off
+//   combine   BF16 rows back to the sources, non-expand, no weights/biases
+// for shapes v3 / flash, tokens per rank {128, 512, 4096, 8192} (uniform routing), SMs {8, 16, 24, 32}.
+// Metrics (DESIGN.md 8):
+//   gbps          DeepEP logical bandwidth: bytes of the rows this rank receives (dispatch: x + scales + int64
+//                 top-k idx + fp32 weights; combine: bf16 x) / time, LOCAL rows INCLUDED (gbps_remote: without)
+//   nvl_gbps      bytes actually pushed over NVLink per direction (dispatch: whole token records to the peer;
+//                 combine: bf16 rows to the peer) / time
+//   ceiling_gbps  same run: a plain peer-copy kernel, all SMs, both directions at once, per direction
+//   baseline      NCCL send/recv all-to-all (ncclGroupStart + ncclSend/ncclRecv to every rank incl. self) of the
+//                 same logical bytes per rank pair, on the same streams
+// Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls captured per graph
+// (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is the
+// collective's). NCCL is timed without a graph (host launch included: an upper bound at small sizes).
+#include <nccl.h>
+
+#include <algorithm>
+#include <functional>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "bench.hpp"
+#include "kernels/comm/sym_buffer.cuh"
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/ep.hpp"
+#include "symmoe/layout/ep.hpp"
+#include "symmoe/reference/routing.hpp"
+#include "symmoe/shape.hpp"
+
+namespace symmoe::bench {
+namespace {
+
+#define SYMMOE_NCCL_CHECK(call)                                                                        \
+  do {                                                                                                 \
+    const ncclResult_t r_ = (call);                                                                    \
+    SYMMOE_CHECK(r_ == ncclSuccess, "bench", #call, " failed: ", ncclGetErrorString(r_));              \
+  } while (0)
+
+__global__ void __launch_bounds__(512) peer_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                        size_t num_vec) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < num_vec; i += 4 * stride) {
+    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
+  }
+  for (; i < num_vec; i += stride) dst[i] = src[i];
+}
+
+// Median time of ONE call of `fn` (which launches every rank): `calls` calls are captured into one CUDA graph per
+// rank stream and the graphs are timed together on rank 0's stream, so host launch overhead (several ranks, many
+// API calls) stays out of the kernel time, as it would in a captured serving loop.
+double graph_time_us(Communicator& comm, const std::function<void()>& fn, int calls, int reps) {
+  const int R = comm.num_ranks();
+  std::vector<cudaGraphExec_t> execs(R);
+  for (int r = 0; r < R; ++r) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(r).device));
+    SYMMOE_CUDA_CHECK(cudaStreamBeginCapture(comm.stream(r), cudaStreamCaptureModeRelaxed));
+  }
+  for (int c = 0; c < calls; ++c) fn();
+  for (int r = 0; r < R; ++r) {
+    cudaGraph_t graph;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(r).device));
+    SYMMOE_CUDA_CHECK(cudaStreamEndCapture(comm.stream(r), &graph));
+    SYMMOE_CUDA_CHECK(cudaGraphInstantiate(&execs[r], graph, 0));
+    SYMMOE_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  // Events live on rank 0's device: make it current for median_time_us and after every multi-device launch.
+  SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(0).device));
+  const double us = median_time_us(comm.stream(0), [&] {
+    for (int r = 0; r < R; ++r) {
+      SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(r).device));
+      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[r], comm.stream(r)));
+    }
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(0).device));
+  }, 2, reps);
+  comm.synchronize();
+  for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
+  return us / calls;
+}
+
+struct RankData {
+  void* x = nullptr;
+  void* sf = nullptr;
+  int64_t* idx = nullptr;
+  float* w = nullptr;
+  uint16_t* combine_x = nullptr;
+  void* nccl_send = nullptr;
+  void* nccl_recv = nullptr;
+};
+
+struct Row {
+  std::string shape, op;
+  int tokens, sms;
+  double time_us, gbps, nvl_gbps, ceiling, nccl_us;
+};
+
+int run_ep_bench(int argc, char** argv) {
+  cli::Args args("bench ep", "EP dispatch/combine vs the peer-copy ceiling and NCCL all-to-all");
+  args.option("out", "bench/results", "directory of the JSON-lines result file")
+      .option("shapes", "v3,flash", "shapes (v3, flash, pro, tiny)")
+      .option("tokens", "128,512,4096,8192", "tokens per rank")
+      .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine")
+      .option("reps", "30", "timed repetitions per point");
+  if (!args.parse(argc, argv)) return 0;
+  const std::string out = args.str("out");
+  const auto token_list = args.int_list("tokens");
+  const auto sm_list = args.int_list("sms");
+  const int reps = args.integer("reps");
+  int num_gpus = 0;
+  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&num_gpus));
+  SYMMOE_CHECK(num_gpus >= 2, "bench", "bench ep needs at least 2 GPUs, found ", num_gpus);
+  auto comm = Communicator::in_process(num_gpus);
+  const int R = comm->num_ranks();
+  const int T_max = *std::max_element(token_list.begin(), token_list.end());
+  const auto on = [&](int rank) { SYMMOE_CUDA_CHECK(cudaSetDevice(comm->placement(rank).device)); };
+  cudaStream_t s0 = comm->stream(0);
+
+  // ---- NCCL (host API, one communicator per GPU in this process) ----
+  std::vector<ncclComm_t> nccl(R);
+  std::vector<int> devs(R);
+  for (int r = 0; r < R; ++r) devs[r] = comm->placement(r).device;
+  SYMMOE_NCCL_CHECK(ncclCommInitAll(nccl.data(), R, devs.data()));
+
+  // ---- same-run ceiling: every rank pushes to the next one at once, all SMs ----
+  double ceiling = 0;
+  {
+    const size_t bytes = size_t(256) << 20;
+    SymmetricBuffer dst = comm->alloc_symmetric(bytes);
+    std::vector<void*> src(R);
+    for (int r = 0; r < R; ++r) {
+      on(r);
+      SYMMOE_CUDA_CHECK(cudaMalloc(&src[r], bytes));
+    }
+    on(0);
+    const double us = median_time_us(s0, [&] {
+      for (int r = 0; r < R; ++r) {
+        on(r);
+        const comm::SymBuffer sym = comm::make_sym_buffer(dst, r);
+        int sms = 0;
+        SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, devs[r]));
+        peer_copy_kernel<<<sms, 512, 0, comm->stream(r)>>>(static_cast<const uint4*>(src[r]),
+                                                           sym.map(static_cast<uint4*>(dst.ptr(r)), (r + 1) % R),
+                                                           bytes / 16);
+        SYMMOE_CUDA_CHECK_LAUNCH("peer_copy_kernel");
+      }
+      on(0);
+    }, 3, 20);
+    comm->synchronize();
+    ceiling = double(bytes) / us / 1e3;
+    for (int r = 0; r < R; ++r) {
+      on(r);
+      SYMMOE_CUDA_CHECK(cudaFree(src[r]));
+    }
+    std::printf("peer-copy ceiling (all SMs, all ranks pushing at once): %.1f GB/s per direction\n", ceiling);
+  }
+
+  std::vector<Row> rows;
+  for (const std::string& shape_name : args.str_list("shapes")) {
+    const MoeShape shape = named_shape(shape_name, R, T_max);
+    EpBufferConfig cfg;
+    cfg.num_max_tokens_per_rank = T_max, cfg.hidden = shape.hidden, cfg.num_topk = shape.num_topk;
+    cfg.num_experts = shape.num_experts, cfg.dtype = EpDtype::kFp8E4m3, cfg.scales = EpScales::kFp32Per128;
+    EpBuffer buffer(*comm, cfg);
+    const int H = cfg.hidden, K = cfg.num_topk, xb = buffer.x_row_bytes(), sb = buffer.scale_row_bytes();
+    const size_t logical_row = size_t(xb) + sb + size_t(K) * (8 + 4);
+    const size_t record = layout::TokenRecord(H, K, layout::TokenDtype::kFp8E4m3, sb).stride;  // pushed bytes
+    std::vector<RankData> data(R);
+    std::mt19937_64 rng(42);
+    for (int r = 0; r < R; ++r) {
+      on(r);
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].x, size_t(T_max) * xb));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].sf, size_t(T_max) * sb));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].idx, size_t(T_max) * K * 8));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].w, size_t(T_max) * K * 4));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].combine_x, size_t(R) * T_max * H * 2));
+      SYMMOE_CUDA_CHECK(cudaMemset(data[r].x, 0x3c, size_t(T_max) * xb));
+      SYMMOE_CUDA_CHECK(cudaMemset(data[r].sf, 0x3f, size_t(T_max) * sb));
+      SYMMOE_CUDA_CHECK(cudaMemset(data[r].w, 0, size_t(T_max) * K * 4));
+      SYMMOE_CUDA_CHECK(cudaMemset(data[r].combine_x, 0x3f, size_t(R) * T_max * H * 2));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].nccl_send, size_t(R) * T_max * logical_row));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&data[r].nccl_recv, size_t(R) * T_max * logical_row));
+    }
+    for (const int T : token_list) {
+      // Routing (uniform, seeded per rank) and a synced fresh dispatch for the counts and the combine handle.
+      std::vector<EpDispatchArgs> dargs(R);
+      for (int r = 0; r < R; ++r) {
+        ref::RoutingOptions ro;
+        ro.seed = 1234;
+        const ref::Routing rt = ref::make_routing(T, cfg.num_experts, K, ro, r);
+        on(r);
+        SYMMOE_CUDA_CHECK(cudaMemcpy(data[r].idx, rt.topk_idx.data(), rt.topk_idx.size() * 8, cudaMemcpyHostToDevice));
+        dargs[r].num_tokens = T, dargs[r].x = data[r].x, dargs[r].x_scales = data[r].sf;
+        dargs[r].topk_idx = data[r].idx, dargs[r].topk_weights = data[r].w;
+      }
+      std::vector<EpHandle> handles(R);
+      EpDispatchOptions opt;
+      buffer.dispatch(dargs, opt, handles);
+      // Rows each rank sends to each rank (from the handles), for byte counts and the NCCL baseline.
+      std::vector<std::vector<int32_t>> sent(R, std::vector<int32_t>(R));
+      for (int r = 0; r < R; ++r) {
+        on(r);
+        SYMMOE_CUDA_CHECK(cudaMemcpy(sent[r].data(), handles[r].num_tokens_per_rank, R * 4, cudaMemcpyDeviceToHost));
+      }
+      size_t recv_rows0 = 0, remote_rows0 = 0, remote_rows_all = 0;
+      for (int src = 0; src < R; ++src) {
+        recv_rows0 += sent[src][0];
+        if (src != 0) remote_rows0 += sent[src][0];
+        for (int dst = 0; dst < R; ++dst)
+          if (dst != src) remote_rows_all += sent[src][dst];
+      }
+      const double remote_rows_per_rank = double(remote_rows_all) / R;
+      on(0);
+      const double nccl_us = median_time_us(s0, [&] {
+        SYMMOE_NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < R; ++r) {
+          size_t off_s = 0, off_r = 0;
+          for (int p = 0; p < R; ++p) {
+            const size_t bs = size_t(sent[r][p]) * logical_row, br = size_t(sent[p][r]) * logical_row;
+            SYMMOE_NCCL_CHECK(ncclSend(static_cast<uint8_t*>(data[r].nccl_send) + off_s, bs, ncclUint8, p, nccl[r],
+                                       comm->stream(r)));
+            SYMMOE_NCCL_CHECK(ncclRecv(static_cast<uint8_t*>(data[r].nccl_recv) + off_r, br, ncclUint8, p, nccl[r],
+                                       comm->stream(r)));
+            off_s += bs, off_r += br;
+          }
+        }
+        SYMMOE_NCCL_CHECK(ncclGroupEnd());
+        on(0);
+      }, 3, reps);
+      for (const int sms : sm_list) {
+        opt.cpu_sync = false, opt.num_sms = sms;
+        const int calls = T >= 4096 ? 4 : 20;
+        const double d_us = graph_time_us(*comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
+        std::vector<EpCombineArgs> cargs(R);
+        for (int r = 0; r < R; ++r) cargs[r].x = data[r].combine_x;
+        EpCombineOptions co;
+        co.cpu_sync = false, co.num_sms = sms;
+        const double c_us = graph_time_us(*comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
+        comm->synchronize();
+        buffer.synchronize();
+        const double d_gbps = double(recv_rows0) * logical_row / d_us / 1e3;
+        const double d_remote = double(remote_rows0) * logical_row / d_us / 1e3;
+        const double d_nvl = remote_rows_per_rank * record / d_us / 1e3;
+        const double c_gbps = double(recv_rows0) * H * 2 / c_us / 1e3;
+        const double c_remote = double(remote_rows0) * H * 2 / c_us / 1e3;
+        const double c_nvl = remote_rows_per_rank * H * 2 / c_us / 1e3;
+        for (int op = 0; op < 2; ++op) {
+          JsonLine line = common_fields("ep", argc, argv);
+          line.add("op", op == 0 ? "dispatch" : "combine")
+              .add("shape", shape_name)
+              .add("ranks", R)
+              .add("tokens", T)
+              .add("sms", sms)
+              .add("time_us", op == 0 ? d_us : c_us)
+              .add("gbps", op == 0 ? d_gbps : c_gbps)
+              .add("gbps_remote", op == 0 ? d_remote : c_remote)
+              .add("local_traffic", "included in gbps")
+              .add("nvl_gbps", op == 0 ? d_nvl : c_nvl)
+              .add("ceiling_gbps", ceiling)
+              .add("nvl_fraction_of_ceiling", (op == 0 ? d_nvl : c_nvl) / ceiling)
+              .add("dtype", op == 0 ? "fp8_e4m3+fp32_per128" : "bf16")
+              .add("baseline", "nccl")
+              .add("baseline_time_us", nccl_us)
+              .add("baseline_gbps_remote", remote_rows_per_rank * logical_row / nccl_us / 1e3);
+          append_result(out, "ep", line);
+        }
+        rows.push_back({shape_name, "dispatch", T, sms, d_us, d_gbps, d_nvl, ceiling, nccl_us});
+        rows.push_back({shape_name, "combine", T, sms, c_us, c_gbps, c_nvl, ceiling, nccl_us});
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      on(r);
+      for (void* p : {data[r].x, data[r].sf, static_cast<void*>(data[r].idx), static_cast<void*>(data[r].w),
+                      static_cast<void*>(data[r].combine_x), data[r].nccl_send, data[r].nccl_recv})
+        SYMMOE_CUDA_CHECK(cudaFree(p));
+    }
+  }
+  for (auto& c : nccl) ncclCommDestroy(c);
+
+  std::printf("\n%-6s %-9s %6s %4s %10s %9s %9s %7s %10s\n", "shape", "op", "tokens", "sms", "time_us", "GB/s",
+              "nvl_GB/s", "%ceil", "nccl_us");
+  for (const auto& r : rows)
+    std::printf("%-6s %-9s %6d %4d %10.2f %9.1f %9.1f %6.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(), r.tokens,
+                r.sms, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling, r.nccl_us);
+  return 0;
+}
+
+}  // namespace
+}  // namespace symmoe::bench
+
+SYMMOE_BENCH(ep, "ep", "EP dispatch/combine vs tokens and SMs; peer-copy ceiling and NCCL all-to-all in the same run",
+             symmoe::bench::run_ep_bench);

@@ -1,0 +1,360 @@
+// EpBuffer: owns the symmetric EP buffer, per-rank workspaces and outputs; checks arguments, fills kernel
+// parameters, launches dispatch/combine on every local rank, and (cpu_sync) reads counts and errors back.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/comm/sym_buffer.cuh"
+#include "kernels/ep/params.hpp"
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/ep.hpp"
+#include "symmoe/plan.hpp"
+
+namespace symmoe {
+namespace {
+
+// One cudaMalloc block carved into aligned arrays (freed on the owning device).
+class DeviceBlock {
+ public:
+  DeviceBlock() = default;
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  DeviceBlock(DeviceBlock&& o) noexcept : base_(o.base_), bytes_(o.bytes_), device_(o.device_) { o.base_ = nullptr; }
+  ~DeviceBlock() { release(); }
+  void allocate(int device, size_t bytes) {
+    release();
+    device_ = device;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+    SYMMOE_CUDA_CHECK(cudaMalloc(&base_, std::max<size_t>(bytes, 256)));
+    bytes_ = bytes;
+  }
+  void release() {
+    if (base_) {
+      cudaSetDevice(device_);
+      cudaFree(base_);
+    }
+    base_ = nullptr;
+    bytes_ = 0;
+  }
+  uint8_t* base() const { return static_cast<uint8_t*>(base_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  int device_ = 0;
+};
+
+// Offsets of consecutive 256-byte aligned arrays.
+struct Carver {
+  size_t cursor = 0;
+  size_t take(size_t bytes) {
+    const size_t at = cursor;
+    cursor = align_up<size_t>(cursor + bytes, 256);
+    return at;
+  }
+};
+
+layout::EpDims make_dims(const EpBufferConfig& c, int num_ranks) {
+  layout::EpDims d;
+  d.num_ranks = num_ranks, d.num_experts = c.num_experts, d.num_topk = c.num_topk, d.hidden = c.hidden;
+  d.num_max_tokens_per_rank = c.num_max_tokens_per_rank;
+  d.dtype = c.dtype == EpDtype::kBf16 ? layout::TokenDtype::kBf16 : layout::TokenDtype::kFp8E4m3;
+  d.scale_row_bytes = ep_scale_row_bytes(c.scales, c.hidden);
+  return d;
+}
+
+}  // namespace
+
+struct EpHandle::Storage {
+  DeviceBlock block;
+};
+
+EpHandle::EpHandle() = default;
+EpHandle::~EpHandle() = default;
+EpHandle::EpHandle(EpHandle&&) noexcept = default;
+EpHandle& EpHandle::operator=(EpHandle&&) noexcept = default;
+
+struct EpBuffer::Impl {
+  struct RankState {
+    RankPlacement placement;
+    int plan_dispatch_sms = 1, plan_combine_sms = 1;
+    DeviceBlock workspace;  // warp counts + error key
+    int32_t* warp_counts = nullptr;
+    unsigned long long* error_key = nullptr;
+    ep::InputError* error_host = nullptr;  // host-mapped
+    ep::InputError* error_dev = nullptr;
+    DeviceBlock outputs;  // recv_x, recv_sf, recv_topk_idx, recv_topk_weights for `row_capacity` rows
+    int row_capacity = 0;
+    uint8_t *recv_x = nullptr, *recv_sf = nullptr;
+    int64_t* recv_topk_idx = nullptr;
+    float* recv_topk_weights = nullptr;
+    DeviceBlock combined;  // combined_x [T_max, H] bf16, combined_topk_weights [T_max, K]
+    uint16_t* combined_x = nullptr;
+    float* combined_topk_weights = nullptr;
+  };
+
+  Communicator* comm = nullptr;
+  layout::EpDims dims;
+  SymmetricBuffer buffer;
+  int num_buffers = 0, combine_buffers = 0;
+  std::vector<RankState> ranks;  // local ranks, Communicator::local_ranks() order
+  ~Impl() {
+    for (auto& r : ranks)
+      if (r.error_host) cudaFreeHost(r.error_host);
+  }
+};
+
+EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new Impl), config_(config) {
+  const int R = comm.num_ranks();
+  config.validate(R);
+  impl_->comm = &comm;
+  impl_->dims = make_dims(config, R);
+  const layout::EpLayout sizing(impl_->dims);
+  impl_->buffer = comm.alloc_symmetric(sizing.num_bytes());
+  MoeShape shape;
+  shape.hidden = config.hidden, shape.intermediate = config.hidden, shape.num_experts = config.num_experts;
+  shape.num_topk = config.num_topk, shape.num_ranks = R, shape.num_max_tokens_per_rank = config.num_max_tokens_per_rank;
+  const int n = impl_->dims.num_ranks + impl_->dims.num_experts;
+  for (const RankPlacement& p : comm.local_ranks()) {
+    Impl::RankState st;
+    st.placement = p;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
+    if (impl_->num_buffers == 0) {
+      impl_->num_buffers = ep::dispatch_num_buffers(impl_->dims, sizing.token_record().stride);
+      SYMMOE_CHECK(impl_->num_buffers >= 1, "ep", "a token record of ", sizing.token_record().stride,
+                   " bytes does not fit shared memory (hidden ", config.hidden, ")");
+      impl_->combine_buffers = ep::combine_num_buffers(config.hidden);
+      SYMMOE_CHECK(impl_->combine_buffers >= 1, "ep", "a bf16 row of hidden ", config.hidden,
+                   " does not fit shared memory");
+    }
+    const plan::EpPlan plan = plan::plan_ep(shape, impl_->dims.dtype, p.num_sms);
+    st.plan_dispatch_sms = plan.dispatch_sms, st.plan_combine_sms = plan.combine_sms;
+    Carver c;
+    const size_t wc = c.take(size_t(p.num_sms) * ep::kNumWarps * n * 4);
+    const size_t ek = c.take(8);
+    st.workspace.allocate(p.device, c.cursor);
+    st.warp_counts = reinterpret_cast<int32_t*>(st.workspace.base() + wc);
+    st.error_key = reinterpret_cast<unsigned long long*>(st.workspace.base() + ek);
+    SYMMOE_CUDA_CHECK(cudaHostAlloc(&st.error_host, sizeof(ep::InputError), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(st.error_host, 0, sizeof(ep::InputError));
+    SYMMOE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&st.error_dev), st.error_host, 0));
+    Carver cc;
+    const size_t cx = cc.take(size_t(config.num_max_tokens_per_rank) * config.hidden * 2);
+    const size_t cw = cc.take(size_t(config.num_max_tokens_per_rank) * config.num_topk * 4);
+    st.combined.allocate(p.device, cc.cursor);
+    st.combined_x = reinterpret_cast<uint16_t*>(st.combined.base() + cx);
+    st.combined_topk_weights = reinterpret_cast<float*>(st.combined.base() + cw);
+    impl_->ranks.push_back(std::move(st));
+  }
+}
+
+EpBuffer::~EpBuffer() = default;
+
+int EpBuffer::scale_row_bytes() const { return ep_scale_row_bytes(config_.scales, config_.hidden); }
+int EpBuffer::x_row_bytes() const { return config_.hidden * (config_.dtype == EpDtype::kBf16 ? 2 : 1); }
+
+int EpBuffer::num_ctas(int rank, int requested_sms) const {
+  for (const auto& r : impl_->ranks)
+    if (r.placement.rank == rank) {
+      const int want = requested_sms > 0 ? requested_sms : r.plan_dispatch_sms;
+      return std::clamp(want, 1, r.placement.num_sms);
+    }
+  SYMMOE_FAIL("ep", "rank ", rank, " is not driven by this process");
+}
+
+std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArgs>& args,
+                                                 const EpDispatchOptions& options, std::vector<EpHandle>& handles) {
+  Impl& im = *impl_;
+  const int R = im.dims.num_ranks, K = im.dims.num_topk, E = im.dims.num_experts, El = E / R;
+  const int T_max = im.dims.num_max_tokens_per_rank;
+  SYMMOE_CHECK(args.size() == im.ranks.size() && handles.size() == im.ranks.size(), "ep", "dispatch: expected ",
+               im.ranks.size(), " args and handles (one per local rank), got ", args.size(), " and ", handles.size());
+  // ---- checks (before anything is launched) ----
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    const int rank = im.ranks[i].placement.rank;
+    check_dispatch_args(config_, R, rank, args[i], options);
+    if (options.cached) {
+      const EpHandle& h = handles[i];
+      SYMMOE_CHECK(h.rank == rank && h.storage_ != nullptr, "ep", "cached dispatch rank ", rank,
+                   ": the handle was not filled by a dispatch of this rank");
+      SYMMOE_CHECK(h.num_tokens == args[i].num_tokens, "ep", "cached dispatch rank ", rank, ": num_tokens ",
+                   args[i].num_tokens, " differs from the handle's ", h.num_tokens);
+    }
+  }
+  const bool expand = options.cached ? handles[0].do_expand : options.expand;
+  const int alignment = options.cached ? handles[0].expert_alignment : options.expert_alignment;
+  const int capacity = expand ? R * T_max * std::min(K, El) + El * (alignment - 1) : R * T_max;
+  const int xb = x_row_bytes(), sb = scale_row_bytes();
+
+  // Allocations first, for every rank, THEN the launches: cudaFree synchronises its device, and in-process ranks
+  // share devices, so freeing between two ranks' launches would wait for a kernel that waits for a rank not yet
+  // launched (a deadlock until the barrier timeout).
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    Impl::RankState& st = im.ranks[i];
+    const int rank = st.placement.rank;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
+    // Outputs (worst case rows; grows on the first call that needs more).
+    if (st.row_capacity < capacity) {
+      Carver c;
+      const size_t ox = c.take(size_t(capacity) * xb), os = c.take(size_t(capacity) * sb);
+      const size_t oi = c.take(size_t(capacity) * K * 8), ow = c.take(size_t(capacity) * K * 4);
+      st.outputs.allocate(st.placement.device, c.cursor);
+      st.recv_x = st.outputs.base() + ox;
+      st.recv_sf = sb ? st.outputs.base() + os : nullptr;
+      st.recv_topk_idx = reinterpret_cast<int64_t*>(st.outputs.base() + oi);
+      st.recv_topk_weights = reinterpret_cast<float*>(st.outputs.base() + ow);
+      st.row_capacity = capacity;
+    }
+    EpHandle& h = handles[i];
+    if (!options.cached) {
+      if (!h.storage_ || h.device != st.placement.device || h.num_ranks != R || h.num_experts != E ||
+          h.num_topk != K || h.num_max_tokens_per_rank != T_max) {
+        Carver c;
+        const size_t a0 = c.take(R * 4), a1 = c.take(E * 4), a2 = c.take(size_t(T_max) * K * 4);
+        const size_t a3 = c.take(size_t(T_max) * K * 8), a4 = c.take(R * 4), a5 = c.take(El * 4);
+        const size_t a6 = c.take(El * 4), a7 = c.take(El * 4), a8 = c.take(size_t(R) * T_max * (2 + K) * 4);
+        const size_t a9 = c.take(2 * 4);
+        h.storage_ = std::make_unique<EpHandle::Storage>();
+        h.storage_->block.allocate(st.placement.device, c.cursor);
+        uint8_t* b = h.storage_->block.base();
+        h.num_tokens_per_rank = reinterpret_cast<int32_t*>(b + a0);
+        h.num_tokens_per_expert = reinterpret_cast<int32_t*>(b + a1);
+        h.dst_buffer_slot_idx = reinterpret_cast<int32_t*>(b + a2);
+        h.topk_idx = reinterpret_cast<int64_t*>(b + a3);
+        h.psum_num_recv_tokens_per_rank = reinterpret_cast<int32_t*>(b + a4);
+        h.num_unaligned_recv_tokens_per_expert = reinterpret_cast<int32_t*>(b + a5);
+        h.psum_num_recv_tokens_per_expert = reinterpret_cast<int32_t*>(b + a6);
+        h.num_recv_tokens_per_expert = reinterpret_cast<int32_t*>(b + a7);
+        h.recv_src_metadata = reinterpret_cast<int32_t*>(b + a8);
+        h.device_counts = reinterpret_cast<int32_t*>(b + a9);
+      }
+      h.rank = rank, h.num_ranks = R, h.do_expand = expand, h.num_experts = E, h.num_topk = K;
+      h.expert_alignment = alignment, h.num_max_tokens_per_rank = T_max, h.num_tokens = args[i].num_tokens;
+      h.num_recv_tokens = h.num_expanded_tokens = -1;
+      h.num_recv_tokens_per_expert_list.clear();
+      h.device = st.placement.device;
+    }
+  }
+
+  std::vector<EpDispatchResult> results(im.ranks.size());
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    Impl::RankState& st = im.ranks[i];
+    const int rank = st.placement.rank;
+    EpHandle& h = handles[i];
+    SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
+    ep::DispatchParams p{};
+    p.sym = comm::make_sym_buffer(im.buffer, rank);
+    p.layout = layout::EpLayout(im.dims, im.buffer.ptr(rank));
+    p.sync = p.layout.get_sync_area();
+    p.wait = im.comm->wait_context(rank);
+    p.rank = rank, p.num_tokens = args[i].num_tokens, p.x_row_bytes = xb, p.sf_row_bytes = sb;
+    p.num_buffers = im.num_buffers;
+    p.x = static_cast<const uint8_t*>(args[i].x);
+    p.x_sf = static_cast<const uint8_t*>(args[i].x_scales);
+    p.topk_idx = args[i].topk_idx;
+    p.topk_weights = args[i].topk_weights;
+    p.cached = options.cached, p.expand = expand, p.zero_padding = options.zero_padding;
+    p.expert_alignment = alignment;
+    p.handle = {h.num_tokens_per_rank, h.num_tokens_per_expert, h.dst_buffer_slot_idx, h.topk_idx,
+                h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
+                h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
+                h.device_counts};
+    p.recv_x = st.recv_x, p.recv_sf = st.recv_sf, p.recv_topk_idx = st.recv_topk_idx;
+    p.recv_topk_weights = st.recv_topk_weights;
+    p.warp_counts = st.warp_counts;
+    p.error_key = st.error_key;
+    p.error = st.error_dev;
+    cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
+    SYMMOE_CUDA_CHECK(cudaMemsetAsync(st.error_key, 0xff, 8, stream));
+    ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
+
+    EpDispatchResult& r = results[i];
+    r.recv_x = st.recv_x, r.recv_scales = st.recv_sf, r.recv_topk_idx = st.recv_topk_idx;
+    r.recv_topk_weights = st.recv_topk_weights, r.row_capacity = st.row_capacity;
+  }
+  if (!options.cpu_sync) return results;
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
+    SYMMOE_CUDA_CHECK(cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
+  }
+  synchronize();
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    EpHandle& h = handles[i];
+    SYMMOE_CUDA_CHECK(cudaSetDevice(h.device));
+    int32_t counts[2];
+    SYMMOE_CUDA_CHECK(cudaMemcpy(counts, h.device_counts, sizeof counts, cudaMemcpyDeviceToHost));
+    h.num_recv_tokens = counts[0], h.num_expanded_tokens = counts[1];
+    h.num_recv_tokens_per_expert_list.resize(El);
+    SYMMOE_CUDA_CHECK(cudaMemcpy(h.num_recv_tokens_per_expert_list.data(), h.num_recv_tokens_per_expert, El * 4,
+                                 cudaMemcpyDeviceToHost));
+    results[i].num_rows = h.do_expand ? h.num_expanded_tokens : h.num_recv_tokens;
+  }
+  return results;
+}
+
+std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>& args,
+                                               const EpCombineOptions& options, const std::vector<EpHandle>& handles) {
+  Impl& im = *impl_;
+  SYMMOE_CHECK(args.size() == im.ranks.size() && handles.size() == im.ranks.size(), "ep", "combine: expected ",
+               im.ranks.size(), " args and handles (one per local rank), got ", args.size(), " and ", handles.size());
+  for (size_t i = 0; i < im.ranks.size(); ++i)
+    check_combine_args(config_, im.ranks[i].placement.rank, handles[i], args[i], options);
+  const bool with_weights = args[0].topk_weights != nullptr;
+  for (size_t i = 0; i < args.size(); ++i)
+    SYMMOE_CHECK((args[i].topk_weights != nullptr) == with_weights, "ep",
+                 "combine: topk_weights must be given on every rank or on none (rank ",
+                 im.ranks[i].placement.rank, " differs from rank ", im.ranks[0].placement.rank, ")");
+  std::vector<EpCombineResult> results(im.ranks.size());
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    Impl::RankState& st = im.ranks[i];
+    const int rank = st.placement.rank;
+    const EpHandle& h = handles[i];
+    SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
+    ep::CombineParams p{};
+    p.sym = comm::make_sym_buffer(im.buffer, rank);
+    p.layout = layout::EpLayout(im.dims, im.buffer.ptr(rank));
+    p.sync = p.layout.get_sync_area();
+    p.wait = im.comm->wait_context(rank);
+    p.rank = rank, p.num_tokens = h.num_tokens, p.num_buffers = im.combine_buffers;
+    p.expand = h.do_expand, p.reduce_local_experts = options.reduce_local_experts;
+    p.x = args[i].x, p.topk_weights = args[i].topk_weights, p.bias_0 = args[i].bias_0, p.bias_1 = args[i].bias_1;
+    p.handle = {h.num_tokens_per_rank, h.num_tokens_per_expert, h.dst_buffer_slot_idx, h.topk_idx,
+                h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
+                h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
+                h.device_counts};
+    p.combined_x = st.combined_x;
+    p.combined_topk_weights = with_weights ? st.combined_topk_weights : nullptr;
+    const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
+    cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
+    ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
+    results[i].combined_x = st.combined_x;
+    results[i].combined_topk_weights = p.combined_topk_weights;
+  }
+  if (options.cpu_sync) {
+    for (size_t i = 0; i < im.ranks.size(); ++i) {
+      SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
+      SYMMOE_CUDA_CHECK(
+          cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
+    }
+    synchronize();
+  }
+  return results;
+}
+
+void EpBuffer::synchronize() {
+  Impl& im = *impl_;
+  im.comm->synchronize();  // CUDA errors and peer timeouts first
+  for (auto& st : im.ranks) {
+    volatile ep::InputError* e = st.error_host;
+    if (!e->valid) continue;
+    const ep::InputError copy{e->value, e->token, e->lane, e->kind, e->first_lane, e->valid, 0};
+    e->valid = 0;
+    if (copy.kind == int32_t(ep::InputErrorKind::kDuplicate))
+      SYMMOE_FAIL("ep", "dispatch rank ", st.placement.rank, " token ", copy.token, " lane ", copy.lane, ": expert ",
+                  copy.value, " duplicates lane ", copy.first_lane, " (the rank sent nothing)");
+    SYMMOE_FAIL("ep", "dispatch rank ", st.placement.rank, " token ", copy.token, " lane ", copy.lane,
+                ": expert id ", copy.value, " outside [-1, ", config_.num_experts, ") (the rank sent nothing)");
+  }
+}
+
+}  // namespace symmoe

@@ -1,0 +1,87 @@
+// Combine role, send side (on each rank d that received tokens): every received row goes back to its source's
+// combine_recv[token][lane] with warp-wide 16-byte stores into the peer's memory, plus the top-k weights.
+//   non-expand: the row of (s, t) -> lane = d's master lane of the token (recv_src_metadata col 1)
+//   expand:     the expanded row of lane k -> lane k (one row per routed lane)
+//   expand + reduce_local_experts: d sums its lanes in ascending k in fp32 (from 0.f), rounds ONCE to bf16 and
+//               sends the partial to its master lane (halves NVLink bytes at K/R = 4).
+// Weights: non-expand rows carry all K weights -> combine_weights[t][master][0..K); expand lane k's weight ->
+// combine_weights[t][k][k]. The reduce epilogue picks the column of the rank that owns each lane.
+// Rows that are copied unchanged move with bulk copies through the warp's staging buffers (stager.cuh): a few warps
+// per SM keep whole rows in flight over NVLink. The reduce_local partial is computed in registers and stored with
+// 16-byte stores. NOTES: rows are H*2 bytes, 16-byte aligned.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "kernels/comm/sym_buffer.cuh"
+#include "kernels/ep/common.cuh"
+#include "kernels/ep/stager.cuh"
+
+namespace symmoe::ep {
+
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
+__device__ __forceinline__ uint32_t float_to_bf16_bits(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+// acc[0..8) += the 8 bf16 values of v.
+__device__ __forceinline__ void add_bf16x8(float* acc, const int4& v) {
+  const uint32_t w[4] = {uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    acc[2 * j] = acc[2 * j] + bf16_bits_to_float(w[j] & 0xffffu);
+    acc[2 * j + 1] = acc[2 * j + 1] + bf16_bits_to_float(w[j] >> 16);
+  }
+}
+__device__ __forceinline__ int4 pack_bf16x8(const float* acc) {
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) w[j] = float_to_bf16_bits(acc[2 * j]) | (float_to_bf16_bits(acc[2 * j + 1]) << 16);
+  return make_int4(int(w[0]), int(w[1]), int(w[2]), int(w[3]));
+}
+
+// One warp: received token i of this rank back to its source.
+// list: this warp's 32 ints of shared scratch.
+__device__ __forceinline__ void combine_send_token(const CombineParams& p, Stager& st, int i, int* list) {
+  const auto& dims = p.layout.dims();
+  const int K = dims.num_topk, H = dims.hidden, T_max = dims.num_max_tokens_per_rank, lane = lane_id();
+  const int32_t* meta = p.handle.recv_src_metadata + int64_t(i) * (2 + K);
+  const int src = meta[0];
+  const int s = src / T_max, t = src % T_max, master = meta[1] - s * K;
+  const uint32_t row_bytes = uint32_t(H) * 2;
+  if (!p.expand) {
+    uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s));
+    relay_row(st, p.x + int64_t(i) * H, row_bytes, lane == 0 ? dst : nullptr);
+    if (p.topk_weights && lane < K)
+      p.sym.map(p.layout.get_combine_weights(t, master), uint32_t(s))[lane] = p.topk_weights[int64_t(i) * K + lane];
+    return;
+  }
+  const int row = lane < K ? meta[2 + lane] : -1;
+  const uint32_t lanes_here = __ballot_sync(0xffffffffu, row >= 0);
+  if (p.topk_weights && row >= 0)
+    p.sym.map(p.layout.get_combine_weights(t, lane), uint32_t(s))[lane] = p.topk_weights[row];
+  if (!p.reduce_local_experts) {
+    for (uint32_t rest = lanes_here; rest; rest &= rest - 1) {
+      const int k = __ffs(rest) - 1;
+      const int r = __shfl_sync(0xffffffffu, row, k);
+      uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, k), uint32_t(s));
+      relay_row(st, p.x + int64_t(r) * H, row_bytes, lane == 0 ? dst : nullptr);
+    }
+    return;
+  }
+  // Row list in shared memory: broadcast reads, no dynamically indexed registers.
+  for (uint32_t rest = lanes_here, n = 0; rest; rest &= rest - 1, ++n) {
+    const int r = __shfl_sync(0xffffffffu, row, __ffs(rest) - 1);
+    if (lane == 0) list[n] = r;
+  }
+  __syncwarp();
+  const int n = __popc(lanes_here);
+  auto* dst = reinterpret_cast<int4*>(p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s)));
+  for (int c = lane; c < H / 8; c += 32) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int j = 0; j < n; ++j) add_bf16x8(acc, __ldg(reinterpret_cast<const int4*>(p.x + int64_t(list[j]) * H) + c));
+    dst[c] = pack_bf16x8(acc);
+  }
+  __syncwarp();
+}
+
+}  // namespace symmoe::ep

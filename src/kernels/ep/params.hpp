@@ -1,0 +1,93 @@
+// Kernel arguments of EP dispatch and combine: plain structs filled by the host (src/ep/ep_buffer.cpp) and passed
+// by value (__grid_constant__) to the kernels in src/kernels/ep/*.cu. No CUDA device code here.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/comm/sym_buffer.cuh"
+#include "symmoe/layout/ep.hpp"
+#include "symmoe/layout/sync.hpp"
+
+namespace symmoe::ep {
+
+// Warps per CTA of every EP kernel. NOTES: 8 warps x 2 staged records keep ~120 KB of FP8 V3 records in flight per
+// SM, enough to cover NVLink latency at 24 SMs (DESIGN.md 2: push saturates with ~16 SMs).
+constexpr int kNumWarps = 8;
+constexpr int kNumThreads = kNumWarps * 32;
+
+// A bad routing entry found on the device while counting. `valid` is written last (host-mapped memory).
+enum class InputErrorKind : int32_t { kNone = 0, kOutOfRange = 1, kDuplicate = 2 };
+struct InputError {
+  int64_t value;
+  int32_t token, lane, kind, first_lane;  // first_lane: the earlier lane with the same expert (duplicates)
+  uint32_t valid;
+  uint32_t pad;
+};
+
+// Device arrays of one EpHandle (see symmoe/ep.hpp for shapes).
+struct HandleArrays {
+  int32_t* num_tokens_per_rank;
+  int32_t* num_tokens_per_expert;
+  int32_t* dst_buffer_slot_idx;
+  int64_t* topk_idx;
+  int32_t* psum_num_recv_tokens_per_rank;
+  int32_t* num_unaligned_recv_tokens_per_expert;
+  int32_t* psum_num_recv_tokens_per_expert;
+  int32_t* num_recv_tokens_per_expert;  // aligned
+  int32_t* recv_src_metadata;
+  int32_t* device_counts;  // [0] num_recv_tokens, [1] num_expanded_tokens
+};
+
+struct DispatchParams {
+  comm::SymBuffer sym;         // the EP buffer
+  layout::EpLayout layout;     // at this rank's base
+  layout::SyncArea sync;       // layout.get_sync_area()
+  layout::WaitContext wait;
+  int rank, num_tokens, x_row_bytes, sf_row_bytes, num_buffers;  // num_buffers: staged records per warp (1 or 2)
+  const uint8_t* x;
+  const uint8_t* x_sf;
+  const int64_t* topk_idx;
+  const float* topk_weights;
+  bool cached, expand, zero_padding;
+  int expert_alignment;
+  HandleArrays handle;
+  uint8_t* recv_x;
+  uint8_t* recv_sf;
+  int64_t* recv_topk_idx;
+  float* recv_topk_weights;
+  int32_t* warp_counts;                  // [num_ctas * kNumWarps][R + E] workspace
+  unsigned long long* error_key;         // min over (token << 32 | lane << 8 | kind); all ones = none
+  InputError* error;                     // host-mapped
+};
+
+struct CombineParams {
+  comm::SymBuffer sym;
+  layout::EpLayout layout;
+  layout::SyncArea sync;
+  layout::WaitContext wait;
+  int rank, num_tokens, num_buffers;  // num_buffers: staged rows per warp (1 or 2)
+  bool expand, reduce_local_experts;
+  const uint16_t* x;
+  const float* topk_weights;
+  const uint16_t* bias_0;
+  const uint16_t* bias_1;
+  HandleArrays handle;
+  uint16_t* combined_x;
+  float* combined_topk_weights;
+};
+
+// Dynamic shared memory of the dispatch kernel (counters, mbarriers, staged records).
+size_t dispatch_smem_bytes(const layout::EpDims& dims, uint32_t record_stride, int num_buffers);
+// Staged records per warp that fit (2, else 1); 0 when even one does not fit.
+int dispatch_num_buffers(const layout::EpDims& dims, uint32_t record_stride);
+
+// The same for combine's staged bf16 rows of `hidden`.
+size_t combine_smem_bytes(int hidden, int num_buffers);
+int combine_num_buffers(int hidden);
+
+void launch_dispatch(const DispatchParams& params, int num_ctas, cudaStream_t stream);
+void launch_combine(const CombineParams& params, int num_ctas, cudaStream_t stream);
+
+}  // namespace symmoe::ep
