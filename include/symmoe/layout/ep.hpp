@@ -2,14 +2,12 @@
 //
 // Every rank allocates the same EpLayout in its symmetric buffer; peers reach a region through
 // SymBuffer::map(local_ptr, rank). Regions, in order (T = T_max, R ranks, E experts, El = E/R, K top-k, H hidden):
-//   send_tokens        T token records           RESERVED for a pull-mode dispatch (the push kernels do not use it)
 //   recv_tokens        R*T token records         [src_rank][slot]: worst case every token of every rank comes here
 //   combine_recv       T*K bf16 rows of H        [token][topk lane]: rows sent back to this (source) rank
-//   notify_local       (R+E) u64                 RESERVED (notify reduces per-warp counts in a local workspace)
 //   recv_rank_counts   R u64                     [src_rank] tokens src sends here (plain value), written by src
 //   recv_expert_counts R*El u64                  [src_rank][local expert] tokens (plain value), written by src
-//   rank_slot_counters R i32                     RESERVED (slots come from a deterministic scan, kernels/ep/notify.cuh)
-//   expert_slot_counters El i32                  RESERVED (expand rows come from the records' expert positions)
+// No slot counters: slots come from a deterministic token-order scan (kernels/ep/notify.cuh) and expand rows from
+// the records' expert positions, so nothing here needs resetting between calls.
 //   sync                                         layout::SyncArea (runtime's): barrier slots, grid-sync state
 //   (timeout error records live in the runtime's host-mapped memory, not in this buffer)
 //   combine_weights    T*K*K fp32                [token][lane][j]: top-k weights returned with combine's rows
@@ -88,14 +86,10 @@ struct EpDims {
 class EpLayout {
  public:
   enum RegionId : int {
-    kSendTokens,
     kRecvTokens,
     kCombineRecv,
-    kNotifyLocal,
     kRecvRankCounts,
     kRecvExpertCounts,
-    kRankSlotCounters,
-    kExpertSlotCounters,
     kSyncArea,
     kCombineWeights,
     kNumRegions
@@ -116,9 +110,6 @@ class EpLayout {
   SYMMOE_HD constexpr uint64_t base() const { return base_; }
 
   // ---- token records ----
-  SYMMOE_HD TokenRecordView get_send_token(int token_idx) const {
-    return {base_ + regions_.offset(kSendTokens) + static_cast<uint64_t>(token_idx) * record_.stride, record_};
-  }
   // Slot `slot` of the rows sent by `src_rank` (slot < T_max).
   SYMMOE_HD TokenRecordView get_recv_token(int src_rank, int slot) const {
     const uint64_t idx = static_cast<uint64_t>(src_rank) * dims_.num_max_tokens_per_rank + slot;
@@ -139,27 +130,13 @@ class EpLayout {
     return at_offset<float>(base_, regions_.offset(kCombineWeights)) + row * dims_.num_topk;
   }
 
-  // ---- notify counters (packed (arrivals << 32) | count) ----
-  SYMMOE_HD uint64_t* get_notify_local_rank_count(int dst_rank) const {
-    return at_offset<uint64_t>(base_, regions_.offset(kNotifyLocal)) + dst_rank;
-  }
-  SYMMOE_HD uint64_t* get_notify_local_expert_count(int expert_idx) const {
-    return at_offset<uint64_t>(base_, regions_.offset(kNotifyLocal)) + dims_.num_ranks + expert_idx;
-  }
+  // ---- notify counters (plain values written by the source rank) ----
   SYMMOE_HD uint64_t* get_recv_rank_count(int src_rank) const {
     return at_offset<uint64_t>(base_, regions_.offset(kRecvRankCounts)) + src_rank;
   }
   SYMMOE_HD uint64_t* get_recv_expert_count(int src_rank, int local_expert_idx) const {
     return at_offset<uint64_t>(base_, regions_.offset(kRecvExpertCounts)) +
            static_cast<uint64_t>(src_rank) * dims_.num_local_experts() + local_expert_idx;
-  }
-
-  // ---- slot counters ----
-  SYMMOE_HD int32_t* get_rank_slot_counter(int dst_rank) const {
-    return at_offset<int32_t>(base_, regions_.offset(kRankSlotCounters)) + dst_rank;
-  }
-  SYMMOE_HD int32_t* get_expert_slot_counter(int local_expert_idx) const {
-    return at_offset<int32_t>(base_, regions_.offset(kExpertSlotCounters)) + local_expert_idx;
   }
 
   // ---- runtime areas (sized by the runtime's sync layout) ----
@@ -171,16 +148,12 @@ class EpLayout {
  private:
   SYMMOE_HD EpLayout(const EpDims& dims, uint64_t base, int /*tag*/)
       : dims_(dims), record_(dims.hidden, dims.num_topk, dims.dtype, dims.scale_row_bytes), base_(base) {
-    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, E = dims.num_experts, K = dims.num_topk;
+    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, K = dims.num_topk;
     const uint64_t H = dims.hidden, El = dims.num_local_experts();
-    regions_.add(kSendTokens, "send_tokens", T * record_.stride, kAlignBulk);
     regions_.add(kRecvTokens, "recv_tokens", R * T * record_.stride, kAlignBulk);
     regions_.add(kCombineRecv, "combine_recv", T * K * H * 2, kAlignBulk);
-    regions_.add(kNotifyLocal, "notify_local", (R + E) * 8, kAlignBulk);
     regions_.add(kRecvRankCounts, "recv_rank_counts", R * 8, kAlignBulk);
     regions_.add(kRecvExpertCounts, "recv_expert_counts", R * El * 8, kAlignBulk);
-    regions_.add(kRankSlotCounters, "rank_slot_counters", R * 4, kAlignBulk);
-    regions_.add(kExpertSlotCounters, "expert_slot_counters", El * 4, kAlignBulk);
     regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
     regions_.add(kCombineWeights, "combine_weights", T * K * K * 4, kAlignBulk);
   }
