@@ -13,8 +13,12 @@ PeerTimeout::PeerTimeout(std::string site, std::vector<layout::ErrorRecord> reco
 static std::string describe(const layout::ErrorRecord& r) {
   std::ostringstream os;
   os << "rank " << r.rank << " waited " << r.elapsed_ns / 1000000.0 << " ms at " << layout::wait_site_name(r.site)
-     << " for " << (r.peer < 0 ? std::string("its own CTAs") : "peer " + std::to_string(r.peer)) << " (counter 0x"
-     << std::hex << r.counter << std::dec << ": expected " << r.expected << ", seen " << r.seen << ")";
+     << " for ";
+  if (r.peer < 0)
+    os << "its own CTAs";
+  else
+    os << "peer " << r.peer;
+  os << " (counter 0x" << std::hex << r.counter << std::dec << ": expected " << r.expected << ", seen " << r.seen << ")";
   return os.str();
 }
 
@@ -33,9 +37,8 @@ void throw_if_timed_out(const std::vector<layout::ErrorRecord>& records, const s
   }
   const auto& b = records[blamed];
   std::ostringstream os;
-  os << "device wait timed out: "
-     << (b.peer >= 0 ? "peer " + std::to_string(b.peer) + " stalled" : "rank " + std::to_string(b.rank) + " stalled")
-     << "; " << describe(b);
+  os << "device wait timed out: " << (b.peer >= 0 ? "peer " : "rank ") << (b.peer >= 0 ? int64_t(b.peer) : int64_t(b.rank))
+     << " stalled; " << describe(b);
   if (records.size() > 1) {
     os << "; all " << records.size() << " records:";
     for (const auto& r : records) os << " [" << describe(r) << "]";
