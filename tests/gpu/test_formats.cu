@@ -19,29 +19,14 @@
 #include "symmoe/formats.hpp"
 #include "symmoe/quant.hpp"
 #include "symmoe/quantize_gpu.hpp"
+#include "gpu/device_array.hpp"
 
 namespace fmt = symmoe::fmt;
 using symmoe::test::bitwise_equal;
+using symmoe::test::DeviceArray;
 
 namespace {
 
-// Device buffer that frees itself; every CUDA call checked.
-template <typename T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(size_t count) : n(count) { SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
-  ~DeviceArray() { cudaFree(ptr); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  void upload(const std::vector<T>& h) { SYMMOE_CUDA_CHECK(cudaMemcpy(ptr, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    SYMMOE_CUDA_CHECK(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void poison(int byte) { SYMMOE_CUDA_CHECK(cudaMemset(ptr, byte, n * sizeof(T))); }
-};
 
 uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
 

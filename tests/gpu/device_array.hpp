@@ -1,0 +1,34 @@
+// Device buffer for GPU tests: frees itself, every CUDA call checked, poisonable before a kernel writes it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "symmoe/cuda_check.hpp"
+
+namespace symmoe::test {
+
+template <typename T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceArray(size_t count) : n(count) { SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit DeviceArray(const std::vector<T>& h) : DeviceArray(h.size()) { upload(h); }
+  ~DeviceArray() { cudaFree(ptr); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void upload(const std::vector<T>& h) {
+    SYMMOE_CUDA_CHECK(cudaMemcpy(ptr, h.data(), std::min(h.size(), n) * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    SYMMOE_CUDA_CHECK(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  // Fill every byte with `byte` (0xFF: NaN for floats, -1 for ints) so unwritten outputs show.
+  void poison(int byte = 0xFF) { SYMMOE_CUDA_CHECK(cudaMemset(ptr, byte, n * sizeof(T))); }
+};
+
+}  // namespace symmoe::test
