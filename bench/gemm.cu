@@ -133,11 +133,42 @@ struct LtGemm {
 struct Case {
   std::string name, op;  // op: contiguous | masked | l1
   int experts, tokens, n, k;
+  // A's scale. NOTES: e4m3 codes drawn uniformly have E[a^2] ~ 1e4, so with B's 1/256 an output element over
+  // k = 7168 has std ~50 at 1/64; SwiGLU then sees gates below -87 (expf overflows, the IEEE division takes its
+  // slow path in most warps). l1_swiglu uses 1/1024 (gate std ~3, as in a trained model); l1_swiglu_wide keeps
+  // 1/64 to show the data dependence.
+  float act_scale = 1.f / 64;
 };
+
+// One comparison variant of --alt: "cluster=1,block_n=128,unordered,direct".
+struct AltVariant {
+  std::string spec;
+  gemm::LaunchOptions opt;
+};
+AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
+  AltVariant v{spec, base};
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const int value = eq == std::string::npos ? 0 : std::stoi(item.substr(eq + 1));
+    if (key == "cluster") v.opt.cluster_m = value;
+    else if (key == "block_n") v.opt.block_n = value;
+    else if (key == "block_m") v.opt.block_m = value;
+    else if (key == "unordered") v.opt.ordered_issue = false;
+    else if (key == "direct") v.opt.direct_store = true;
+    else SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
+                     "' (cluster=N, block_n=N, block_m=N, unordered, direct)");
+    pos = end + 1;
+  }
+  return v;
+}
 
 int run_gemm_bench(int argc, char** argv) {
   cli::Args args("bench gemm", "grouped FP8 GEMM vs cuBLASLt (same run)");
-  args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l2, e128, decode (or all)")
+  args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, decode (or all)")
       .option("decode-tokens", "1,8,16,64", "tokens per expert of the masked decode cases")
       .option("reps", "30", "timed repetitions (median)")
       .option("k", "0", "override k of every case (0: the case's own)")
@@ -147,6 +178,10 @@ int run_gemm_bench(int argc, char** argv) {
       .option("block-n", "0", "force BLOCK_N 128 or 256 (0: planner)")
       .option("cluster", "0", "force cluster size 1 or 2 (0: planner)")
       .flag("unordered", "math warpgroups issue WGMMA without taking turns (comparison)")
+      .flag("direct-store", "epilogue stores from registers instead of staged bulk stores (comparison)")
+      .option("alt", "", "';'-separated variants timed in the same run, e.g. 'cluster=1;direct' (items: cluster=N, "
+                         "block_n=N, block_m=N, unordered, direct); columns alt/ours = variant time / ours")
+      .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
   std::vector<std::string> wanted = args.str_list("cases");
@@ -158,7 +193,8 @@ int run_gemm_bench(int argc, char** argv) {
   if (want("dense_l1")) cases.push_back({"dense_l1", "contiguous", 1, 8192, 4096, 7168});
   if (want("dense_l2")) cases.push_back({"dense_l2", "contiguous", 1, 8192, 7168, 2048});
   if (want("l1")) cases.push_back({"l1", "contiguous", 32, 1536, 4096, 7168});
-  if (want("l1_swiglu")) cases.push_back({"l1_swiglu", "l1", 32, 1536, 4096, 7168});
+  if (want("l1_swiglu")) cases.push_back({"l1_swiglu", "l1", 32, 1536, 4096, 7168, 1.f / 1024});
+  if (want("l1_swiglu_wide")) cases.push_back({"l1_swiglu_wide", "l1", 32, 1536, 4096, 7168, 1.f / 64});
   if (want("l2")) cases.push_back({"l2", "contiguous", 32, 1536, 7168, 2048});
   if (want("e128")) cases.push_back({"e128", "contiguous", 128, 384, 4096, 4096});
   if (want("decode"))
@@ -179,8 +215,23 @@ int run_gemm_bench(int argc, char** argv) {
   const size_t workspace_bytes = size_t(64) << 20;
   Buffer<uint8_t> workspace(workspace_bytes);
 
-  std::printf("%-10s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s\n", "case", "op", "experts", "tokens", "n",
+  std::vector<AltVariant> alts;
+  {
+    gemm::LaunchOptions base;
+    base.block_m = args.integer("block-m"), base.block_n = args.integer("block-n");
+    base.cluster_m = args.integer("cluster"), base.ordered_issue = !args.has("unordered");
+    base.direct_store = args.has("direct-store");
+    const std::string list = args.str("alt");
+    for (size_t pos = 0; pos < list.size();) {
+      const size_t end = std::min(list.find(';', pos), list.size());
+      if (end > pos) alts.push_back(parse_alt(list.substr(pos, end - pos), base));
+      pos = end + 1;
+    }
+  }
+  std::printf("%-14s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s", "case", "op", "experts", "tokens", "n",
               "k", "us", "TFLOPS", "w GB/s", "lt us", "lt TFLOP", "ratio");
+  for (const AltVariant& v : alts) std::printf(" | alt/ours %s", v.spec.c_str());
+  std::printf("\n");
   std::vector<std::string> table;
   for (const Case& c : cases) {
     const bool masked = c.op == "masked", swiglu = c.op == "l1";
@@ -194,7 +245,7 @@ int run_gemm_bench(int argc, char** argv) {
     Buffer<float> out_scales(size_t(c.n / 256 + 1) * sfa_stride), row_weights(total_rows);
     fill_e4m3<<<1024, 256, 0, stream>>>(a.ptr, total_rows * c.k, 1);
     fill_e4m3<<<1024, 256, 0, stream>>>(b.ptr, size_t(c.experts) * c.n * c.k, 2);
-    fill_value<<<256, 256, 0, stream>>>(sfa.ptr, size_t(c.k / 128) * sfa_stride + 4096, 1.f / 64);
+    fill_value<<<256, 256, 0, stream>>>(sfa.ptr, size_t(c.k / 128) * sfa_stride + 4096, c.act_scale);
     fill_value<<<256, 256, 0, stream>>>(sfb.ptr, size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096, 1.f / 256);
     fill_value<<<256, 256, 0, stream>>>(row_weights.ptr, total_rows, 0.5f);
     SYMMOE_CUDA_CHECK_LAUNCH("fill");
@@ -213,11 +264,14 @@ int run_gemm_bench(int argc, char** argv) {
     gemm::SwigluFp8Output o;
     o.out = out.ptr, o.out_scales = out_scales.ptr, o.out_scale_stride = sfa_stride, o.row_weights = row_weights.ptr;
     gemm::LaunchOptions opt;
-    opt.expected_rows_per_expert = c.tokens;
+    // Masked: the launcher plans from max_m (every expert fits it); contiguous: the tokens per expert.
+    opt.expected_rows_per_expert = masked ? 0 : c.tokens;
     opt.block_m = args.integer("block-m");
     opt.block_n = args.integer("block-n");
     opt.ordered_issue = !args.has("unordered");
     opt.cluster_m = args.integer("cluster");
+    opt.direct_store = args.has("direct-store");
+    for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
     const std::string config = gemm::describe_launch(in, swiglu, opt);
     const double t_ours = median_time_us(stream, [&] {
       if (swiglu)
@@ -225,6 +279,15 @@ int run_gemm_bench(int argc, char** argv) {
       else
         gemm::grouped_gemm_bf16(in, d.ptr, stream, opt);
     }, 3, reps);
+    std::vector<double> t_alt;
+    for (const AltVariant& v : alts) {
+      t_alt.push_back(median_time_us(stream, [&] {
+        if (swiglu)
+          gemm::grouped_gemm_swiglu_fp8(in, o, stream, v.opt);
+        else
+          gemm::grouped_gemm_bf16(in, d.ptr, stream, v.opt);
+      }, 3, reps));
+    }
 
     double t_lt = 0;
     if (lt && lt->ok()) {
@@ -246,10 +309,12 @@ int run_gemm_bench(int argc, char** argv) {
     const double weight_bytes = double(c.experts) * c.n * c.k;
     const double tflops = flops / t_ours * 1e-6, gbps = weight_bytes / t_ours * 1e-3;
     const double lt_tflops = t_lt > 0 ? flops / t_lt * 1e-6 : 0;
-    char row[256];
-    std::snprintf(row, sizeof row, "%-10s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f", c.name.c_str(),
-                  c.op.c_str(), c.experts, c.tokens, c.n, c.k, t_ours, tflops, gbps, t_lt, lt_tflops,
-                  t_lt > 0 ? t_lt / t_ours : 0.0);
+    char row[512];
+    int len = std::snprintf(row, sizeof row, "%-14s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f",
+                            c.name.c_str(), c.op.c_str(), c.experts, c.tokens, c.n, c.k, t_ours, tflops, gbps, t_lt,
+                            lt_tflops, t_lt > 0 ? t_lt / t_ours : 0.0);
+    for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
+      len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
     std::printf("%s   %s\n", row, config.c_str());
     table.push_back(row);
     JsonLine line = common_fields("gemm", argc, argv);
@@ -257,10 +322,16 @@ int run_gemm_bench(int argc, char** argv) {
         .add("m", int(c.tokens)).add("n", c.n).add("k", c.k).add("time_us", t_ours).add("tflops", tflops)
         .add("weight_gbps", gbps).add("baseline", "cublaslt").add("baseline_time_us", t_lt)
         .add("baseline_tflops", lt_tflops).add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
-        .add("kernel", config);
+        .add("kernel", config).add("variant", args.str("variant")).add("direct_store", opt.direct_store ? 1 : 0)
+        .add("act_scale", double(c.act_scale));
+    for (size_t i = 0; i < alts.size(); ++i)
+      line.add("alt" + std::to_string(i), alts[i].spec).add("alt" + std::to_string(i) + "_time_us", t_alt[i])
+          .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(in, swiglu, alts[i].opt));
     append_result(args.str("out"), "gemm", line);
   }
-  std::printf("\n== gemm summary (ratio = cuBLASLt time / ours) ==\n");
+  std::printf("\n== gemm summary (ratio = cuBLASLt time / ours; alt/ours = variant time / ours:");
+  for (const AltVariant& v : alts) std::printf(" [%s]", v.spec.c_str());
+  std::printf(") ==\n");
   for (const auto& r : table) std::printf("%s\n", r.c_str());
   SYMMOE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;

@@ -61,14 +61,16 @@ struct SwigluFp8Output {
   float clamp = 0.f;
 };
 
-// Launch choices; 0 = let the planner choose.
+// Launch choices; 0 = let the planner choose (plan::plan_grouped_gemm over the compiled kernels
+// plan::kGemmKernels; block_m / block_n / cluster_m are pins that must name a compiled kernel).
 struct LaunchOptions {
   int num_sms = 0;                   // persistent CTAs (default: all SMs of the current device)
   int block_m = 0;                   // 64 or 128
   int block_n = 0;                   // 128 or 256 (128 only with block_m 128 and the bf16 epilogue)
   int cluster_m = 0;                 // 1 or 2 (TMA multicast of B across 2 m-blocks)
-  int expected_rows_per_expert = 0;  // hint for the planner (default: num_total_rows / E)
+  int expected_rows_per_expert = 0;  // hint for the planner (default: contiguous num_rows / E, masked max_m / 2)
   bool ordered_issue = true;         // math warpgroups take turns issuing WGMMA (false: for comparisons)
+  bool direct_store = false;         // epilogue stores from registers, not staged + bulk-stored (for comparisons)
 };
 
 inline int sfa_stride_for(int num_total_rows) { return (num_total_rows + 3) / 4 * 4; }

@@ -62,25 +62,62 @@ enum class GemmEpilogue : int {
 };
 const char* gemm_epilogue_name(GemmEpilogue e);
 
+// The grouped-GEMM kernels that exist: src/kernels/gemm/*.cu instantiate exactly these entries (and nothing else),
+// and plan_grouped_gemm only ever picks one of them. Two math warpgroups + one producer warpgroup each:
+//   128 x 128: the warpgroups split the token rows (64 x 128 each)
+//    64 x 256: they split the channels (64 x 128 each)
+//   128 x 256: they split the token rows (64 x 256 each, two m64n128 WGMMA passes sharing one partial accumulator)
+// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes). Swap-A/B (tokens on WGMMA N) is not
+// compiled yet, so it is not a candidate.
+struct GemmKernelShape {
+  int block_m, block_n, num_stages, cluster_size;
+  GemmEpilogue epilogue;
+};
+inline constexpr GemmKernelShape kGemmKernels[] = {
+    {128, 128, 6, 1, GemmEpilogue::kBf16},       {128, 128, 6, 2, GemmEpilogue::kBf16},
+    {64, 256, 5, 1, GemmEpilogue::kBf16},        {64, 256, 5, 2, GemmEpilogue::kBf16},
+    {128, 256, 4, 1, GemmEpilogue::kBf16},       {128, 256, 4, 2, GemmEpilogue::kBf16},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},   {64, 256, 5, 2, GemmEpilogue::kSwigluFp8},
+    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},  {128, 256, 4, 2, GemmEpilogue::kSwigluFp8},
+};
+inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
+
+// Shared memory of one grouped-GEMM kernel (src/kernels/gemm/smem_layout.hpp places the regions and
+// static_asserts that its total equals gemm_smem_bytes).
+//   per stage: A tile block_m x 128 B + B tile block_n x 128 B + A scales (block_m + 4 fp32, TMA box padded to
+//              128 B) + full/empty mbarriers (16 B)
+//   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
+//              16 B pad against bank conflicts) + 1 KiB to align the base to 1024 B (128B swizzle)
+constexpr int kGemmSfaBoxPad = 4;
+constexpr int gemm_stage_smem_bytes(int block_m, int block_n) {
+  return block_m * 128 + block_n * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16;
+}
+constexpr int kGemmStagingRowBytes = 144;
+constexpr int kGemmStagingBytes = 8 * 16 * kGemmStagingRowBytes;
+constexpr int gemm_fixed_smem_bytes() { return 2 * 2 * 64 * 4 + kGemmStagingBytes + 1024; }
+constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages) {
+  return gemm_fixed_smem_bytes() + num_stages * gemm_stage_smem_bytes(block_m, block_n);
+}
+
 struct GemmPlan {
   // Problem
   double m_per_expert_expected = 0;  // tokens per expert (before kImbalanceFactor)
   int n = 0, k = 0, num_experts = 0;
   GemmEpilogue epilogue = GemmEpilogue::kBf16;
-  // Tiles. block_m counts tokens, block_n output channels (weight rows), in both modes.
-  bool swap_ab = false;  // true: weights on WGMMA M, tokens on WGMMA N (decode)
+  // Tiles: one entry of kGemmKernels. block_m counts tokens, block_n output channels (weight rows).
+  bool swap_ab = false;  // tokens on WGMMA N (decode); no such kernel is compiled yet, so always false
   int block_m = 0, block_n = 0, block_k = hopper::kBlockK;
   // Accumulator tile of one math warpgroup, in WGMMA terms (M = rows of the A operand, N = columns), and whether
-  // the two warpgroups split the block's output channels (64 x 256 tiles, swap-A/B) or its token rows (128 x 128).
+  // the two warpgroups split the block's output channels (64 x 256 tiles) or its token rows (128-row tiles).
   int wg_tile_m = 0, wg_tile_n = 0;
   bool wg_split_channels = false;
   int num_math_warpgroups = 2;
   int cluster_size = 1;  // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
-  // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA warp active) + the math warpgroups.
+  // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA thread active) + the math warpgroups.
   int producer_registers = 40, math_registers = 232;
   int math_registers_needed = 0;  // estimate (see math_registers_estimate); ptxas -v is the final word
   int num_threads = 0;
-  // Shared memory
+  // Shared memory (gemm_smem_bytes)
   int num_stages = 0;
   int smem_per_stage = 0, smem_fixed = 0, smem_bytes = 0;
   // Grid
@@ -92,9 +129,19 @@ struct GemmPlan {
   void validate() const;
 };
 
+// Choices pinned by the caller (0 = planner's choice); e.g. symmoe::gemm::LaunchOptions for benches and tests.
+// block_m here wins over SYMMOE_BLOCK_M.
+struct GemmPins {
+  int block_m = 0, block_n = 0, cluster_size = 0;
+};
+
+// Picks one of kGemmKernels: BLOCK_M from the ladder over the compiled block_m values (the smallest holding
+// kImbalanceFactor x the expected tokens, else the largest), BLOCK_N by the fewest waves x tile cost, cluster 1
+// unless pinned (src/plan/gemm_plan.cpp says why). Throws symmoe::Error naming the override or pin when no
+// compiled kernel matches it.
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
                            GemmEpilogue epilogue = GemmEpilogue::kBf16,
-                           const PlanOverrides& overrides = PlanOverrides::from_env());
+                           const PlanOverrides& overrides = PlanOverrides::from_env(), const GemmPins& pins = {});
 
 // Registers one math thread needs for a warpgroup accumulator tile of wg_m x wg_n fp32: the final accumulator,
 // the partial accumulator of the per-128-K promotion (same size, at most one m64n128 WGMMA: 64 registers) and ~40

@@ -5,6 +5,7 @@
 #include "kernels/gemm/launch.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/gemm.hpp"
+#include "symmoe/plan.hpp"
 
 namespace symmoe::gemm {
 
@@ -13,33 +14,35 @@ namespace {
 bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 struct Launch {
-  kernel::KernelConfig config;
+  plan::GemmPlan plan;
+  plan::GemmKernelShape kernel;
   int num_ctas = 0;
 };
 
-// NOTES: stands in for plan_grouped_gemm (include/symmoe/plan.hpp, planner helper) until that plan carries
-// the kernel's choices. Rules: small groups (<= 64 rows) waste less with 64-row tiles; otherwise 128 x 256
-// tiles (the most FLOPs per byte loaded from L2); clusters of 2 pay when an expert has at least two m-blocks
-// (the multicast B tile then serves two real tiles).
+// The launch is the planner's choice (plan::plan_grouped_gemm over the compiled kernels plan::kGemmKernels), with
+// LaunchOptions' block_m / block_n / cluster_m as pins. Expected rows per expert: the caller's hint, else
+// num_rows / E (contiguous: the padded average); masked: max_m already bounds every expert (the caller sized it
+// with the imbalance headroom), so the planner gets max_m / kImbalanceFactor and a 64-row max_m keeps 64-row tiles.
 Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
-  const int expected = opt.expected_rows_per_expert > 0 ? opt.expected_rows_per_expert
-                       : in.layout == GroupLayout::kMasked ? in.num_rows
-                                                           : in.num_rows / in.num_experts;
-  const int block_m = opt.block_m > 0 ? opt.block_m : (expected <= 64 ? 64 : 128);
-  const int block_n = opt.block_n > 0 ? opt.block_n : 256;
-  const int cluster_m = opt.cluster_m > 0 ? opt.cluster_m : (expected >= 2 * block_m ? 2 : 1);
-  Launch launch;
-  launch.config = kernel::compiled_config(block_m, block_n,
-                                          swiglu ? kernel::EpilogueKind::kSwigluFp8 : kernel::EpilogueKind::kBf16,
-                                          cluster_m);
+  const double expected = opt.expected_rows_per_expert > 0 ? double(opt.expected_rows_per_expert)
+                          : in.layout == GroupLayout::kMasked
+                              ? double(in.num_rows) / plan::kImbalanceFactor
+                              : double(in.num_rows) / in.num_experts;
   int num_sms = opt.num_sms;
   if (num_sms <= 0) {
     int device = 0;
     SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
     SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   }
-  launch.num_ctas = num_sms / cluster_m * cluster_m;
-  SYMMOE_CHECK(launch.num_ctas > 0, "gemm", "num_sms ", num_sms, " too small for clusters of ", cluster_m);
+  plan::GemmPins pins;
+  pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.cluster_size = opt.cluster_m;
+  Launch launch;
+  launch.plan = plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
+                                        swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16,
+                                        plan::PlanOverrides::from_env(), pins);
+  const plan::GemmPlan& p = launch.plan;
+  launch.kernel = plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue};
+  launch.num_ctas = p.num_sms;
   return launch;
 }
 
@@ -57,7 +60,7 @@ kernel::GemmParams make_params(const GroupedGemmInput& in) {
 }
 
 void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const Launch& l, cudaStream_t stream) {
-  const auto& c = l.config;
+  const plan::GemmKernelShape& c = l.kernel;
   const uint64_t rows = uint64_t(in.num_total_rows());
   const CUtensorMap tmap_a = make_tensor_map_2d(in.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, rows, in.k, 128,
                                                 c.block_m, true, "a");
@@ -66,7 +69,7 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
                                                   "sfa");
   const CUtensorMap tmap_b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k,
                                                 uint64_t(in.num_experts) * in.n, in.k, 128,
-                                                c.block_n / c.cluster_m, true, "b");
+                                                c.block_n / c.cluster_size, true, "b");
   kernel::launch_grouped_gemm(c, params, tmap_a, tmap_sfa, tmap_b, l.num_ctas, stream);
 }
 
@@ -108,6 +111,7 @@ void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t str
   kernel::GemmParams params = make_params(in);
   params.d = d;
   params.ordered_issue = opt.ordered_issue;
+  params.direct_store = opt.direct_store;
   launch(in, params, plan_launch(in, false, opt), stream);
 }
 
@@ -123,12 +127,13 @@ void grouped_gemm_swiglu_fp8(const GroupedGemmInput& in, const SwigluFp8Output& 
   params.row_weights = out.row_weights;
   params.clamp = out.clamp;
   params.ordered_issue = opt.ordered_issue;
+  params.direct_store = opt.direct_store;
   launch(in, params, plan_launch(in, true, opt), stream);
 }
 
 std::string describe_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
   const Launch l = plan_launch(in, swiglu, opt);
-  return l.config.to_string() + " x " + std::to_string(l.num_ctas) + " CTAs";
+  return kernel::kernel_name(l.kernel) + " x " + std::to_string(l.num_ctas) + " CTAs";
 }
 
 }  // namespace symmoe::gemm

@@ -8,39 +8,58 @@
 namespace symmoe::plan {
 namespace {
 
-// Per-tile fixed cost in "columns" for the swap-A/B block_n choice: a tile's prologue/epilogue and the token tile
-// it reloads cost about as much as 32 extra weight rows (a guess until bench gemm measures it).
+// Per-tile fixed cost in "columns" for the BLOCK_N choice: a tile's prologue/epilogue and the token tile it reloads
+// cost about as much as 32 extra weight rows (bench gemm, 2026-11-29: 128 x 256 beat 128 x 128 on every grouped
+// shape, as this model predicts).
 constexpr int kTileOverheadColumns = 32;
 
-GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms, GemmEpilogue epilogue, int block_m,
-                   int block_n, int forced_stages) {
+bool kernel_matches(const GemmKernelShape& kernel, GemmEpilogue epilogue, int block_m, int block_n, int cluster,
+                    int stages) {
+  return kernel.epilogue == epilogue && (!block_m || kernel.block_m == block_m) &&
+         (!block_n || kernel.block_n == block_n) && (!cluster || kernel.cluster_size == cluster) &&
+         (!stages || kernel.num_stages == stages);
+}
+
+bool any_kernel(GemmEpilogue epilogue, int block_m, int block_n, int cluster, int stages) {
+  for (const GemmKernelShape& kernel : kGemmKernels)
+    if (kernel_matches(kernel, epilogue, block_m, block_n, cluster, stages)) return true;
+  return false;
+}
+
+std::string compiled_list(GemmEpilogue epilogue) {
+  std::ostringstream os;
+  for (const GemmKernelShape& kernel : kGemmKernels)
+    if (kernel.epilogue == epilogue)
+      os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size;
+  return os.str();
+}
+
+long long expected_m_blocks(double m_expected, int block_m) {
+  return static_cast<long long>(std::ceil((m_expected > 1 ? m_expected : 1.0) / block_m));
+}
+
+GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms, const GemmKernelShape& kernel) {
   GemmPlan p;
   p.m_per_expert_expected = m_expected;
-  p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = epilogue;
-  p.swap_ab = detail::block_m_is_swap_ab(block_m);
-  p.block_m = block_m, p.block_n = block_n;
-  const detail::WarpgroupTile tile = detail::warpgroup_tile(block_m, block_n);
-  p.wg_tile_m = tile.m, p.wg_tile_n = tile.n, p.wg_split_channels = tile.split_channels;
+  p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue;
+  p.swap_ab = false;
+  p.block_m = kernel.block_m, p.block_n = kernel.block_n;
+  p.wg_split_channels = kernel.block_m == hopper::kWgmmaM;
+  p.wg_tile_m = hopper::kWgmmaM;
+  p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
   p.producer_registers = 40;
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
   p.math_registers_needed = math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
-
-  // Clusters of 2 pair adjacent token blocks of one expert so the weight tile is loaded once and multicast; only
-  // worth it when an expert usually has >= 2 token blocks (never in swap-A/B, where the weights are unique per CTA
-  // and the token tile is a few KB).
-  const long long m_blocks = static_cast<long long>(std::ceil((m_expected > 1 ? m_expected : 1.0) / block_m));
-  p.cluster_size = (!p.swap_ab && m_blocks >= 2 && num_sms >= 2) ? 2 : 1;
+  p.cluster_size = kernel.cluster_size;
   p.num_sms = num_sms / p.cluster_size * p.cluster_size;
-
-  p.smem_per_stage = detail::stage_smem_bytes(p.block_m, p.block_n);
-  p.smem_fixed = detail::kSmemAlignSlack + detail::kSmemFixedBarriers +
-                 detail::epilogue_smem_bytes(epilogue, p.block_m, p.block_n);
-  p.num_stages = forced_stages ? forced_stages : detail::stages_that_fit(p.smem_fixed, p.smem_per_stage);
-  p.smem_bytes = p.smem_fixed + p.num_stages * p.smem_per_stage;
-
-  p.num_tiles_expected = static_cast<long long>(num_experts) * m_blocks * ceil_div(n, p.block_n);
+  p.num_stages = kernel.num_stages;
+  p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n);
+  p.smem_fixed = gemm_fixed_smem_bytes();
+  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages);
+  p.num_tiles_expected =
+      static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
   return p;
 }
@@ -48,7 +67,7 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
 }  // namespace
 
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
-                           GemmEpilogue epilogue, const PlanOverrides& overrides) {
+                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins) {
   SYMMOE_CHECK(m_per_expert_expected >= 0, "plan", "grouped GEMM: m_per_expert_expected must be >= 0, got ",
                m_per_expert_expected);
   SYMMOE_CHECK(n > 0 && k > 0 && k % hopper::kBlockK == 0, "plan", "grouped GEMM: need n > 0 and k a positive ",
@@ -59,48 +78,55 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(!swiglu || n % 256 == 0, "plan",
                "grouped GEMM: the SwiGLU epilogue needs n = 2 * intermediate a multiple of 256, got n=", n);
 
-  // BLOCK_M: the ladder (the SwiGLU tile has 256 columns, so at most 64 token rows), then the one place the
-  // override applies.
-  const int num_candidates = swiglu ? detail::kGemmNumBlockMCandidates - 1 : detail::kGemmNumBlockMCandidates;
-  const int forced_stages = detail::forced_stages(overrides);
-  int block_m = detail::pick_block_m(m_per_expert_expected, detail::kGemmBlockMCandidates, num_candidates);
-  if (overrides.block_m) {
-    SYMMOE_CHECK(detail::contains(detail::kGemmBlockMCandidates, num_candidates, overrides.block_m), "plan",
-                 "SYMMOE_BLOCK_M must be one of 16, 32, 64", swiglu ? "" : ", 128", " for this GEMM, got ",
-                 overrides.block_m);
-    block_m = overrides.block_m;
+  // Pins and overrides: each must name a compiled kernel (the one place they apply).
+  const int stages = detail::forced_stages(overrides);
+  SYMMOE_CHECK(!stages || any_kernel(epilogue, 0, 0, 0, stages), "plan", "SYMMOE_NUM_STAGES=", stages,
+               " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue), ":",
+               compiled_list(epilogue), ")");
+  const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
+  SYMMOE_CHECK(!forced_block_m || any_kernel(epilogue, forced_block_m, 0, 0, 0), "plan",
+               pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
+               " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue), ":",
+               compiled_list(epilogue), ")");
+  SYMMOE_CHECK(!pins.block_n || any_kernel(epilogue, forced_block_m, pins.block_n, 0, stages), "plan",
+               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue),
+               ":", compiled_list(epilogue), ")");
+  SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
+               "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
+  SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
+
+  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
+  int block_m = forced_block_m;
+  if (!block_m) {
+    int ladder[kNumGemmKernels];
+    int num_ladder = 0;
+    for (const int candidate : {64, 128})
+      if (any_kernel(epilogue, candidate, pins.block_n, pins.cluster_size, stages)) ladder[num_ladder++] = candidate;
+    SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", gemm_epilogue_name(epilogue),
+                 " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(epilogue), ")");
+    block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
   }
+  // Cluster: 1 unless pinned. NOTES (H200, bench gemm, 2026-11-29, staged epilogue): clusters of 2 (B multicast
+  // to two m-blocks) were 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs
+  // (launch_config clamps the grid), the pair's pipelines wait on each other, and an expert with an odd number of
+  // m-blocks runs an empty partner tile. The cluster kernels stay compiled for pins and comparisons.
+  const int cluster = pins.cluster_size ? pins.cluster_size : 1;
 
-  // BLOCK_N. Tokens on M: fixed by BLOCK_M (128 x 128 split by token rows, 64 x 256 split by channels). SwiGLU:
-  // 256 interleaved gate/up columns = 128 intermediate channels, so the FP8 output scale is per 128 (per-64 scales
-  // lost accuracy in a public Hopper port). Swap-A/B with bf16 output: 128 or 256 weight rows, chosen below.
-  int candidates[2] = {0, 0};
-  int num_block_n = 0;
-  if (!detail::block_m_is_swap_ab(block_m))
-    candidates[num_block_n++] = block_m == 128 ? 128 : 256;
-  else if (swiglu)
-    candidates[num_block_n++] = 256;
-  else
-    candidates[num_block_n++] = 128, candidates[num_block_n++] = 256;
-
-  // Fewest (waves x tile cost) among plans with >= kPreferredMinStages stages (any valid plan if none reaches
-  // it); ties go to the wider tile. A wave is num_sms tiles; a tile costs ~ block_n + kTileOverheadColumns.
+  // BLOCK_N: fewest (waves x tile cost) among the compiled kernels left; a tile costs ~ block_n +
+  // kTileOverheadColumns; ties go to the wider tile.
   GemmPlan best;
-  bool have_best = false, best_deep = false;
+  bool have_best = false;
   long long best_cost = 0;
-  for (int i = 0; i < num_block_n; ++i) {
-    GemmPlan p =
-        make_plan(m_per_expert_expected, n, k, num_experts, num_sms, epilogue, block_m, candidates[i], forced_stages);
-    if (p.num_stages < 2 || p.smem_bytes > hopper::kMaxSmemPerBlock) continue;
-    const bool deep = p.num_stages >= detail::kPreferredMinStages;
+  for (const GemmKernelShape& kernel : kGemmKernels) {
+    if (!kernel_matches(kernel, epilogue, block_m, pins.block_n, cluster, stages)) continue;
+    GemmPlan p = make_plan(m_per_expert_expected, n, k, num_experts, num_sms, kernel);
     const long long cost = static_cast<long long>(p.num_waves_expected) * (p.block_n + kTileOverheadColumns);
-    const bool better = !have_best || (deep && !best_deep) ||
-                        (deep == best_deep && (cost < best_cost || (cost == best_cost && p.block_n > best.block_n)));
-    if (better) best = p, have_best = true, best_deep = deep, best_cost = cost;
+    if (!have_best || cost < best_cost || (cost == best_cost && p.block_n > best.block_n))
+      best = p, have_best = true, best_cost = cost;
   }
-  if (!have_best)  // validate() below reports why the first candidate does not fit
-    best =
-        make_plan(m_per_expert_expected, n, k, num_experts, num_sms, epilogue, block_m, candidates[0], forced_stages);
+  SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", gemm_epilogue_name(epilogue), " block_m=",
+               block_m, " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages,
+               " (compiled:", compiled_list(epilogue), ")");
   best.validate();
   return best;
 }
@@ -108,14 +134,20 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
 void GemmPlan::validate() const {
   const auto where = [&] { return " in grouped GEMM plan [" + to_string() + "]"; };
   SYMMOE_CHECK(block_k == hopper::kBlockK, "plan", "block_k must be 128 (one FP8 scale block), got ", block_k, where());
-  SYMMOE_CHECK(detail::contains(detail::kGemmBlockMCandidates, detail::kGemmNumBlockMCandidates, block_m) &&
-                   swap_ab == detail::block_m_is_swap_ab(block_m),
-               "plan", "block_m must be 16/32 (swap-A/B) or 64/128, got ", block_m, " swap_ab=", swap_ab, where());
-  const detail::WarpgroupTile tile{wg_tile_m, wg_tile_n, wg_split_channels};
-  SYMMOE_CHECK(detail::warpgroup_tile_ok(tile, block_m, block_n) && num_math_warpgroups == 2, "plan",
-               "the two math warpgroup tiles (", wg_tile_m, " x ", wg_tile_n, ") must be WGMMA shapes (M multiple of ",
-               "64, N multiple of 8 in [8, 256]) that cover the block exactly with <= ",
-               detail::kMaxWarpgroupAccumulators, " accumulators per thread", where());
+  bool compiled = false;
+  for (const GemmKernelShape& kernel : kGemmKernels)
+    compiled = compiled || kernel_matches(kernel, epilogue, block_m, block_n, cluster_size, num_stages);
+  SYMMOE_CHECK(compiled && !swap_ab, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ",
+               cluster_size, " swap_ab=", swap_ab, " is not a compiled grouped-GEMM kernel (",
+               gemm_epilogue_name(epilogue), ":", compiled_list(epilogue), ")", where());
+  // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
+  // accumulator (128 registers per thread) next to the 64-register partial accumulator.
+  const bool cover = wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
+                                       : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
+  SYMMOE_CHECK(cover && wg_tile_m == hopper::kWgmmaM && wg_tile_n % 8 == 0 && wg_tile_n >= 8 &&
+                   wg_tile_n <= hopper::kMaxWgmmaN && num_math_warpgroups == 2,
+               "plan", "the two math warpgroup tiles (", wg_tile_m, " x ", wg_tile_n,
+               ") must be WGMMA shapes (M = 64, N multiple of 8 in [8, 256]) that cover the block exactly", where());
   SYMMOE_CHECK(epilogue != GemmEpilogue::kSwigluFp8 || block_n == 256, "plan",
                "the SwiGLU epilogue needs block_n 256 (128 intermediate channels), got ", block_n, where());
   SYMMOE_CHECK(math_registers % 8 == 0 && producer_registers % 8 == 0 &&
@@ -129,8 +161,10 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(math_registers_needed <= math_registers, "plan", "math warpgroup tile needs ~", math_registers_needed,
                " registers per thread, only ", math_registers, " available", where());
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock, "plan",
-               "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
+  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n) && smem_fixed == gemm_fixed_smem_bytes() &&
+                   smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
+               "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
+               " or disagrees with gemm_smem_bytes", where());
   SYMMOE_CHECK(cluster_size == 1 || cluster_size == 2, "plan", "cluster size must be 1 or 2, got ", cluster_size,
                where());
   SYMMOE_CHECK(num_sms >= cluster_size && num_sms % cluster_size == 0, "plan", "grid of ", num_sms,
@@ -138,6 +172,13 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(num_threads == hopper::kThreadsPerWarpgroup * (1 + num_math_warpgroups), "plan",
                "threads must be one producer warpgroup + the math warpgroups, got ", num_threads, where());
 }
+
+// Every compiled kernel fits shared memory (checked once here, at compile time).
+static_assert([] {
+  for (const GemmKernelShape& kernel : kGemmKernels)
+    if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages) > hopper::kMaxSmemPerBlock) return false;
+  return true;
+}(), "a compiled grouped-GEMM kernel does not fit 227 KiB of shared memory");
 
 std::string GemmPlan::to_string() const {
   std::ostringstream os;

@@ -6,6 +6,7 @@
 
 #include "symmoe/common.hpp"
 #include "symmoe/formats.hpp"
+#include "symmoe/swiglu.hpp"
 
 namespace symmoe::ref {
 namespace {
@@ -119,12 +120,7 @@ std::vector<float> gemm_faithful(const Fp8Activations& a, const Fp8BlockWeights&
 }
 
 float swiglu_faithful(float gate, float up, float weight, float clamp) {
-  if (clamp > 0.f) {
-    gate = std::min(gate, clamp);
-    up = std::min(std::max(up, -clamp), clamp);
-  }
-  const float silu = gate / (1.f + std::exp(-gate));
-  return (silu * up) * weight;
+  return swiglu_weighted(gate, up, weight, clamp);  // include/symmoe/swiglu.hpp: the kernel's formula
 }
 
 Fp8Activations l1_epilogue(const std::vector<float>& acc, int M, int I, const std::vector<float>& row_weight,

@@ -16,6 +16,18 @@ using plan::hopper::kMaxSmemPerBlock;
 using plan::hopper::kRegisterBudget;
 const plan::PlanOverrides kNoOverrides{};  // hermetic: ignore the SYMMOE_ environment
 
+// Expect a symmoe::Error whose message contains `needle`.
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a symmoe::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(e.component().empty(), false);
+  }
+}
+
 void check_gemm(const plan::GemmPlan& p) {
   ASSERT_NO_THROW(p.validate()) << p.to_string();
   ASSERT_GE(p.num_stages, 2) << p.to_string();
@@ -25,7 +37,15 @@ void check_gemm(const plan::GemmPlan& p) {
   ASSERT_LE(p.math_registers_needed, p.math_registers) << p.to_string();
   ASSERT_EQ(p.wg_tile_m % 64, 0);
   ASSERT_TRUE(p.wg_tile_n % 8 == 0 && p.wg_tile_n >= 8 && p.wg_tile_n <= 256) << p.to_string();
-  ASSERT_LE(p.wg_tile_m * p.wg_tile_n / 128, 64) << "one m64n128 accumulator per warpgroup: " << p.to_string();
+  // At most one 64 x 256 fp32 accumulator per warpgroup (the 128 x 256 kernel), next to the 64-register partial.
+  ASSERT_LE(p.wg_tile_m * p.wg_tile_n / 128, 128) << p.to_string();
+  // The plan is a compiled kernel, and its shared memory is that kernel's.
+  bool compiled = false;
+  for (const plan::GemmKernelShape& k : plan::kGemmKernels)
+    compiled = compiled || (k.block_m == p.block_m && k.block_n == p.block_n && k.num_stages == p.num_stages &&
+                            k.cluster_size == p.cluster_size && k.epilogue == p.epilogue);
+  ASSERT_TRUE(compiled) << p.to_string();
+  ASSERT_EQ(p.smem_bytes, plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages)) << p.to_string();
   // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
   ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
   ASSERT_EQ(p.swap_ab, p.block_m <= 32);
@@ -108,10 +128,34 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(prefill.block_m, 64);
   EXPECT_EQ(prefill.l1_wg_tile_m, 64);
   EXPECT_EQ(prefill.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
-  // The grouped GEMM (bf16) goes to 128 x 128 tiles for large batches; the SwiGLU GEMM stays at 64 x 256.
-  EXPECT_EQ(plan::plan_grouped_gemm(2048, 7168, 2048, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides).block_m, 128);
-  EXPECT_EQ(plan::plan_grouped_gemm(2048, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides).block_m,
-            64);
+  // The grouped GEMM goes to 128 x 256 tiles for large batches, bf16 and SwiGLU alike (the kernels compiled:
+  // plan::kGemmKernels); 64-row tiles when an expert holds <= 32 tokens (x2 imbalance <= 64). Clusters only pinned.
+  for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
+    const plan::GemmPlan big = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, epilogue, kNoOverrides);
+    EXPECT_EQ(big.block_m, 128);
+    EXPECT_EQ(big.block_n, 256);
+    EXPECT_EQ(big.cluster_size, 1);
+    const plan::GemmPlan decode = plan::plan_grouped_gemm(16, 4096, 7168, 128, 132, epilogue, kNoOverrides);
+    EXPECT_EQ(decode.block_m, 64);
+    EXPECT_EQ(decode.block_n, 256);
+    EXPECT_EQ(decode.cluster_size, 1);
+  }
+  // Pins choose among the compiled kernels and name themselves when none matches.
+  plan::GemmPins pins;
+  pins.block_n = 128;
+  EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).block_m,
+            128);
+  expect_error([&] { plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins); },
+               "block_n=128");
+  pins = {};
+  pins.cluster_size = 2;
+  EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).cluster_size,
+            2);
+  EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, 7168, 32, 131, plan::GemmEpilogue::kBf16, kNoOverrides, pins).num_sms,
+            130);  // a whole number of pairs
+  pins.cluster_size = 3;
+  expect_error([&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
+               "cluster_size");
   // T * R * K / E = 32 * 8 * 8 / 256 = 8 tokens per expert, x2 = 16 -> BLOCK_M 16; 64 tokens -> 32 (x2 = 32).
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 16);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 64), 132, kNoOverrides).block_m, 32);
@@ -133,18 +177,6 @@ TEST(Plan, EpSmsScaleWithTokens) {
             24);
   // Virtual ranks get a share of the GPU: never more SMs than given.
   EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 8192), layout::TokenDtype::kBf16, 16, kNoOverrides).dispatch_sms, 16);
-}
-
-// Expect a symmoe::Error whose message contains `needle`.
-template <typename F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a symmoe::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    EXPECT_EQ(e.component().empty(), false);
-  }
 }
 
 TEST(Plan, RanksThatDoNotDivideExpertsRaise) {
@@ -207,13 +239,14 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 32);
   EXPECT_TRUE(m.swap_ab);
-  EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o).block_m, 32);
+  // No swap-A/B grouped-GEMM kernel is compiled: 32 names no kernel.
+  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
+               "SYMMOE_BLOCK_M");
   o.block_m = 48;
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
-  o.block_m = 128;  // legal for the bf16 grouped GEMM, not for MegaMoE or the SwiGLU GEMM
+  o.block_m = 128;  // legal for the grouped GEMM (bf16 and SwiGLU), not for MegaMoE
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
-  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o); },
-               "SYMMOE_BLOCK_M");
+  EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o).block_m, 128);
   EXPECT_EQ(plan::plan_grouped_gemm(1, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o).block_m, 128);
   o = {};
   o.experts_per_wave = 3;

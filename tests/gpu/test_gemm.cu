@@ -156,18 +156,21 @@ void concat_weights(const Problem& p, std::vector<uint8_t>& data, std::vector<fl
 }
 
 struct Config {
-  int block_m, block_n, cluster_m, num_sms;  // num_sms 0: all SMs
+  int block_m, block_n, cluster_m, num_sms;  // 0: planner's choice (num_sms 0: all SMs)
+  bool direct_store = false;                 // epilogue stores from registers instead of staged bulk stores
 };
 std::string name(const Config& c) {
   return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " cluster " + std::to_string(c.cluster_m) +
-         " sms " + std::to_string(c.num_sms);
+         " sms " + std::to_string(c.num_sms) + (c.direct_store ? " direct-store" : "");
 }
 // Every compiled bf16 configuration, plus few-CTA runs (many tiles per CTA: the stage ring wraps across tiles).
 const std::vector<Config> kAllConfigs = {{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 256, 1, 0}, {64, 256, 2, 0},
                                          {128, 256, 1, 0}, {128, 256, 2, 0}, {128, 256, 2, 6}, {64, 256, 1, 5},
-                                         {128, 128, 1, 3}};
+                                         {128, 128, 1, 3}, {128, 256, 2, 0, true}, {64, 256, 1, 5, true},
+                                         {0, 0, 0, 0}};
 const std::vector<Config> kL1Configs = {{64, 256, 1, 0}, {64, 256, 2, 0}, {128, 256, 1, 0}, {128, 256, 2, 0},
-                                        {64, 256, 2, 4}, {128, 256, 1, 3}};
+                                        {64, 256, 2, 4}, {128, 256, 1, 3}, {128, 256, 2, 0, true},
+                                        {64, 256, 1, 0, true}, {0, 0, 0, 0}};
 
 // Runs the bf16 GEMM and compares every expert's valid rows with the golden model; padding rows must keep the
 // poison. Tolerances: vs faithful rounded to bf16 <= 1e-3, vs exact <= 2e-3 (relative Frobenius).
@@ -181,6 +184,7 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
   d.poison();
   gemm::LaunchOptions opt;
   opt.block_m = c.block_m, opt.block_n = c.block_n, opt.cluster_m = c.cluster_m, opt.num_sms = c.num_sms;
+  opt.direct_store = c.direct_store;
   gemm::grouped_gemm_bf16(dev.input(p), d.ptr, nullptr, opt);
   SYMMOE_CUDA_CHECK(cudaGetLastError());
   SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -312,6 +316,7 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
   o.clamp = clamp;
   gemm::LaunchOptions opt;
   opt.block_m = c.block_m, opt.block_n = c.block_n, opt.cluster_m = c.cluster_m, opt.num_sms = c.num_sms;
+  opt.direct_store = c.direct_store;
   gemm::grouped_gemm_swiglu_fp8(dev.input(p), o, nullptr, opt);
   SYMMOE_CUDA_CHECK(cudaGetLastError());
   SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());

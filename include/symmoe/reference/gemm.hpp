@@ -14,16 +14,19 @@
 //                 partial = 0.f; for k in block (ascending): partial += float(a8[m,k]) * float(b8[n,k])
 //                 acc = fmaf(sa[m,kb] * sb[n/128,kb], partial, acc)      // sa*sb rounded to fp32 first
 //             NOTES: an e4m3 x e4m3 product is exact in fp32 (4+4 significant bits), so whether the compiler
-//             contracts `partial += a*b` into an FMA does not change a single bit. WGMMA sums the 32-wide k
-//             slices in its own order, so the GPU matches this within ~1e-6 relative per block, not bitwise;
-//             GPU tests use a tolerance against this model (<= 1e-3 rel. Frobenius), bitwise only where the
-//             same code path is compared with itself (fused vs composed).
+//             contracts `partial += a*b` into an FMA does not change a single bit. The GPU does not match it
+//             bitwise: Hopper's FP8 WGMMA adds the products of a 32-wide k slice with fewer than fp32's bits
+//             (truncated alignment), measured ~6e-4 relative Frobenius vs this model on random data (H200,
+//             2026-11-29); exact only where every partial sum is exactly representable (small-integer data).
+//             GPU tests use a tolerance against this model (<= 1e-3 rel. Frobenius), bitwise only on such data
+//             or where the same code path is compared with itself (fused vs composed).
 //
 // L1 epilogue (kernel-faithful), input acc [M, 2I] fp32 in the ORIGINAL layout (columns 0..I-1 gate, I..2I-1 up;
 // the GPU's interleaved gate/up layout is data movement modelled by the GEMM's weight transform, not here):
 //   g' = clamp > 0 ? min(g, clamp) : g;   u' = clamp > 0 ? min(max(u, -clamp), clamp) : u
 //   silu = g' / (1.f + expf(-g'))                                    (fp32, IEEE division, libm expf)
 //   h    = (silu * u') * w[m]                                          (fp32, in this order)
+//   (one formula: symmoe::swiglu_weighted in include/symmoe/swiglu.hpp, used by the GPU epilogue too)
 //   per row m, per 128 intermediate channels j: amax = max |h|; scale = fmt::scale_for_amax(amax, 448, kUe8m0);
 //   q = fmt::quantize_e4m3(h, scale, kUe8m0)  (= e4m3(h * (1/scale)), exact multiply by a power of two).
 //   Output: Fp8Activations [M, I], block 128, scales hold the UE8M0 power-of-two values as fp32.
@@ -65,8 +68,8 @@ Fp8Activations l1_epilogue(const std::vector<float>& acc, int M, int I, const st
 std::vector<double> swiglu_exact(const std::vector<double>& acc, int M, int I, const std::vector<double>& w,
                                  double clamp);
 
-// One element of the faithful SwiGLU (shared by l1_epilogue and the tests). Written out in one place so the
-// golden model has one formula.
+// One element of the faithful SwiGLU (shared by l1_epilogue and the tests): symmoe::swiglu_weighted
+// (include/symmoe/swiglu.hpp), the formula the GPU epilogue runs.
 float swiglu_faithful(float gate, float up, float weight, float clamp);
 
 }  // namespace symmoe::ref

@@ -5,28 +5,19 @@
 //    64 x 256 (split N): warpgroup w holds channels [64w, 64w + 64); the two warpgroups exchange their per-row
 //              amax through shared memory (double-buffered by tile parity, so a warpgroup that runs one tile
 //              ahead never overwrites a value the other has not read).
-// Math is ref::l1_epilogue's, element by element: h = (silu(g') * u') * w, silu(g) = g / (1 + expf(-g)) (full
-// expf, not __expf, to follow the golden model's libm expf; not measured as a cost), scale =
-// fmt::scale_for_amax(amax, 448, kUe8m0), q = e4m3(h * (1 / scale)).
+// Math is ref::l1_epilogue's, element by element: h = swiglu_weighted(g, u, w, clamp) (include/symmoe/swiglu.hpp,
+// the formula the golden model uses), scale = fmt::scale_for_amax(amax, 448, kUe8m0), q = e4m3(h * (1 / scale)).
 #pragma once
 
 #include <cuda_fp8.h>
 
+#include "kernels/gemm/epilogue_staging.cuh"
 #include "kernels/gemm/math.cuh"
 #include "kernels/ptx/wgmma.cuh"
 #include "symmoe/formats.hpp"
+#include "symmoe/swiglu.hpp"
 
 namespace symmoe::gemm::kernel {
-
-// One element of the SwiGLU; the same formula as ref::swiglu_faithful (include/symmoe/reference/gemm.hpp).
-__device__ __forceinline__ float swiglu_weighted(float gate, float up, float weight, float clamp) {
-  if (clamp > 0.f) {
-    gate = fminf(gate, clamp);
-    up = fminf(fmaxf(up, -clamp), clamp);
-  }
-  const float silu = gate / (1.f + expf(-gate));
-  return (silu * up) * weight;
-}
 
 // Two values -> two e4m3 codes (first in the low byte) with one cvt.rn.satfinite.e4m3x2.f32: the same bits as
 // fmt::quantize_e4m3_pow2 (RNE, saturate to +-448), which tests/gpu/test_formats.cu checks over all fp32 inputs.
@@ -40,7 +31,8 @@ template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, int kNumStages>
 __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
                                                     const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
                                                     const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-                                                    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+                                                    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+                                                    const WarpStaging& staging) {
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   static_assert(BLOCK_N == 256, "the SwiGLU tile is 256 interleaved columns");
   constexpr int kPairs = Slice::kWgN / 16;  // (gate chunk, up chunk) pairs per thread row
@@ -68,22 +60,35 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
       if (lane % 4 == 0) smem.amax(parity, wg)[row_in_tile] = amax[r];
   }
   if constexpr (Slice::kSplitN) ptx::named_barrier_sync(kNamedBarrier, 256);
+  // FP8 rows: kWgN / 2 channels = 128 (or 64, split N) bytes per row, staged (one bulk store per valid row) unless
+  // params.direct_store.
+  const bool staged = !p.direct_store;
+  if (staged) staging.acquire();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
-    if (row_in_tile >= tile.num_rows) continue;
+    const bool valid = row_in_tile < tile.num_rows;
+    if (!staged && !valid) continue;
     float row_amax = amax[r];
     if constexpr (Slice::kSplitN) row_amax = fmaxf(row_amax, smem.amax(parity, wg ^ 1)[row_in_tile]);
     const float scale = fmt::scale_for_amax(row_amax, fmt::kE4M3Max, fmt::ScaleFormat::kUe8m0);
     const float inv_scale = 1.f / scale;  // exact: scale is a power of two
     const int row = tile.row_begin + row_in_tile;
-    uint8_t* out = p.out + size_t(row) * inter + inter_begin + channel0 + 2 * (lane % 4);
+    uint8_t* out = staged ? staging.row(lane / 4 + 8 * r) + 2 * (lane % 4)
+                          : p.out + size_t(row) * inter + inter_begin + channel0 + 2 * (lane % 4);
 #pragma unroll
     for (int q = 0; q < kPairs; ++q) {
       *reinterpret_cast<uint16_t*>(out + 8 * q) = quantize_e4m3x2_pow2(acc[8 * q + 2 * r], acc[8 * q + 2 * r + 1], inv_scale);
     }
-    if ((!Slice::kSplitN || wg == 0) && lane % 4 == 0)
+    if (valid && (!Slice::kSplitN || wg == 0) && lane % 4 == 0)
       p.out_scales[size_t(inter_begin / 128) * p.out_scale_stride + row] = scale;
+  }
+  if (staged) {
+    const int store_row = slice.row0 + warp * 16 + (lane % 16);
+    uint8_t* dst = lane < 16 && store_row < tile.num_rows
+                       ? p.out + size_t(tile.row_begin + store_row) * inter + inter_begin + channel0
+                       : nullptr;
+    staging.publish(dst, Slice::kWgN / 2);
   }
 }
 

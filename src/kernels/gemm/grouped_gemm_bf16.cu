@@ -1,52 +1,46 @@
-// Compiled configurations of the grouped GEMM with the bf16 epilogue (64-row and 128x128 tiles), and the
-// dispatcher over all compiled configurations.
+// Compiled grouped GEMM kernels with the bf16 epilogue and 128-column warpgroup tiles (128 x 128, 64 x 256), and
+// the dispatcher over all compiled kernels (plan::kGemmKernels).
 #include "kernels/gemm/launch.cuh"
 
 namespace symmoe::gemm::kernel {
 
-// Defined in grouped_gemm_bf16_wide.cu and grouped_gemm_swiglu.cu.
-void launch_bf16_wide(const KernelConfig& c, const GemmParams& params, const CUtensorMap& tmap_a,
-                      const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
-void launch_swiglu(const KernelConfig& c, const GemmParams& params, const CUtensorMap& tmap_a,
-                   const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
+namespace {
+constexpr bool is_bf16_narrow(const plan::GemmKernelShape& s) {
+  return s.epilogue == EpilogueKind::kBf16 && !(s.block_m == 128 && s.block_n == 256);
+}
+}  // namespace
 
-std::string KernelConfig::to_string() const {
-  return "GemmKernel{block " + std::to_string(block_m) + "x" + std::to_string(block_n) + "x128, stages " +
-         std::to_string(num_stages) + ", cluster " + std::to_string(cluster_m) + ", epilogue " +
-         (epilogue == EpilogueKind::kBf16 ? "bf16" : "swiglu_fp8") + "}";
+bool launch_bf16_narrow(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                        const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
+  return launch_one_of<is_bf16_narrow, 0, 1, 2, 3>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
 }
 
-KernelConfig compiled_config(int block_m, int block_n, EpilogueKind epilogue, int cluster_m) {
-  const bool shape_ok = (block_m == 128 && (block_n == 128 || block_n == 256)) || (block_m == 64 && block_n == 256);
-  SYMMOE_CHECK(shape_ok, "gemm", "block_m x block_n must be 128x128, 128x256 or 64x256, got ", block_m, "x", block_n);
-  SYMMOE_CHECK(epilogue == EpilogueKind::kBf16 || block_n == 256, "gemm",
-               "the SwiGLU epilogue needs block_n 256 (128 intermediate channels), got ", block_n);
-  SYMMOE_CHECK(cluster_m == 1 || cluster_m == 2, "gemm", "cluster_m must be 1 or 2, got ", cluster_m);
-  KernelConfig c;
-  c.block_m = block_m;
-  c.block_n = block_n;
-  c.num_stages = block_n == 128 ? 6 : block_m == 64 ? 5 : 4;  // as many as fit in 227 KiB
-  c.cluster_m = cluster_m;
-  c.epilogue = epilogue;
-  return c;
+// The three files' shares cover the table: 4 narrow bf16 (0-3), 2 wide bf16 (4-5), 4 SwiGLU (6-9).
+static_assert(plan::kNumGemmKernels == 10, "plan::kGemmKernels changed: update the launch_one_of index lists");
+
+std::string kernel_name(const plan::GemmKernelShape& s) {
+  return "GemmKernel{block " + std::to_string(s.block_m) + "x" + std::to_string(s.block_n) + "x128, stages " +
+         std::to_string(s.num_stages) + ", cluster " + std::to_string(s.cluster_size) + ", epilogue " +
+         plan::gemm_epilogue_name(s.epilogue) + "}";
 }
 
-void launch_grouped_gemm(const KernelConfig& c, const GemmParams& params, const CUtensorMap& tmap_a,
+void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const CUtensorMap& tmap_a,
                          const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  SYMMOE_CHECK(num_ctas > 0 && num_ctas % c.cluster_m == 0, "gemm", "num_ctas must be a positive multiple of ",
-               c.cluster_m, ", got ", num_ctas);
-  if (c.epilogue == EpilogueKind::kSwigluFp8) return launch_swiglu(c, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  if (c.block_m == 128 && c.block_n == 256) return launch_bf16_wide(c, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  constexpr auto kBf16 = EpilogueKind::kBf16;
-  if (c.block_m == 128 && c.block_n == 128 && c.num_stages == 6 && c.cluster_m == 1)
-    return launch_config<128, 128, 6, 1, kBf16>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  if (c.block_m == 128 && c.block_n == 128 && c.num_stages == 6 && c.cluster_m == 2)
-    return launch_config<128, 128, 6, 2, kBf16>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  if (c.block_m == 64 && c.block_n == 256 && c.num_stages == 5 && c.cluster_m == 1)
-    return launch_config<64, 256, 5, 1, kBf16>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  if (c.block_m == 64 && c.block_n == 256 && c.num_stages == 5 && c.cluster_m == 2)
-    return launch_config<64, 256, 5, 2, kBf16>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  SYMMOE_FAIL("gemm", "no compiled kernel for ", c.to_string());
+  SYMMOE_CHECK(num_ctas > 0 && num_ctas % shape.cluster_size == 0, "gemm",
+               "num_ctas must be a positive multiple of ", shape.cluster_size, ", got ", num_ctas);
+  int index = -1;
+  for (int i = 0; i < plan::kNumGemmKernels; ++i) {
+    const plan::GemmKernelShape& k = plan::kGemmKernels[i];
+    if (k.block_m == shape.block_m && k.block_n == shape.block_n && k.num_stages == shape.num_stages &&
+        k.cluster_size == shape.cluster_size && k.epilogue == shape.epilogue)
+      index = i;
+  }
+  SYMMOE_CHECK(index >= 0, "gemm", "no compiled kernel for ", kernel_name(shape));
+  const bool launched = launch_bf16_narrow(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream) ||
+                        launch_bf16_wide(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream) ||
+                        launch_swiglu(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+  SYMMOE_CHECK(launched, "gemm", "plan::kGemmKernels entry ", index, " (", kernel_name(shape),
+               ") is compiled in no file");
 }
 
 }  // namespace symmoe::gemm::kernel

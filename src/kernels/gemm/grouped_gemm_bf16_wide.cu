@@ -1,16 +1,17 @@
-// Compiled configurations of the grouped GEMM with the bf16 epilogue and 128 x 256 tiles.
+// Compiled grouped GEMM kernels with the bf16 epilogue and 128 x 256 tiles (entries of plan::kGemmKernels).
 #include "kernels/gemm/launch.cuh"
 
 namespace symmoe::gemm::kernel {
 
-void launch_bf16_wide(const KernelConfig& c, const GemmParams& params, const CUtensorMap& tmap_a,
-                      const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  constexpr auto kBf16 = EpilogueKind::kBf16;
-  if (c.num_stages == 4 && c.cluster_m == 1)
-    return launch_config<128, 256, 4, 1, kBf16>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  if (c.num_stages == 4 && c.cluster_m == 2)
-    return launch_config<128, 256, 4, 2, kBf16>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
-  SYMMOE_FAIL("gemm", "no compiled kernel for ", c.to_string());
+namespace {
+constexpr bool is_bf16_wide(const plan::GemmKernelShape& s) {
+  return s.epilogue == EpilogueKind::kBf16 && s.block_m == 128 && s.block_n == 256;
+}
+}  // namespace
+
+bool launch_bf16_wide(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                      const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
+  return launch_one_of<is_bf16_wide, 4, 5>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
 }
 
 }  // namespace symmoe::gemm::kernel

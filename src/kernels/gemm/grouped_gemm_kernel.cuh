@@ -1,11 +1,21 @@
 // The SM90 FP8 grouped GEMM kernel: wires the roles (producer.cuh, math.cuh, epilogue_*.cuh, scheduler.cuh).
 // 384 threads: warpgroups 0-1 math (setmaxnreg 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA).
 // Persistent: gridDim.x CTAs (a multiple of kClusterM) loop over the tiles of all experts.
-// NOTES (H200, 2026-11-29, bench/results/2026-11-29-nvidia-h200-x2-gemm.jsonl): 128 x 256 tiles reach ~1080
-// TFLOPS on 32 x 1536 x N4096 x K7168 and 730-830 on K2048. A K sweep (dense 8192 x 4096, K 1024..8192:
-// 560, 768, 927, 1006 TFLOPS) fits ~0.95 us per K block plus ~7.7 us per tile: the fixed per-tile cost (both math
-// warpgroups in the epilogue at once, tensor cores idle; tile switch) is what short-K shapes lose. Next steps:
-// epilogue through shared memory + TMA store overlapped with the next tile, or ping-pong math warpgroups.
+// NOTES (H200, one GPU of an x2 machine, 2026-11-29, bench/results/2026-11-29-nvidia-h200-x2-gemm.jsonl):
+// - First round: a K sweep (dense 8192 x 4096 x K, 128 x 256) fit ~0.95 us per K block + ~7.7 us per tile, the
+//   per-tile part being both math warpgroups storing from registers with the tensor cores idle.
+// - Epilogue through per-warp staging rows + bulk stores (epilogue_staging.cuh), cluster 1: the same sweep fits
+//   ~0.90 us per K block + ~3.5 us per tile (K 1024..8192: 801, 988, 1073, 1128 TFLOPS). Same-run speedups over
+//   the register stores: 1.06-1.18 (bf16), 1.12 (L1 SwiGLU).
+// - What is left is the mainloop: ~0.90 us per K block vs ~0.52 us of tensor-core work. ncu source sampling (L2
+//   shape) puts the math warps' stalls on the wgmma wait (WARPGROUP.DEPBAR), the issue-turn barrier and the
+//   fixed-latency promotion chain; the producer mostly waits for free stages (data is not the limit). Per warpgroup
+//   each 128-column half is issue -> wait -> promote with one 64-register partial accumulator, so the tensor core
+//   stays busy only while the other warpgroup's batch (256 cycles) covers wgmma latency + promotion + issue.
+//   Candidates: two partial accumulators per warpgroup (needs registers: 128 x 192 tiles with 2 x 48), or a third
+//   math warpgroup (192 x 128 tiles at <= 160 registers), each traded against shared-memory bandwidth: at full
+//   tensor-core rate the 128 x 256 tile would already need ~140 B/cycle of WGMMA operand reads + TMA writes
+//   against 128 B/cycle (a cap near 90% of peak); narrower WGMMA N needs more.
 #pragma once
 
 #include "kernels/gemm/epilogue_bf16.cuh"
@@ -28,7 +38,9 @@ __global__ void __launch_bounds__(kNumThreads, 1)
                         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b) {
   using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
   extern __shared__ uint8_t smem_raw[];
-  const Layout smem{reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023))};
+  // Align by offsetting the __shared__ array itself (not through an integer cast), so the compiler keeps the
+  // shared address space: scale loads, amax exchange and staging stores compile to LDS/STS, not generic LD/ST.
+  const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
   const int wg = threadIdx.x / 128;
   const int cta_rank = kClusterM == 1 ? 0 : int(ptx::cluster_cta_rank());
 
@@ -61,14 +73,16 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     PipelineState<kNumStages> pipe;
     float acc[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc];
     if (params.ordered_issue && wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first
+    const WarpStaging staging = warp_staging(smem, wg, (threadIdx.x % 128) / 32, threadIdx.x % 32);
     Tile tile;
     for (int tile_count = 0; sched.next(tile); ++tile_count) {
       math_mainloop<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue>(params, smem, tile, slice, wg, pipe, acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
-        epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc);
+        epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc, staging);
       else
-        epilogue_bf16(params, tile, slice, acc);
+        epilogue_bf16(params, tile, slice, acc, staging);
     }
+    staging.drain();
     if (params.ordered_issue && wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
   }
   // No CTA may leave while its cluster peer can still multicast into it or arrive on its barriers.

@@ -6,6 +6,7 @@
 #include "symmoe/cuda_check.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace symmoe::gemm::kernel {
 
@@ -37,6 +38,26 @@ void launch_config(const GemmParams& params, const CUtensorMap& tmap_a, const CU
   }
   SYMMOE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params, tmap_a, tmap_sfa, tmap_b));
   SYMMOE_CUDA_CHECK_LAUNCH("grouped_gemm_kernel");
+}
+
+// Entry kIndex of plan::kGemmKernels.
+template <int kIndex>
+void launch_entry(const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                  const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
+  constexpr plan::GemmKernelShape s = plan::kGemmKernels[kIndex];
+  launch_config<s.block_m, s.block_n, s.num_stages, s.cluster_size, s.epilogue>(params, tmap_a, tmap_sfa, tmap_b,
+                                                                                 num_ctas, stream);
+}
+
+// Launches entry `index` if it is one of kIndices (the calling file's share of plan::kGemmKernels), whose entries
+// must all satisfy `belongs` (so every entry is compiled in exactly one file).
+using KernelPredicate = bool (*)(const plan::GemmKernelShape&);
+template <KernelPredicate kBelongs, int... kIndices>
+bool launch_one_of(int index, const GemmParams& params, const CUtensorMap& tmap_a,
+                   const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
+  static_assert((kBelongs(plan::kGemmKernels[kIndices]) && ...), "a kernel entry compiled in the wrong file");
+  return ((index == kIndices && (launch_entry<kIndices>(params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream), true)) ||
+          ...);
 }
 
 }  // namespace symmoe::gemm::kernel

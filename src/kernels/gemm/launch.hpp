@@ -1,5 +1,6 @@
-// Host-visible entry into the grouped GEMM kernels: the set of compiled configurations and one launcher.
-// NOTES: a bounded set of instantiations (STYLE.md 13); the host planner picks one of them, never a new one.
+// Host-visible entry into the grouped GEMM kernels: one launcher over the compiled kernels.
+// NOTES: the compiled set is plan::kGemmKernels (include/symmoe/plan.hpp), a bounded set of instantiations
+// (STYLE.md 13); the host planner picks one of them, never a new one.
 #pragma once
 
 #include <cuda.h>
@@ -11,18 +12,20 @@
 
 namespace symmoe::gemm::kernel {
 
-struct KernelConfig {
-  int block_m = 128, block_n = 128, num_stages = 6, cluster_m = 1;
-  EpilogueKind epilogue = EpilogueKind::kBf16;
-  std::string to_string() const;
-};
+std::string kernel_name(const plan::GemmKernelShape& shape);
 
-// The compiled configuration for (block_m, block_n, epilogue, cluster_m); throws symmoe::Error if none exists.
-// Compiled: bf16 128x128, 64x256, 128x256; SwiGLU 64x256, 128x256; each with cluster 1 and 2.
-KernelConfig compiled_config(int block_m, int block_n, EpilogueKind epilogue, int cluster_m);
-
-// Launches `num_ctas` persistent CTAs (a multiple of cluster_m). Tensor maps as built by src/gemm/tensor_map.
-void launch_grouped_gemm(const KernelConfig& config, const GemmParams& params, const CUtensorMap& tmap_a,
+// Launches `num_ctas` persistent CTAs (a multiple of the cluster size) of the compiled kernel `shape`; throws
+// symmoe::Error if it is not one of plan::kGemmKernels. Tensor maps as built by src/gemm/tensor_map.
+void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const CUtensorMap& tmap_a,
                          const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
+
+// This file's share of plan::kGemmKernels (grouped_gemm_bf16.cu, grouped_gemm_bf16_wide.cu,
+// grouped_gemm_swiglu.cu): launches entry `index` and returns true if the file compiled it.
+bool launch_bf16_narrow(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                        const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
+bool launch_bf16_wide(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                      const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
+bool launch_swiglu(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
+                   const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
 
 }  // namespace symmoe::gemm::kernel

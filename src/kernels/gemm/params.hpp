@@ -12,14 +12,17 @@
 
 #include <cstdint>
 
+#include "symmoe/plan.hpp"
+
 namespace symmoe::gemm::kernel {
 
-enum class EpilogueKind { kBf16, kSwigluFp8 };
+// The planner's epilogue enum (plan::kGemmKernels lists the compiled kernels): one truth.
+using EpilogueKind = plan::GemmEpilogue;
 
 // A TMA box must start 16-byte aligned in its inner dimension (an unaligned start faults with "illegal
 // instruction"), and a tile's A scales start at any row. So the producer loads the scales from the row rounded
 // down to a multiple of 4 (floats), BLOCK_M + kSfaBoxPad of them, and the math warps read at row % 4.
-constexpr int kSfaBoxPad = 4;
+constexpr int kSfaBoxPad = plan::kGemmSfaBoxPad;
 
 struct GemmParams {
   int num_experts = 0, n = 0, k = 0;
@@ -42,6 +45,9 @@ struct GemmParams {
   float clamp = 0.f;
   // Math warpgroups take turns issuing their WGMMA batches (math.cuh, "NOTES: issue order").
   bool ordered_issue = true;
+  // Epilogue stores straight from registers instead of staging rows in shared memory and bulk-storing them
+  // (epilogue_staging.cuh); for comparisons.
+  bool direct_store = false;
 };
 
 }  // namespace symmoe::gemm::kernel

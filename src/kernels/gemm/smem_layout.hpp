@@ -1,8 +1,9 @@
 // Shared-memory layout of the grouped GEMM kernel: the one place that knows offsets and sizes (the host reads
 // kDynamicBytes to launch, the kernel reads the pointers).
 // Per pipeline stage: A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA, each tile
-// 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange [2 parities][2 wg][64 rows]
-// and the full/empty mbarriers.
+// 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange
+// [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh) and
+// the full/empty mbarriers. The total is plan::gemm_smem_bytes (the planner's number), checked below.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,18 @@ struct GemmSmemLayout {
   static constexpr int kSfaOffset = kBOffset + kNumStages * kBBytes;
   static constexpr int kAmaxOffset = kSfaOffset + kNumStages * kSfaBytes;
   static constexpr int kAmaxBytes = 2 * 2 * 64 * 4;
-  static constexpr int kBarrierOffset = kAmaxOffset + kAmaxBytes;
+  static constexpr int kStagingOffset = kAmaxOffset + kAmaxBytes;
+  static constexpr int kStagingRowBytes = plan::kGemmStagingRowBytes;
+  static constexpr int kStagingWarpBytes = 16 * kStagingRowBytes;
+  static constexpr int kBarrierOffset = kStagingOffset + plan::kGemmStagingBytes;
   static constexpr int kBytes = kBarrierOffset + 2 * kNumStages * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
   static constexpr int kStageTxBytes = kABytes + kBBytes + kSfaBoxBytes;
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
   static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
+  static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages),
+                "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
+  static_assert(kStagingOffset % 16 == 0 && kStagingRowBytes % 16 == 0, "bulk-store sources are 16-byte aligned");
 
   uint8_t* base;
   __device__ uint8_t* a(int s) const { return base + kAOffset + s * kABytes; }
@@ -37,6 +44,8 @@ struct GemmSmemLayout {
   __device__ float* amax(int parity, int wg) const {
     return reinterpret_cast<float*>(base + kAmaxOffset) + (parity * 2 + wg) * 64;
   }
+  // 16 staging rows of math warp w (0..7) of the CTA.
+  __device__ uint8_t* staging(int w) const { return base + kStagingOffset + w * kStagingWarpBytes; }
   __device__ uint64_t* full(int s) const { return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + s; }
   __device__ uint64_t* empty(int s) const {
     return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumStages + s;

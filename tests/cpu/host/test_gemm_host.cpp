@@ -39,6 +39,33 @@ void expect_error_naming(const GroupedGemmInput& in, bool swiglu, const std::str
 
 TEST(GemmHost, ValidInputPasses) { EXPECT_NO_THROW(check_input(valid_input(), false)); }
 
+// The launch is the planner's: one of plan::kGemmKernels, pins name themselves when no compiled kernel fits.
+TEST(GemmHost, LaunchComesFromThePlan) {
+  GroupedGemmInput in = valid_input();
+  in.num_experts = 32, in.n = 4096, in.k = 7168, in.num_rows = 32 * 1536, in.sfa_stride = sfa_stride_for(32 * 1536);
+  LaunchOptions opt;
+  opt.num_sms = 132;  // no device query
+  EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16} x 132 CTAs");
+  EXPECT_EQ(describe_launch(in, true, opt),
+            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
+  opt.cluster_m = 2;
+  opt.num_sms = 131;
+  EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 128x256x128, stages 4, cluster 2, epilogue bf16} x 130 CTAs");
+  opt = {};
+  opt.num_sms = 132, opt.block_m = 64, opt.block_n = 128;
+  try {
+    describe_launch(in, false, opt);
+    ADD_FAILURE() << "64x128 is not compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("block_n=128"), std::string::npos) << e.what();
+  }
+  // Decode (masked, max_m 16): 64-row tiles.
+  in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
+  opt = {};
+  opt.num_sms = 132;
+  EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
+}
+
 TEST(GemmHost, BadArgumentsAreNamed) {
   auto in = valid_input();
   in.n = 200;

@@ -1,0 +1,55 @@
+// Epilogue output path through shared memory: each math warp writes its 16 output rows (one 64-column bf16 or
+// 128-channel e4m3 slab, <= 128 B per row) into its own staging rows, then 16 lanes issue one bulk store
+// (cp.async.bulk shared -> global) per valid row. The warp goes back to the mainloop while the TMA engine drains
+// the rows; it only waits (wait_group.read) before it overwrites its staging rows with the next slab.
+// NOTES: why: storing from registers (16 B per quad per row, stalled on lg_throttle) kept both math warpgroups
+// busy several us per tile with the tensor cores idle (kernel NOTES). Rows are 144 B apart (128 + 16): the 8 rows one
+// store instruction touches then fall on distinct banks. Only valid rows (and columns < n) are stored, so partial
+// tiles and the masked layout need no special case. Per-warp: no named barrier, no cross-warp wait. Measured
+// (H200, 2026-11-29, same run): 1.06-1.18x over register stores on bf16 shapes, 1.12x on the L1 SwiGLU shape.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm/smem_layout.hpp"
+#include "kernels/ptx/bulk.cuh"
+#include "kernels/ptx/tma.cuh"
+
+namespace symmoe::gemm::kernel {
+
+struct WarpStaging {
+  static constexpr int kRows = 16;
+  static constexpr int kRowBytes = plan::kGemmStagingRowBytes;
+  uint8_t* rows;  // this warp's kRows staging rows
+  int lane;
+
+  // Before writing new rows: the previous slab's bulk stores have read them.
+  __device__ __forceinline__ void acquire() const {
+    if (lane < kRows) ptx::bulk_wait_group_read<0>();
+    __syncwarp();
+  }
+  __device__ __forceinline__ uint8_t* row(int r) const { return rows + r * kRowBytes; }
+  // After writing: lane r < 16 stores staging row r to `dst` (nullptr: row not stored), `bytes` (multiple of 16).
+  __device__ __forceinline__ void publish(void* dst, uint32_t bytes) const {
+    ptx::fence_proxy_async_shared_cta();  // this thread's generic smem writes -> visible to the bulk copy
+    __syncwarp();
+    if (lane < kRows) {
+      if (dst != nullptr) ptx::bulk_store_shared_to_global(dst, row(lane), bytes);
+      ptx::bulk_commit_group();
+    }
+  }
+  // Before the CTA exits: all stores complete (their shared-memory source stays valid until then).
+  __device__ __forceinline__ void drain() const {
+    if (lane < kRows) ptx::bulk_wait_group<0>();
+    __syncwarp();
+  }
+};
+
+// The staging rows of math warp `warp` (0..3) of math warpgroup `wg`.
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+__device__ __forceinline__ WarpStaging warp_staging(const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem, int wg,
+                                                   int warp, int lane) {
+  return WarpStaging{smem.staging(wg * 4 + warp), lane};
+}
+
+}  // namespace symmoe::gemm::kernel
