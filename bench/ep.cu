@@ -12,7 +12,9 @@
 //                 same logical bytes per rank pair, on the same streams
 // Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls captured per graph
 // (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is the
-// collective's). NCCL is timed without a graph (host launch included: an upper bound at small sizes).
+// collective's). NCCL is timed the same way (its group captured into the graphs: baseline_timing "cuda_graph");
+// should capture fail, the eager time (host launch included) is reported instead ("eager"). baseline_eager_us
+// is always reported.
 #include <nccl.h>
 
 #include <algorithm>
@@ -103,7 +105,8 @@ int run_ep_bench(int argc, char** argv) {
       .option("shapes", "v3,flash", "shapes (v3, flash, pro, tiny)")
       .option("tokens", "128,512,4096,8192", "tokens per rank")
       .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine")
-      .option("reps", "30", "timed repetitions per point");
+      .option("reps", "30", "timed repetitions per point")
+      .option("variant", "round2", "variant tag written to every result line (kernel generation)");
   if (!args.parse(argc, argv)) return 0;
   const std::string out = args.str("out");
   const auto token_list = args.int_list("tokens");
@@ -213,7 +216,7 @@ int run_ep_bench(int argc, char** argv) {
       }
       const double remote_rows_per_rank = double(remote_rows_all) / R;
       on(0);
-      const double nccl_us = median_time_us(s0, [&] {
+      const auto nccl_exchange = [&] {
         SYMMOE_NCCL_CHECK(ncclGroupStart());
         for (int r = 0; r < R; ++r) {
           size_t off_s = 0, off_r = 0;
@@ -228,7 +231,24 @@ int run_ep_bench(int argc, char** argv) {
         }
         SYMMOE_NCCL_CHECK(ncclGroupEnd());
         on(0);
-      }, 3, reps);
+      };
+      const double nccl_eager_us = median_time_us(s0, nccl_exchange, 3, reps);
+      double nccl_us = nccl_eager_us;
+      std::string nccl_timing = "eager";
+      try {
+        nccl_us = graph_time_us(*comm, nccl_exchange, T >= 4096 ? 4 : 20, reps);
+        nccl_timing = "cuda_graph";
+      } catch (const std::exception& e) {
+        std::printf("NCCL graph capture failed (%s); reporting the eager time\n", e.what());
+        for (int r = 0; r < R; ++r) {  // leave no stream capturing
+          on(r);
+          cudaGraph_t g = nullptr;
+          if (cudaStreamEndCapture(comm->stream(r), &g) == cudaSuccess && g) cudaGraphDestroy(g);
+          cudaGetLastError();
+        }
+        nccl_us = nccl_eager_us;
+        on(0);
+      }
       for (const int sms : sm_list) {
         opt.cpu_sync = false, opt.num_sms = sms;
         const int calls = T >= 4096 ? 4 : 20;
@@ -263,6 +283,9 @@ int run_ep_bench(int argc, char** argv) {
               .add("dtype", op == 0 ? "fp8_e4m3+fp32_per128" : "bf16")
               .add("baseline", "nccl")
               .add("baseline_time_us", nccl_us)
+              .add("baseline_timing", nccl_timing)
+              .add("baseline_eager_us", nccl_eager_us)
+              .add("variant", args.str("variant"))
               .add("baseline_gbps_remote", remote_rows_per_rank * logical_row / nccl_us / 1e3);
           append_result(out, "ep", line);
         }

@@ -19,6 +19,8 @@
 //     recv_topk_weights fp32, shaped like recv_topk_idx (expand padding 0)
 //     combined_x    bf16 [T, H]; combined_topk_weights fp32 [T, K] (only when combine got topk_weights)
 //   Capacity is the worst case (R*T_max rows; expand R*T_max*min(K, El) + El*(alignment-1)), so no call overflows.
+//   Non-expand recv_x / recv_scales are rows of the symmetric buffer itself (the senders push into them), so they
+//   stay valid until this rank's next dispatch (peers write them only after every rank has entered it).
 // - EpHandle (one per local rank; DeepEP's field names) OWNS its device metadata; a fresh dispatch fills it, a
 //   cached dispatch and combine read it. It stays valid across calls until destroyed.
 // - cpu_sync = true: the call waits for the GPUs, fills the handle's host fields (num_recv_tokens,

@@ -83,8 +83,9 @@ struct EpBuffer::Impl {
     unsigned long long* error_key = nullptr;
     ep::InputError* error_host = nullptr;  // host-mapped
     ep::InputError* error_dev = nullptr;
-    DeviceBlock outputs;  // recv_x, recv_sf, recv_topk_idx, recv_topk_weights for `row_capacity` rows
+    DeviceBlock outputs;  // recv_x, recv_sf (expand only), recv_topk_idx, recv_topk_weights for `row_capacity` rows
     int row_capacity = 0;
+    bool has_expand_rows = false;
     uint8_t *recv_x = nullptr, *recv_sf = nullptr;
     int64_t* recv_topk_idx = nullptr;
     float* recv_topk_weights = nullptr;
@@ -96,7 +97,6 @@ struct EpBuffer::Impl {
   Communicator* comm = nullptr;
   layout::EpDims dims;
   SymmetricBuffer buffer;
-  int num_buffers = 0, combine_buffers = 0;
   std::vector<RankState> ranks;  // local ranks, Communicator::local_ranks() order
   ~Impl() {
     for (auto& r : ranks)
@@ -119,14 +119,11 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
     Impl::RankState st;
     st.placement = p;
     SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
-    if (impl_->num_buffers == 0) {
-      impl_->num_buffers = ep::dispatch_num_buffers(impl_->dims, sizing.token_record().stride);
-      SYMMOE_CHECK(impl_->num_buffers >= 1, "ep", "a token record of ", sizing.token_record().stride,
-                   " bytes does not fit shared memory (hidden ", config.hidden, ")");
-      impl_->combine_buffers = ep::combine_num_buffers(config.hidden);
-      SYMMOE_CHECK(impl_->combine_buffers >= 1, "ep", "a bf16 row of hidden ", config.hidden,
-                   " does not fit shared memory");
-    }
+    int max_smem = 0;
+    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, p.device));
+    SYMMOE_CHECK(ep::dispatch_smem_bytes(impl_->dims) <= size_t(max_smem), "ep", "dispatch needs ",
+                 ep::dispatch_smem_bytes(impl_->dims), " B of shared memory (", R, " ranks, ", config.num_experts,
+                 " experts), the device has ", max_smem);
     const plan::EpPlan plan = plan::plan_ep(shape, impl_->dims.dtype, p.num_sms);
     st.plan_dispatch_sms = plan.dispatch_sms, st.plan_combine_sms = plan.combine_sms;
     Carver c;
@@ -194,9 +191,12 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     const int rank = st.placement.rank;
     SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
     // Outputs (worst case rows; grows on the first call that needs more).
-    if (st.row_capacity < capacity) {
+    // Non-expand x and scale rows live in the symmetric buffer (senders push into them); only expand allocates
+    // its own rows.
+    if (st.row_capacity < capacity || (expand && !st.has_expand_rows)) {
+      const size_t x_rows = expand ? size_t(capacity) : 0;
       Carver c;
-      const size_t ox = c.take(size_t(capacity) * xb), os = c.take(size_t(capacity) * sb);
+      const size_t ox = c.take(x_rows * xb), os = c.take(x_rows * sb);
       const size_t oi = c.take(size_t(capacity) * K * 8), ow = c.take(size_t(capacity) * K * 4);
       st.outputs.allocate(st.placement.device, c.cursor);
       st.recv_x = st.outputs.base() + ox;
@@ -204,6 +204,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
       st.recv_topk_idx = reinterpret_cast<int64_t*>(st.outputs.base() + oi);
       st.recv_topk_weights = reinterpret_cast<float*>(st.outputs.base() + ow);
       st.row_capacity = capacity;
+      st.has_expand_rows = expand;
     }
     EpHandle& h = handles[i];
     if (!options.cached) {
@@ -248,7 +249,6 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     p.sync = p.layout.get_sync_area();
     p.wait = im.comm->wait_context(rank);
     p.rank = rank, p.num_tokens = args[i].num_tokens, p.x_row_bytes = xb, p.sf_row_bytes = sb;
-    p.num_buffers = im.num_buffers;
     p.x = static_cast<const uint8_t*>(args[i].x);
     p.x_sf = static_cast<const uint8_t*>(args[i].x_scales);
     p.topk_idx = args[i].topk_idx;
@@ -259,6 +259,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
                 h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
                 h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
                 h.device_counts};
+    const layout::EpLayout& lay = p.layout;
     p.recv_x = st.recv_x, p.recv_sf = st.recv_sf, p.recv_topk_idx = st.recv_topk_idx;
     p.recv_topk_weights = st.recv_topk_weights;
     p.warp_counts = st.warp_counts;
@@ -269,8 +270,10 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
-    r.recv_x = st.recv_x, r.recv_scales = st.recv_sf, r.recv_topk_idx = st.recv_topk_idx;
-    r.recv_topk_weights = st.recv_topk_weights, r.row_capacity = st.row_capacity;
+    r.recv_x = expand ? st.recv_x : lay.get_recv_x_row(0);
+    r.recv_scales = !sb ? nullptr : expand ? st.recv_sf : lay.get_recv_scales_row(0);
+    r.recv_topk_idx = st.recv_topk_idx;
+    r.recv_topk_weights = st.recv_topk_weights, r.row_capacity = expand ? st.row_capacity : R * T_max;
   }
   if (!options.cpu_sync) return results;
   for (size_t i = 0; i < im.ranks.size(); ++i) {
@@ -315,7 +318,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     p.layout = layout::EpLayout(im.dims, im.buffer.ptr(rank));
     p.sync = p.layout.get_sync_area();
     p.wait = im.comm->wait_context(rank);
-    p.rank = rank, p.num_tokens = h.num_tokens, p.num_buffers = im.combine_buffers;
+    p.rank = rank, p.num_tokens = h.num_tokens;
     p.expand = h.do_expand, p.reduce_local_experts = options.reduce_local_experts;
     p.x = args[i].x, p.topk_weights = args[i].topk_weights, p.bias_0 = args[i].bias_0, p.bias_1 = args[i].bias_1;
     p.handle = {h.num_tokens_per_rank, h.num_tokens_per_expert, h.dst_buffer_slot_idx, h.topk_idx,

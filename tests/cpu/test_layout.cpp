@@ -96,19 +96,24 @@ void check_ep(const MoeShape& s, layout::TokenDtype dtype) {
   ASSERT_GE(rec.src_idx_offset, rec.topk_weights_offset + 4u * K);
   ASSERT_GE(rec.stride, rec.src_idx_offset + 4u);
 
-  // The receive ring holds the worst case: every token of every rank.
-  ASSERT_EQ(l.region(EpLayout::kRecvTokens).num_bytes, uint64_t(R) * T * rec.stride);
+  // The receive rows hold the worst case: every token of every rank.
+  ASSERT_EQ(l.region(EpLayout::kRecvX).num_bytes, uint64_t(R) * T * x_bytes);
+  ASSERT_EQ(l.region(EpLayout::kRecvScales).num_bytes, uint64_t(R) * T * scale_bytes);
+  ASSERT_EQ(l.region(EpLayout::kRecvMeta).num_bytes, uint64_t(R) * T * rec.meta_stride());
   ASSERT_EQ(l.region(EpLayout::kCombineRecv).num_bytes, uint64_t(T) * K * H * 2);
+  ASSERT_TRUE(inside(l, EpLayout::kRecvX, l.get_recv_x_row(R * T - 1), x_bytes, 16, "recv x row"));
+  if (scale_bytes) {
+    ASSERT_TRUE(inside(l, EpLayout::kRecvScales, l.get_recv_scales_row(R * T - 1), scale_bytes, 4, "recv scales"));
+  }
 
   for (const int src : {0, R / 2, R - 1})
     for (const int slot : {0, T / 2, T - 1}) {
-      const auto v = l.get_recv_token(src, slot);
-      ASSERT_TRUE(inside(l, EpLayout::kRecvTokens, v.record(), rec.stride, 16, "recv record"));
-      ASSERT_EQ(reinterpret_cast<uint64_t>(v.record()) - kFakeBase - l.region(EpLayout::kRecvTokens).offset,
-                (uint64_t(src) * T + slot) * rec.stride);
-      ASSERT_EQ(l.get_recv_x(src, slot), v.x());
-      ASSERT_TRUE(inside(l, EpLayout::kRecvTokens, v.topk_weights(), 4u * K, 16, "recv weights"));
-      ASSERT_TRUE(inside(l, EpLayout::kRecvTokens, v.src_token_global_idx(), 4, 16, "recv src idx"));
+      const auto v = l.get_recv_meta(src, slot);
+      ASSERT_TRUE(inside(l, EpLayout::kRecvMeta, v.record(), rec.meta_stride(), 16, "recv meta"));
+      ASSERT_EQ(reinterpret_cast<uint64_t>(v.record()) - kFakeBase - l.region(EpLayout::kRecvMeta).offset,
+                (uint64_t(src) * T + slot) * rec.meta_stride());
+      ASSERT_TRUE(inside(l, EpLayout::kRecvMeta, v.topk_weights(), 4u * K, 16, "recv weights"));
+      ASSERT_TRUE(inside(l, EpLayout::kRecvMeta, v.src_token_global_idx(), 4, 16, "recv src idx"));
     }
   ASSERT_TRUE(
       inside(l, EpLayout::kCombineRecv, l.get_combine_recv_row(T - 1, K - 1), uint64_t(H) * 2, 16, "combine row"));

@@ -2,7 +2,10 @@
 //
 // Every rank allocates the same EpLayout in its symmetric buffer; peers reach a region through
 // SymBuffer::map(local_ptr, rank). Regions, in order (T = T_max, R ranks, E experts, El = E/R, K top-k, H hidden):
-//   recv_tokens        R*T token records         [src_rank][slot]: worst case every token of every rank comes here
+//   recv_x             R*T rows of x             [row]: row = (tokens of sources < src sent here) + slot, i.e. the
+//                                                non-expand output order; senders push x straight into its row
+//   recv_scales        R*T scale rows            [row], same rows (FP8 only)
+//   recv_meta          R*T metadata records      [src_rank][slot]: the routing part of the token record
 //   combine_recv       T*K bf16 rows of H        [token][topk lane]: rows sent back to this (source) rank
 //   recv_rank_counts   R u64                     [src_rank] tokens src sends here (plain value), written by src
 //   recv_expert_counts R*El u64                  [src_rank][local expert] tokens (plain value), written by src
@@ -11,10 +14,16 @@
 //   sync                                         layout::SyncArea (runtime's): barrier slots, grid-sync state
 //   (timeout error records live in the runtime's host-mapped memory, not in this buffer)
 //   combine_weights    T*K*K fp32                [token][lane][j]: top-k weights returned with combine's rows
-// A token record holds x, then the scale row (FP8: fp32 per 128 channels by default, or EpDims::scale_row_bytes of
-// packed UE8M0), K int32 top-k idx, K fp32 weights, K int32 expert positions (the lane's rank among the source's
-// tokens of that expert, -1 if not routed: the receiver's expand placement) and the int32 src token global idx
-// (src_rank * T_max + token), each field 16-byte aligned.
+//   combine_flags      T*K u32                   [token][lane]: 1 once the row (and weights) of (token, lane) have
+//                                                landed (written by the sender with release); the reducing source
+//                                                resets it to 0 after use, so no epoch is needed
+// A token record (one truth for what a token carries) holds x, then the scale row (FP8: fp32 per 128 channels by
+// default, or EpDims::scale_row_bytes of packed UE8M0), K int32 top-k idx, K fp32 weights, K int32 expert
+// positions (the lane's rank among the source's tokens of that expert, -1 if not routed: the receiver's expand
+// placement) and the int32 src token global idx (src_rank * T_max + token), each field 16-byte aligned. x and the scale row go to the row regions, the rest (from
+// topk_idx_offset on, the "metadata record") to recv_meta: the sender knows the output row (it reads the counts of
+// earlier sources from the destination after the count exchange), so the receiver never copies x in non-expand
+// mode (DESIGN.md 4.1; measured: the copy epilogue was half of dispatch's time).
 // NOTES: combine_recv is indexed by (token, top-k lane): in expand mode one row per routed lane; in non-expand mode
 // one row per (token, destination rank) stored at the rank's master lane (the highest lane choosing that rank, as
 // in the handle's recv_src_metadata col 1). So T*K rows is the worst case of both modes; indexing by source rank
@@ -57,19 +66,25 @@ struct TokenRecord {
     src_idx_offset = align_up<uint32_t>(expert_pos_offset + 4u * num_topk, kAlignMin);
     stride = align_up<uint32_t>(src_idx_offset + 4u, kAlignMin);
   }
+  // The metadata record: the record from topk_idx_offset on (16-byte multiple).
+  SYMMOE_HD constexpr uint32_t meta_stride() const { return stride - topk_idx_offset; }
 };
 
-// Typed view of one token record at `base`.
-struct TokenRecordView {
+// Typed view of one metadata record (the routing part of a token record) at `base`.
+struct TokenMetaView {
   uint64_t base = 0;
   TokenRecord rec;
   SYMMOE_HD uint8_t* record() const { return at_offset<uint8_t>(base, 0); }
-  SYMMOE_HD uint8_t* x() const { return at_offset<uint8_t>(base, rec.x_offset); }                // bf16 bits or e4m3
-  SYMMOE_HD float* scales() const { return at_offset<float>(base, rec.scales_offset); }          // [H/128], FP8 only
-  SYMMOE_HD int32_t* topk_idx() const { return at_offset<int32_t>(base, rec.topk_idx_offset); }  // [K]
-  SYMMOE_HD float* topk_weights() const { return at_offset<float>(base, rec.topk_weights_offset); }  // [K]
-  SYMMOE_HD int32_t* expert_pos() const { return at_offset<int32_t>(base, rec.expert_pos_offset); }  // [K]
-  SYMMOE_HD int32_t* src_token_global_idx() const { return at_offset<int32_t>(base, rec.src_idx_offset); }
+  SYMMOE_HD int32_t* topk_idx() const { return at_offset<int32_t>(base, 0); }  // [K]
+  SYMMOE_HD float* topk_weights() const {
+    return at_offset<float>(base, rec.topk_weights_offset - rec.topk_idx_offset);  // [K]
+  }
+  SYMMOE_HD int32_t* expert_pos() const {
+    return at_offset<int32_t>(base, rec.expert_pos_offset - rec.topk_idx_offset);  // [K]
+  }
+  SYMMOE_HD int32_t* src_token_global_idx() const {
+    return at_offset<int32_t>(base, rec.src_idx_offset - rec.topk_idx_offset);
+  }
 };
 
 struct EpDims {
@@ -86,12 +101,15 @@ struct EpDims {
 class EpLayout {
  public:
   enum RegionId : int {
-    kRecvTokens,
+    kRecvX,
+    kRecvScales,
+    kRecvMeta,
     kCombineRecv,
     kRecvRankCounts,
     kRecvExpertCounts,
     kSyncArea,
     kCombineWeights,
+    kCombineFlags,
     kNumRegions
   };
 
@@ -109,13 +127,19 @@ class EpLayout {
   SYMMOE_HD constexpr const TokenRecord& token_record() const { return record_; }
   SYMMOE_HD constexpr uint64_t base() const { return base_; }
 
-  // ---- token records ----
-  // Slot `slot` of the rows sent by `src_rank` (slot < T_max).
-  SYMMOE_HD TokenRecordView get_recv_token(int src_rank, int slot) const {
-    const uint64_t idx = static_cast<uint64_t>(src_rank) * dims_.num_max_tokens_per_rank + slot;
-    return {base_ + regions_.offset(kRecvTokens) + idx * record_.stride, record_};
+  // ---- received tokens ----
+  // x (bf16 bits or e4m3) and scale row of received row `row` (< R*T_max; non-expand output order).
+  SYMMOE_HD uint8_t* get_recv_x_row(int row) const {
+    return at_offset<uint8_t>(base_, regions_.offset(kRecvX) + static_cast<uint64_t>(row) * record_.x_bytes);
   }
-  SYMMOE_HD uint8_t* get_recv_x(int src_rank, int slot) const { return get_recv_token(src_rank, slot).x(); }
+  SYMMOE_HD uint8_t* get_recv_scales_row(int row) const {
+    return at_offset<uint8_t>(base_, regions_.offset(kRecvScales) + static_cast<uint64_t>(row) * record_.scales_bytes);
+  }
+  // Metadata record of slot `slot` of the tokens sent by `src_rank` (slot < T_max).
+  SYMMOE_HD TokenMetaView get_recv_meta(int src_rank, int slot) const {
+    const uint64_t idx = static_cast<uint64_t>(src_rank) * dims_.num_max_tokens_per_rank + slot;
+    return {base_ + regions_.offset(kRecvMeta) + idx * record_.meta_stride(), record_};
+  }
 
   // ---- combine ----
   // bf16 row [H] (raw bits) returned for (token, top-k lane) of this source rank.
@@ -128,6 +152,12 @@ class EpLayout {
   SYMMOE_HD float* get_combine_weights(int token_idx, int topk_lane) const {
     const uint64_t row = static_cast<uint64_t>(token_idx) * dims_.num_topk + topk_lane;
     return at_offset<float>(base_, regions_.offset(kCombineWeights)) + row * dims_.num_topk;
+  }
+
+  // Arrival flag of combine row (token, lane) on this source rank (see combine_flags above).
+  SYMMOE_HD uint32_t* get_combine_flag(int token_idx, int topk_lane) const {
+    const uint64_t row = static_cast<uint64_t>(token_idx) * dims_.num_topk + topk_lane;
+    return at_offset<uint32_t>(base_, regions_.offset(kCombineFlags)) + row;
   }
 
   // ---- notify counters (plain values written by the source rank) ----
@@ -150,12 +180,15 @@ class EpLayout {
       : dims_(dims), record_(dims.hidden, dims.num_topk, dims.dtype, dims.scale_row_bytes), base_(base) {
     const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, K = dims.num_topk;
     const uint64_t H = dims.hidden, El = dims.num_local_experts();
-    regions_.add(kRecvTokens, "recv_tokens", R * T * record_.stride, kAlignBulk);
+    regions_.add(kRecvX, "recv_x", R * T * record_.x_bytes, kAlignBulk);
+    regions_.add(kRecvScales, "recv_scales", R * T * record_.scales_bytes, kAlignBulk);
+    regions_.add(kRecvMeta, "recv_meta", R * T * record_.meta_stride(), kAlignBulk);
     regions_.add(kCombineRecv, "combine_recv", T * K * H * 2, kAlignBulk);
     regions_.add(kRecvRankCounts, "recv_rank_counts", R * 8, kAlignBulk);
     regions_.add(kRecvExpertCounts, "recv_expert_counts", R * El * 8, kAlignBulk);
     regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
     regions_.add(kCombineWeights, "combine_weights", T * K * K * 4, kAlignBulk);
+    regions_.add(kCombineFlags, "combine_flags", T * K * 4, kAlignBulk);
   }
 
   EpDims dims_;

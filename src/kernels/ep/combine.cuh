@@ -1,21 +1,24 @@
 // Combine role, send side (on each rank d that received tokens): every received row goes back to its source's
-// combine_recv[token][lane] with warp-wide 16-byte stores into the peer's memory, plus the top-k weights.
-//   non-expand: the row of (s, t) -> lane = d's master lane of the token (recv_src_metadata col 1)
+// combine_recv[token][lane] with warp-wide 16-byte stores into the peer's memory, plus the top-k weights, then
+// the row's arrival flag (publish_rows): the source reduces each token as soon as its rows are there, while
+// other warps still send (no second barrier; reduce_epilogue.cuh).
+//   non-expand: the row of (s, t) -> lane = d's master lane of the token (recv_src_metadata col 1); rows whose
+//               source is d itself are NOT copied: the reduce epilogue reads them from x (local_row_of_lane)
 //   expand:     the expanded row of lane k -> lane k (one row per routed lane)
 //   expand + reduce_local_experts: d sums its lanes in ascending k in fp32 (from 0.f), rounds ONCE to bf16 and
 //               sends the partial to its master lane (halves NVLink bytes at K/R = 4).
 // Weights: non-expand rows carry all K weights -> combine_weights[t][master][0..K); expand lane k's weight ->
 // combine_weights[t][k][k]. The reduce epilogue picks the column of the rank that owns each lane.
-// Rows that are copied unchanged move with bulk copies through the warp's staging buffers (stager.cuh): a few warps
-// per SM keep whole rows in flight over NVLink. The reduce_local partial is computed in registers and stored with
-// 16-byte stores. NOTES: rows are H*2 bytes, 16-byte aligned.
+// Rows that are copied unchanged move with 16-byte register copies (kCopyVecs vectors per lane in flight, 6 sender
+// warps per SM). The reduce_local partial is computed in registers and stored with 16-byte stores.
+// NOTES: rows are H*2 bytes, 16-byte aligned.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/ep/common.cuh"
-#include "kernels/ep/stager.cuh"
+#include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
 
@@ -39,9 +42,22 @@ __device__ __forceinline__ int4 pack_bf16x8(const float* acc) {
   return make_int4(int(w[0]), int(w[1]), int(w[2]), int(w[3]));
 }
 
+// One warp, after writing rows (and weights) of token t into source s: raises the arrival flags of `lanes`.
+// Release pattern: the warp's stores, __syncwarp, then lane 0 fences (sys scope, cumulative over the warp's
+// stores ordered before it by the warp barrier) and stores the flags.
+__device__ __forceinline__ void publish_rows(const CombineParams& p, int s, int t, uint32_t lanes) {
+  __syncwarp();
+  if (lane_id() == 0) {
+    ptx::fence_acq_rel_sys();
+    for (uint32_t rest = lanes; rest; rest &= rest - 1)
+      ptx::st_relaxed_sys(p.sym.map(p.layout.get_combine_flag(t, __ffs(rest) - 1), uint32_t(s)), 1u);
+  }
+  __syncwarp();
+}
+
 // One warp: received token i of this rank back to its source.
 // list: this warp's 32 ints of shared scratch.
-__device__ __forceinline__ void combine_send_token(const CombineParams& p, Stager& st, int i, int* list) {
+__device__ __forceinline__ void combine_send_token(const CombineParams& p, int i, int* list) {
   const auto& dims = p.layout.dims();
   const int K = dims.num_topk, H = dims.hidden, T_max = dims.num_max_tokens_per_rank, lane = lane_id();
   const int32_t* meta = p.handle.recv_src_metadata + int64_t(i) * (2 + K);
@@ -49,10 +65,13 @@ __device__ __forceinline__ void combine_send_token(const CombineParams& p, Stage
   const int s = src / T_max, t = src % T_max, master = meta[1] - s * K;
   const uint32_t row_bytes = uint32_t(H) * 2;
   if (!p.expand) {
+    if (s == p.rank) return;  // the reduce reads this row and its weights from x / topk_weights directly
     uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s));
-    relay_row(st, p.x + int64_t(i) * H, row_bytes, lane == 0 ? dst : nullptr);
+    warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(i) * H), row_bytes,
+                              reinterpret_cast<uint8_t*>(dst), 1u);
     if (p.topk_weights && lane < K)
       p.sym.map(p.layout.get_combine_weights(t, master), uint32_t(s))[lane] = p.topk_weights[int64_t(i) * K + lane];
+    publish_rows(p, s, t, 1u << master);
     return;
   }
   const int row = lane < K ? meta[2 + lane] : -1;
@@ -64,8 +83,10 @@ __device__ __forceinline__ void combine_send_token(const CombineParams& p, Stage
       const int k = __ffs(rest) - 1;
       const int r = __shfl_sync(0xffffffffu, row, k);
       uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, k), uint32_t(s));
-      relay_row(st, p.x + int64_t(r) * H, row_bytes, lane == 0 ? dst : nullptr);
+      warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(r) * H), row_bytes,
+                                reinterpret_cast<uint8_t*>(dst), 1u);
     }
+    publish_rows(p, s, t, lanes_here);
     return;
   }
   // Row list in shared memory: broadcast reads, no dynamically indexed registers.
@@ -81,7 +102,7 @@ __device__ __forceinline__ void combine_send_token(const CombineParams& p, Stage
     for (int j = 0; j < n; ++j) add_bf16x8(acc, __ldg(reinterpret_cast<const int4*>(p.x + int64_t(list[j]) * H) + c));
     dst[c] = pack_bf16x8(acc);
   }
-  __syncwarp();
+  publish_rows(p, s, t, 1u << master);
 }
 
 }  // namespace symmoe::ep

@@ -35,26 +35,56 @@ __device__ __forceinline__ int64_t load_expert(const int64_t* topk_idx, int toke
   return lane_id() < num_topk ? topk_idx[int64_t(token) * num_topk + lane_id()] : int64_t(-1);
 }
 
-// Warp copy of `bytes` (multiple of 16, 16-byte aligned pointers) with L1-bypassing loads (data written by other
-// SMs or ranks in this kernel). Four 16-byte vectors in flight per lane.
-__device__ __forceinline__ void warp_copy16(uint8_t* dst, const uint8_t* src, uint32_t bytes) {
-  const int lane = lane_id();
-  auto* d = reinterpret_cast<int4*>(dst);
-  const auto* s = reinterpret_cast<const int4*>(src);
-  const uint32_t n = bytes / 16;
-  uint32_t i = lane;
-  for (; i + 96 < n; i += 128) {
-    const int4 a = __ldcg(s + i), b = __ldcg(s + i + 32), c = __ldcg(s + i + 64), e = __ldcg(s + i + 96);
-    d[i] = a, d[i + 32] = b, d[i + 64] = c, d[i + 96] = e;
-  }
-  for (; i < n; i += 32) d[i] = __ldcg(s + i);
+// 16-byte load: kCoherent for data written during this kernel (by peers or other SMs: L2, no L1/texture path),
+// else the read-only path (inputs of the call).
+template <bool kCoherent>
+__device__ __forceinline__ int4 load16(const int4* p) {
+  if constexpr (kCoherent) return __ldcg(p); else return __ldg(p);
 }
 
-// Warp copy of `bytes` (multiple of 4, 4-byte aligned): scale rows of any packing.
-__device__ __forceinline__ void warp_copy4(uint8_t* dst, const uint8_t* src, uint32_t bytes) {
-  auto* d = reinterpret_cast<uint32_t*>(dst);
+// One warp: copies `bytes` (multiple of 16, 16-byte aligned) from `src` to every destination held by the lanes of
+// `dst_mask` (lane j's `dst`: local or peer pointer). Each lane loads kCopyVecs 16-byte vectors (all in flight)
+// before storing them to each destination, so a row is read once however many ranks receive it.
+template <bool kCoherent>
+__device__ __forceinline__ void warp_copy16_fanout(const uint8_t* src, uint32_t bytes, uint8_t* dst,
+                                                   uint32_t dst_mask) {
+  const int lane = lane_id();
+  const auto* s = reinterpret_cast<const int4*>(src);
+  const uint32_t n = bytes / 16;
+  for (uint32_t base = 0; base < n; base += 32 * kCopyVecs) {
+    int4 v[kCopyVecs];
+#pragma unroll
+    for (int u = 0; u < kCopyVecs; ++u) {
+      const uint32_t i = base + u * 32 + lane;
+      if (i < n) v[u] = load16<kCoherent>(s + i);
+    }
+    for (uint32_t rest = dst_mask; rest; rest &= rest - 1) {
+      auto* d = reinterpret_cast<int4*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(dst), __ffs(rest) - 1));
+#pragma unroll
+      for (int u = 0; u < kCopyVecs; ++u) {
+        const uint32_t i = base + u * 32 + lane;
+        if (i < n) d[i] = v[u];
+      }
+    }
+  }
+}
+
+// The same for `bytes` a multiple of 4 (scale rows of any packing; small).
+template <bool kCoherent>
+__device__ __forceinline__ void warp_copy4_fanout(const uint8_t* src, uint32_t bytes, uint8_t* dst,
+                                                  uint32_t dst_mask) {
   const auto* s = reinterpret_cast<const uint32_t*>(src);
-  for (uint32_t i = lane_id(); i < bytes / 4; i += 32) d[i] = __ldcg(s + i);
+  for (uint32_t base = 0; base < bytes / 4; base += 32) {
+    const uint32_t i = base + lane_id();
+    uint32_t v = 0;
+    if (i < bytes / 4) v = kCoherent ? __ldcg(s + i) : __ldg(s + i);
+    for (uint32_t rest = dst_mask; rest; rest &= rest - 1) {
+      auto* d = reinterpret_cast<uint32_t*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(dst), __ffs(rest) - 1));
+      if (i < bytes / 4) d[i] = v;
+    }
+  }
 }
 
 __device__ __forceinline__ void warp_zero(uint8_t* dst, uint32_t bytes) {

@@ -1,18 +1,18 @@
-// Copy epilogue of dispatch (receiver side, after the barrier that publishes every source's records and counts):
-// receive-side metadata (prefix sums over sources, per-expert unaligned/aligned counts and segment starts), then
-// every received record -> the output rows (non-expand: row psum[s-1] + slot; expand: one row per local lane at
-// start_e + rows of earlier sources for e + the lane's expert position carried in the record), identity metadata
-// (recv_src_metadata) and the expand padding rows.
+// Copy epilogue of dispatch (receiver side).
+// receive_metadata (between the two barriers: the counts are published by the first and rewritten by the next call
+// only after the second): prefix sums over sources, per-expert unaligned/aligned counts and segment starts.
+// copy_epilogue (after the barrier that publishes every source's rows and metadata records):
+//   non-expand: x and scales are already in their rows (senders pushed them there); per row only the metadata:
+//               recv_topk_idx / recv_topk_weights (local ids) and recv_src_metadata. Several rows per warp at once
+//               (lane groups of kGroup >= K lanes), so the per-row load latency overlaps.
+//   expand:     each received row fans out to one output row per local lane (start_e + rows of earlier sources for
+//               e + the lane's expert position carried in the record), plus identity metadata and padding rows.
 // Fresh dispatch derives everything from the exchanged counts; cached dispatch reads the handle's prefix sums and
 // expand columns, so both produce the same rows (the golden model's order: source rank, then token).
-// Rows move with bulk copies through the warp's staging buffers (record -> shared -> output rows; x and a 16-byte
-// multiple scale row in one load, one store per output row from the lane that owns it), so a few warps per SM keep
-// enough bytes in flight to run at HBM speed.
-// NOTES: shared scratch needs R + E + 3 El ints (the dispatch kernel's counter area holds kNumWarps (R + E)).
+// NOTES: shared scratch needs R + E + 3 El ints (receive_scratch_ints).
 #pragma once
 
 #include "kernels/ep/common.cuh"
-#include "kernels/ep/stager.cuh"
 #include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
@@ -25,6 +25,10 @@ struct RecvMeta {
   int* expert_base;   // [R * El] fresh only: start[e] + rows of earlier sources for e
   int num_recv, num_expanded;
 };
+
+__host__ __device__ constexpr int receive_scratch_ints(const layout::EpDims& d) {
+  return d.num_ranks + d.num_experts + 3 * d.num_local_experts();
+}
 
 // Whole CTA. Builds RecvMeta in shared `scratch`; CTA 0 of a fresh dispatch writes the handle's receive fields.
 __device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, int* scratch) {
@@ -86,65 +90,68 @@ __device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, in
   return m;
 }
 
-// One warp: x (and scales) of record rv -> output row `row` of every lane with row >= 0.
-__device__ __forceinline__ void copy_payload(const DispatchParams& p, Stager& st, const layout::TokenRecordView& rv,
-                                             int row, uint32_t rows_mask) {
-  const layout::TokenRecord& rec = rv.rec;
-  const uint32_t xb = uint32_t(p.x_row_bytes), sb = uint32_t(p.sf_row_bytes);
-  const bool sf_bulk = sb % 16 == 0 && sb > 0;
-  const uint32_t load_bytes = sf_bulk ? rec.scales_offset + sb : xb;
-  const int b = st.acquire();
-  if (lane_id() == 0) st.load(b, rv.record(), load_bytes, 0, load_bytes);
-  st.wait_loaded(b);
-  if (row >= 0) {
-    ptx::bulk_store_shared_to_global(p.recv_x + int64_t(row) * xb, st.buffer(b), xb);
-    if (sf_bulk) ptx::bulk_store_shared_to_global(p.recv_sf + int64_t(row) * sb, st.buffer(b) + rec.scales_offset, sb);
-  }
-  st.commit();
-  if (sb && !sf_bulk)  // packed UE8M0 rows that are not 16-byte multiples: 4-byte generic copies
-    for (uint32_t rest = rows_mask; rest; rest &= rest - 1) {
-      const int dst_row = __shfl_sync(0xffffffffu, row, __ffs(rest) - 1);
-      warp_copy4(p.recv_sf + int64_t(dst_row) * sb, reinterpret_cast<const uint8_t*>(rv.scales()), sb);
-    }
+// Source rank whose inclusive prefix range holds row i (one lane, any lane: R is small, shared memory).
+__device__ __forceinline__ int lane_find_source(const int* psum_inclusive, int num_ranks, int row) {
+  int s = 0;
+  while (s < num_ranks - 1 && psum_inclusive[s] <= row) ++s;
+  return s;
 }
 
-// One warp: received row i (non-expand order) -> outputs.
-__device__ __forceinline__ void place_received_row(const DispatchParams& p, Stager& st, const RecvMeta& m, int i) {
+// One warp, non-expand: the metadata of rows [i0, i0 + 32 / group) (group = lanes per row, a power of two >= K).
+__device__ __forceinline__ void place_metadata_rows(const DispatchParams& p, const RecvMeta& m, int i0, int group) {
+  const auto& dims = p.layout.dims();
+  const int R = dims.num_ranks, K = dims.num_topk, El = dims.num_local_experts(), lane = lane_id();
+  const int k = lane & (group - 1), i = i0 + lane / group;
+  const bool row_ok = i < m.num_recv;
+  const int s = row_ok ? lane_find_source(m.psum_rank, R, i) : 0;
+  const int slot = row_ok ? i - (s == 0 ? 0 : m.psum_rank[s - 1]) : 0;
+  const layout::TokenMetaView mv = p.layout.get_recv_meta(s, slot);
+  const int e = row_ok && k < K ? __ldcg(mv.topk_idx() + k) : -1;
+  const float w = row_ok && k < K ? __ldcg(mv.topk_weights() + k) : 0.f;
+  const int src = row_ok && k == 0 ? __ldcg(mv.src_token_global_idx()) : 0;
+  const bool on_rank = e >= 0 && e / El == p.rank;
+  const uint32_t group_mask = (group == 32 ? 0xffffffffu : ((1u << group) - 1u)) << (lane & ~(group - 1));
+  const uint32_t lanes_here = __ballot_sync(0xffffffffu, on_rank) & group_mask;
+  const int master = lanes_here ? (31 - __clz(lanes_here)) - (lane & ~(group - 1)) : -1;
+  if (!row_ok || k >= K) return;
+  p.recv_topk_idx[int64_t(i) * K + k] = on_rank ? e - p.rank * El : -1;
+  p.recv_topk_weights[int64_t(i) * K + k] = w;
+  if (!p.cached) {
+    int32_t* meta = p.handle.recv_src_metadata + int64_t(i) * (2 + K);
+    meta[2 + k] = -1;
+    if (k == 0) meta[0] = src, meta[1] = s * K + master;
+  }
+}
+
+// One warp, expand: received row i -> one output row per local lane, metadata.
+__device__ __forceinline__ void place_expanded_row(const DispatchParams& p, const RecvMeta& m, int i) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, K = dims.num_topk, El = dims.num_local_experts(), lane = lane_id();
   const int s = find_source(m.psum_rank, R, i);
   const int slot = i - (s == 0 ? 0 : m.psum_rank[s - 1]);
-  const layout::TokenRecordView rv = p.layout.get_recv_token(s, slot);
-  const int e = lane < K ? __ldcg(rv.topk_idx() + lane) : -1;
+  const layout::TokenMetaView mv = p.layout.get_recv_meta(s, slot);
+  const int e = lane < K ? __ldcg(mv.topk_idx() + lane) : -1;
   const bool on_rank = e >= 0 && e / El == p.rank;
   const int local = on_rank ? e - p.rank * El : -1;
   const uint32_t lanes_here = __ballot_sync(0xffffffffu, on_rank);
   const int master = 31 - __clz(lanes_here);
-  const int stride = 2 + K;
-  int32_t* meta = p.handle.recv_src_metadata + int64_t(i) * stride;
-  if (!p.expand) {
-    if (lane < K) {
-      p.recv_topk_idx[int64_t(i) * K + lane] = local;
-      p.recv_topk_weights[int64_t(i) * K + lane] = __ldcg(rv.topk_weights() + lane);
-    }
-    if (!p.cached) {
-      if (lane < K) meta[2 + lane] = -1;
-      if (lane == 0) meta[0] = __ldcg(rv.src_token_global_idx()), meta[1] = s * K + master;
-    }
-    copy_payload(p, st, rv, lane == 0 ? i : -1, 1u);
-    return;
-  }
+  int32_t* meta = p.handle.recv_src_metadata + int64_t(i) * (2 + K);
   int row = -1;
-  if (on_rank) row = p.cached ? meta[2 + lane] : m.expert_base[s * El + local] + __ldcg(rv.expert_pos() + lane);
+  if (on_rank) row = p.cached ? meta[2 + lane] : m.expert_base[s * El + local] + __ldcg(mv.expert_pos() + lane);
   if (!p.cached) {
     if (lane < K) meta[2 + lane] = row;
-    if (lane == 0) meta[0] = __ldcg(rv.src_token_global_idx()), meta[1] = s * K + master;
+    if (lane == 0) meta[0] = __ldcg(mv.src_token_global_idx()), meta[1] = s * K + master;
   }
   if (on_rank) {
     p.recv_topk_idx[row] = local;
-    p.recv_topk_weights[row] = __ldcg(rv.topk_weights() + lane);
+    p.recv_topk_weights[row] = __ldcg(mv.topk_weights() + lane);
   }
-  copy_payload(p, st, rv, row, lanes_here);
+  const uint32_t xb = uint32_t(p.x_row_bytes), sb = uint32_t(p.sf_row_bytes);
+  warp_copy16_fanout<true>(p.layout.get_recv_x_row(i), xb, on_rank ? p.recv_x + int64_t(row) * xb : nullptr,
+                           lanes_here);
+  if (sb)
+    warp_copy4_fanout<true>(p.layout.get_recv_scales_row(i), sb, on_rank ? p.recv_sf + int64_t(row) * sb : nullptr,
+                            lanes_here);
 }
 
 // One warp: the padding rows of local expert el (expand only).
@@ -160,12 +167,19 @@ __device__ __forceinline__ void place_padding(const DispatchParams& p, const Rec
 }
 
 // Whole grid: every received row and padding row, warps strided over the grid.
-__device__ __forceinline__ void copy_epilogue(const DispatchParams& p, Stager& st, int* scratch) {
-  const RecvMeta m = receive_metadata(p, scratch);
+__device__ __forceinline__ void copy_epilogue(const DispatchParams& p, const RecvMeta& m) {
   const int g = blockIdx.x * kNumWarps + warp_id(), num_warps = gridDim.x * kNumWarps;
-  for (int i = g; i < m.num_recv; i += num_warps) place_received_row(p, st, m, i);
-  if (p.expand)
-    for (int el = g; el < p.layout.dims().num_local_experts(); el += num_warps) place_padding(p, m, el);
+  if (!p.expand) {
+    const int K = p.layout.dims().num_topk;
+    int group = 1;
+    while (group < K) group <<= 1;
+    const int rows_per_warp = 32 / group;
+    for (int i0 = g * rows_per_warp; i0 < m.num_recv; i0 += num_warps * rows_per_warp)
+      place_metadata_rows(p, m, i0, group);
+    return;
+  }
+  for (int i = g; i < m.num_recv; i += num_warps) place_expanded_row(p, m, i);
+  for (int el = g; el < p.layout.dims().num_local_experts(); el += num_warps) place_padding(p, m, el);
 }
 
 }  // namespace symmoe::ep

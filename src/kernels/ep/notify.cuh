@@ -1,15 +1,20 @@
-// Notify role of dispatch: per-warp counting with input checks, then per-warp slot bases and the cross-rank count
-// exchange.
+// Notify role of dispatch: routing chunks in shared memory, per-warp counting with input checks, slot bases, and
+// the cross-rank count exchange.
 //
 // Design: the tokens of a rank are split into contiguous ranges, one per warp of the grid (warp g of G owns
-// [g * ceil(T/G), ...)). Phase 1 (count_tokens) counts, per warp, the tokens sent to each destination rank (a token
-// once per rank: its master lane) and the (token, lane) pairs per global expert, and writes them to the workspace.
-// After a grid-wide sync, phase 2 (compute_bases) gives each warp the exclusive prefix of all earlier warps, so the
-// warp's serial walk over its range (dispatch.cuh) hands out slot = rank of the token among the tokens this source
-// sends to d, in token order: exactly the golden model's order, deterministic at no extra cost. CTA 0 also sums
-// the totals, writes the handle's source-side counts and stores the counts into every destination's
-// recv_rank_counts[src] / recv_expert_counts[src][*] (plain system-scope stores, published by the next barrier).
-// NOTES: phase 2 reads G x (R + E) ints from L2 (G = CTAs x 8 warps); ~1-3 us at 24 SMs, loads unrolled by 8.
+// [g * ceil(T/G), ...)), so CTA c owns a contiguous block of tokens. Phase 1 (count_tokens) counts, per warp, the
+// tokens sent to each destination rank (a token once per rank: its master lane) and the (token, lane) pairs per
+// global expert; the CTA sums its warps into one row of the workspace. After a grid-wide sync, phase 2
+// (compute_bases) gives each warp the counts of all earlier CTAs (<= num_ctas rows from L2) plus those of the
+// earlier warps of its CTA (shared memory), so the warp's serial walk over its range (dispatch.cuh) hands out
+// slot = rank of the token among the tokens this source sends to d, in token order: exactly the golden model's
+// order, deterministic at no extra cost. CTA 0 also sums the totals, writes the handle's source-side counts and
+// stores the counts into every destination's recv_rank_counts[src] / recv_expert_counts[src][*] (plain
+// system-scope stores, published by the barrier that follows).
+// Routing is read in chunks of kRouteChunk (token, lane) entries per warp with all loads in flight, then walked
+// from shared memory: the serial per-token walk never waits on a global load.
+// NOTES: writing the counts BEFORE the barrier is safe because every reader reads them between that barrier and
+// the next one (dest_row_bases, receive_metadata), and no rank writes the next call's counts before passing it.
 #pragma once
 
 #include "kernels/comm/sym_buffer.cuh"
@@ -17,6 +22,68 @@
 #include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
+
+constexpr int kRouteChunk = 256;  // (token, lane) entries per warp chunk: 8 loads per lane
+
+// One warp's routing chunk in shared memory: idx (int64), weights, and (cached) the handle's slot indices.
+struct RouteChunk {
+  int64_t* idx;
+  float* weights;
+  int32_t* slots;
+  int first;  // first token of the chunk
+  __device__ __forceinline__ int64_t expert(int t, int k) const { return idx[(t - first) * num_topk + k]; }
+  __device__ __forceinline__ float weight(int t, int k) const { return weights[(t - first) * num_topk + k]; }
+  __device__ __forceinline__ int32_t slot(int t, int k) const { return slots[(t - first) * num_topk + k]; }
+  int num_topk;
+};
+
+__host__ __device__ constexpr size_t route_chunk_bytes() { return size_t(kRouteChunk) * (8 + 4 + 4); }
+
+__device__ __forceinline__ RouteChunk make_route_chunk(uint8_t* smem, int num_topk) {
+  RouteChunk c;
+  c.idx = reinterpret_cast<int64_t*>(smem);
+  c.weights = reinterpret_cast<float*>(smem + kRouteChunk * 8);
+  c.slots = reinterpret_cast<int32_t*>(smem + kRouteChunk * 12);
+  c.first = 0;
+  c.num_topk = num_topk;
+  return c;
+}
+
+// Tokens per chunk (>= 1 since K <= 32).
+__device__ __forceinline__ int route_chunk_tokens(int num_topk) { return kRouteChunk / num_topk; }
+
+// One warp: loads the routing of tokens [t0, t1) ((t1 - t0) * K <= kRouteChunk). with_weights / with_slots select
+// the optional arrays; idx comes from `topk_idx` (the input or the handle's copy).
+__device__ __forceinline__ void load_route_chunk(RouteChunk& c, const int64_t* topk_idx, const float* weights,
+                                                 const int32_t* slots, int t0, int t1) {
+  const int K = c.num_topk, n = (t1 - t0) * K, lane = lane_id();
+  const int64_t base = int64_t(t0) * K;
+  constexpr int kPerLane = kRouteChunk / 32;
+  __syncwarp();  // the previous chunk has been read
+  int64_t e[kPerLane];
+  float w[kPerLane];
+  int32_t s[kPerLane];
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int j = u * 32 + lane;
+    if (j < n) {
+      e[u] = __ldg(topk_idx + base + j);
+      if (weights) w[u] = __ldg(weights + base + j);
+      if (slots) s[u] = __ldg(slots + base + j);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int j = u * 32 + lane;
+    if (j < n) {
+      c.idx[j] = e[u];
+      if (weights) c.weights[j] = w[u];
+      if (slots) c.slots[j] = s[u];
+    }
+  }
+  c.first = t0;
+  __syncwarp();
+}
 
 __device__ __forceinline__ unsigned long long input_error_key(int token, int lane, InputErrorKind kind) {
   return (static_cast<unsigned long long>(token) << 32) | (static_cast<unsigned long long>(lane) << 8) |
@@ -30,29 +97,44 @@ __device__ __forceinline__ void warp_token_range(int num_tokens, int g, int num_
   *end = min(num_tokens, *begin + per_warp);
 }
 
-// Phase 1, one warp: counts[R + E] (this warp's shared-memory row) -> workspace row `g`.
-__device__ __forceinline__ void count_tokens(const DispatchParams& p, int* counts, int g, int begin, int end) {
+// Phase 1, one warp: counts[R + E] (this warp's shared-memory row).
+__device__ __forceinline__ void count_tokens(const DispatchParams& p, RouteChunk& chunk, int* counts, int begin,
+                                             int end) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, E = dims.num_experts, K = dims.num_topk, El = dims.num_local_experts();
-  const int lane = lane_id();
+  const int lane = lane_id(), per_chunk = route_chunk_tokens(K);
   for (int j = lane; j < R + E; j += 32) counts[j] = 0;
   __syncwarp();
-  for (int t = begin; t < end; ++t) {
-    const int64_t e = load_expert(p.topk_idx, t, K);
-    const LaneRoute r = route_lane(e, K, E, El);
-    // Input checks: out-of-range ids, and a valid expert repeated in the token (reported at the later lane).
-    const uint32_t same = __match_any_sync(0xffffffffu, r.valid ? static_cast<unsigned long long>(e)
-                                                                : static_cast<unsigned long long>(-1 - lane));
-    const bool out_of_range = lane < K && (e < -1 || e >= E);
-    const bool duplicate = r.valid && (__ffs(same) - 1) != lane;
-    if (out_of_range) atomicMin(p.error_key, input_error_key(t, lane, InputErrorKind::kOutOfRange));
-    if (duplicate) atomicMin(p.error_key, input_error_key(t, lane, InputErrorKind::kDuplicate));
-    if (r.master) counts[r.dst_rank] += 1;  // one master lane per destination: no two lanes share an address
-    if (r.valid && !duplicate) counts[R + int(e)] += 1;
-    __syncwarp();
+  for (int t0 = begin; t0 < end; t0 += per_chunk) {
+    const int t1 = min(end, t0 + per_chunk);
+    load_route_chunk(chunk, p.topk_idx, nullptr, nullptr, t0, t1);
+    for (int t = t0; t < t1; ++t) {
+      const int64_t e = lane < K ? chunk.expert(t, lane) : int64_t(-1);
+      const LaneRoute r = route_lane(e, K, E, El);
+      // Input checks: out-of-range ids, and a valid expert repeated in the token (reported at the later lane).
+      const uint32_t same = __match_any_sync(0xffffffffu, r.valid ? static_cast<unsigned long long>(e)
+                                                                  : static_cast<unsigned long long>(-1 - lane));
+      const bool out_of_range = lane < K && (e < -1 || e >= E);
+      const bool duplicate = r.valid && (__ffs(same) - 1) != lane;
+      if (out_of_range) atomicMin(p.error_key, input_error_key(t, lane, InputErrorKind::kOutOfRange));
+      if (duplicate) atomicMin(p.error_key, input_error_key(t, lane, InputErrorKind::kDuplicate));
+      if (r.master) counts[r.dst_rank] += 1;  // one master lane per destination: no two lanes share an address
+      if (r.valid && !duplicate) counts[R + int(e)] += 1;
+      __syncwarp();
+    }
   }
-  int32_t* out = p.warp_counts + static_cast<int64_t>(g) * (R + E);
-  for (int j = lane; j < R + E; j += 32) out[j] = counts[j];
+}
+
+// Whole CTA after phase 1: the CTA's total row (sum of its warps' rows) -> workspace row blockIdx.x.
+__device__ __forceinline__ void publish_cta_counts(const DispatchParams& p, const int* counts) {
+  const auto& dims = p.layout.dims();
+  const int n = dims.num_ranks + dims.num_experts;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    int sum = 0;
+    for (int w = 0; w < kNumWarps; ++w) sum += counts[w * n + j];
+    p.warp_counts[int64_t(blockIdx.x) * n + j] = sum;
+  }
 }
 
 // Host-visible record of the first bad entry (smallest token, then lane). One thread.
@@ -72,29 +154,31 @@ __device__ __forceinline__ void publish_input_error(const DispatchParams& p, uns
   ptx::st_relaxed_sys(&p.error->valid, 1u);
 }
 
-// Phase 2, whole CTA (after a grid-wide sync): bases[w][R + E] = counts of all warps before warp w of this CTA.
-// CTA 0 also writes the totals to the handle and to the destinations (zeros when the input was bad).
-__device__ __forceinline__ void compute_bases(const DispatchParams& p, int* bases, bool input_error) {
+// Phase 2, whole CTA (after a grid-wide sync): counts[w][R + E] (the warps' own counts, shared) become
+// bases[w][R + E] = counts of all tokens before warp w's range. CTA 0 also writes the totals to the handle and to
+// the destinations (zeros when the input was bad).
+__device__ __forceinline__ void compute_bases(const DispatchParams& p, int* counts, bool input_error) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, E = dims.num_experts, El = dims.num_local_experts(), n = R + E;
-  const int first = blockIdx.x * kNumWarps, num_warps = gridDim.x * kNumWarps;
   const int32_t* wc = p.warp_counts;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    int run = 0, g = 0;
-    for (; g + 8 <= first; g += 8) {
+    int run = 0, c = 0;
+    const int first = blockIdx.x;
+    for (; c + 8 <= first; c += 8) {
       int v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = __ldcg(wc + int64_t(g + u) * n + j);
+      for (int u = 0; u < 8; ++u) v[u] = __ldcg(wc + int64_t(c + u) * n + j);
 #pragma unroll
       for (int u = 0; u < 8; ++u) run += v[u];
     }
-    for (; g < first; ++g) run += __ldcg(wc + int64_t(g) * n + j);
+    for (; c < first; ++c) run += __ldcg(wc + int64_t(c) * n + j);
     for (int w = 0; w < kNumWarps; ++w) {
-      bases[w * n + j] = run;
-      run += __ldcg(wc + int64_t(first + w) * n + j);
+      const int mine = counts[w * n + j];
+      counts[w * n + j] = run;
+      run += mine;
     }
     if (blockIdx.x != 0) continue;
-    for (g = first + kNumWarps; g < num_warps; ++g) run += __ldcg(wc + int64_t(g) * n + j);
+    for (c = 1; c < int(gridDim.x); ++c) run += __ldcg(wc + int64_t(c) * n + j);
     const uint64_t total = input_error ? 0 : uint64_t(run);
     if (j < R) {
       p.handle.num_tokens_per_rank[j] = int32_t(total);
@@ -104,6 +188,28 @@ __device__ __forceinline__ void compute_bases(const DispatchParams& p, int* base
       p.handle.num_tokens_per_expert[e] = int32_t(total);
       ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_expert_count(p.rank, e - d * El), uint32_t(d)), total);
     }
+  }
+  __syncthreads();
+}
+
+// Cached dispatch, CTA 0: the handle's per-rank counts -> every destination's recv_rank_counts[src] (the senders
+// need them for their output rows; the receivers use the handle's prefix sums).
+__device__ __forceinline__ void publish_cached_counts(const DispatchParams& p) {
+  if (blockIdx.x != 0) return;
+  for (int d = threadIdx.x; d < p.layout.dims().num_ranks; d += blockDim.x)
+    ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_rank_count(p.rank), uint32_t(d)),
+                        uint64_t(p.handle.num_tokens_per_rank[d]));
+}
+
+// Whole CTA, after the barrier that publishes the counts: row_base[d] = tokens that sources < this rank send to d
+// (the first output row of this rank's tokens on d), read from d's recv_rank_counts.
+__device__ __forceinline__ void dest_row_bases(const DispatchParams& p, int* row_base) {
+  const int R = p.layout.dims().num_ranks;
+  for (int d = threadIdx.x; d < R; d += blockDim.x) {
+    uint64_t sum = 0;
+    for (int s = 0; s < p.rank; ++s)
+      sum += ptx::ld_acquire_sys(p.sym.map(p.layout.get_recv_rank_count(s), uint32_t(d)));
+    row_base[d] = int(sum);
   }
   __syncthreads();
 }

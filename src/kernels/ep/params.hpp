@@ -12,9 +12,11 @@
 
 namespace symmoe::ep {
 
-// Warps per CTA of every EP kernel. NOTES: 8 warps x 2 staged records keep ~120 KB of FP8 V3 records in flight per
-// SM, enough to cover NVLink latency at 24 SMs (DESIGN.md 2: push saturates with ~16 SMs).
-constexpr int kNumWarps = 8;
+// Warps per CTA of every EP kernel. NOTES: rows move with 16-byte register copies, kCopyVecs vectors per lane in
+// flight (8 KB per warp), so 12 warps keep ~96 KB of loads in flight per SM: ~2.3 MB over 24 SMs covers HBM and
+// NVLink latency (~2 us) at ~1 TB/s. Dispatch needs ~168 registers per thread (16 warps, capped at 128, spilled).
+constexpr int kNumWarps = 12;
+constexpr int kCopyVecs = 16;
 constexpr int kNumThreads = kNumWarps * 32;
 
 // A bad routing entry found on the device while counting. `valid` is written last (host-mapped memory).
@@ -45,7 +47,7 @@ struct DispatchParams {
   layout::EpLayout layout;     // at this rank's base
   layout::SyncArea sync;       // layout.get_sync_area()
   layout::WaitContext wait;
-  int rank, num_tokens, x_row_bytes, sf_row_bytes, num_buffers;  // num_buffers: staged records per warp (1 or 2)
+  int rank, num_tokens, x_row_bytes, sf_row_bytes;
   const uint8_t* x;
   const uint8_t* x_sf;
   const int64_t* topk_idx;
@@ -53,7 +55,7 @@ struct DispatchParams {
   bool cached, expand, zero_padding;
   int expert_alignment;
   HandleArrays handle;
-  uint8_t* recv_x;
+  uint8_t* recv_x;   // expand outputs (non-expand rows are the buffer's recv_x / recv_scales regions)
   uint8_t* recv_sf;
   int64_t* recv_topk_idx;
   float* recv_topk_weights;
@@ -67,7 +69,7 @@ struct CombineParams {
   layout::EpLayout layout;
   layout::SyncArea sync;
   layout::WaitContext wait;
-  int rank, num_tokens, num_buffers;  // num_buffers: staged rows per warp (1 or 2)
+  int rank, num_tokens;
   bool expand, reduce_local_experts;
   const uint16_t* x;
   const float* topk_weights;
@@ -78,14 +80,8 @@ struct CombineParams {
   float* combined_topk_weights;
 };
 
-// Dynamic shared memory of the dispatch kernel (counters, mbarriers, staged records).
-size_t dispatch_smem_bytes(const layout::EpDims& dims, uint32_t record_stride, int num_buffers);
-// Staged records per warp that fit (2, else 1); 0 when even one does not fit.
-int dispatch_num_buffers(const layout::EpDims& dims, uint32_t record_stride);
-
-// The same for combine's staged bf16 rows of `hidden`.
-size_t combine_smem_bytes(int hidden, int num_buffers);
-int combine_num_buffers(int hidden);
+// Dynamic shared memory of the dispatch kernel (per-warp counters and routing chunks, receive metadata).
+size_t dispatch_smem_bytes(const layout::EpDims& dims);
 
 void launch_dispatch(const DispatchParams& params, int num_ctas, cudaStream_t stream);
 void launch_combine(const CombineParams& params, int num_ctas, cudaStream_t stream);

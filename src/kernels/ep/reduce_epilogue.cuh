@@ -1,18 +1,29 @@
-// Reduce epilogue of combine (on each source rank, after the barrier that publishes the returned rows):
+// Reduce epilogue of combine (on each source rank, overlapped with the sends: each token waits for the arrival
+// flags of its rows, combine.cuh's publish_rows):
 // combined_x[t] = bf16_rne( ((0.f + rows in ascending lane order) + bias_0) + bias_1 ), all adds in fp32, the rows
 // being: non-expand and expand+reduce_local: the row at each destination's master lane; expand: every routed
 // lane's row. combined_topk_weights[t][j] = weight returned by the rank owning lane j (0 for -1 lanes).
-// NOTES: one warp per token, 8 hidden elements (16 bytes) per lane per step, K independent loads in flight.
+// Non-expand: the row (and weights) of this rank's own master lane are never copied (combine.cuh); they are read
+// from combine's x / topk_weights at the local received row psum_recv[rank - 1] + slot, without a flag.
+// The flags a token waited on are reset to 0 here: no sender writes them again before this rank has entered the
+// next combine (its first barrier), so no epochs are needed.
+// NOTES: one warp per token, 8 hidden elements (16 bytes) per lane per step, kReduceVecs chunks x 2 rows = 14
+// independent 16-byte loads in flight per lane (7: H = 7168 in 4 steps; 8 spills at the 168-register cap).
 #pragma once
 
+#include "kernels/comm/timeout.cuh"
 #include "kernels/ep/combine.cuh"
 
 namespace symmoe::ep {
 
-// list: this warp's 32 ints of shared scratch.
-__device__ __forceinline__ void reduce_token(const CombineParams& p, int t, int* list) {
+constexpr int kReduceVecs = 7;
+
+// rows: this warp's 32 row pointers of shared scratch. Returns false when a flag wait timed out (or the rank
+// aborted): the caller stops.
+__device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, const int4** rows) {
   const auto& dims = p.layout.dims();
   const int K = dims.num_topk, H = dims.hidden, El = dims.num_local_experts(), lane = lane_id();
+  const int T_max = dims.num_max_tokens_per_rank;
   const int64_t e = lane < K ? p.handle.topk_idx[int64_t(t) * K + lane] : -1;
   const int slot = lane < K ? p.handle.dst_buffer_slot_idx[int64_t(t) * K + lane] : -1;
   const bool valid = e >= 0;
@@ -21,45 +32,66 @@ __device__ __forceinline__ void reduce_token(const CombineParams& p, int t, int*
   const int dst_rank = valid ? int(e / El) : -1;
   const uint32_t same = __match_any_sync(0xffffffffu, valid ? dst_rank : -1 - lane);
   const int owner_lane = 31 - __clz(same);  // master lane of this lane's destination
+  const int owner_slot = __shfl_sync(0xffffffffu, slot, owner_lane);
+  // Non-expand rows this rank received from itself: row first_row + slot of combine's x (no copy, no flag).
+  const int first_row = !p.expand && p.rank > 0 ? p.handle.psum_num_recv_tokens_per_rank[p.rank - 1] : 0;
+  const bool local = !p.expand && valid && dst_rank == p.rank;
+  const int64_t local_row = first_row + owner_slot - int64_t(p.rank) * T_max;  // valid on `local` lanes
+
+  bool ok = true;
+  if (include && !local) {
+    uint32_t* flag = p.layout.get_combine_flag(t, lane);
+    ok = comm::wait_eq_sys(p.wait, layout::WaitSite::kFlag, dst_rank, flag, 1u);
+    if (ok) *flag = 0u;  // consumed (see the header)
+  }
+  if (!__all_sync(0xffffffffu, ok)) return false;  // acquire by the waiting lanes + warp barrier: rows visible
+
   if (p.combined_topk_weights && lane < K) {
     float w = 0.f;
-    if (valid) w = __ldcg(p.expand ? p.layout.get_combine_weights(t, lane) + lane
-                                   : p.layout.get_combine_weights(t, owner_lane) + lane);
+    if (local)
+      w = __ldg(p.topk_weights + local_row * K + lane);
+    else if (valid)
+      w = __ldcg(p.expand ? p.layout.get_combine_weights(t, lane) + lane
+                          : p.layout.get_combine_weights(t, owner_lane) + lane);
     p.combined_topk_weights[int64_t(t) * K + lane] = w;
   }
-  for (uint32_t rest = lanes, n = 0; rest; rest &= rest - 1, ++n)
-    if (lane == 0) list[n] = __ffs(rest) - 1;
+  const int4* my_row = reinterpret_cast<const int4*>(p.layout.get_combine_recv_row(t, lane < K ? lane : 0));
+  if (local) my_row = reinterpret_cast<const int4*>(p.x + local_row * H);
+  for (uint32_t rest = lanes, n = 0; rest; rest &= rest - 1, ++n) {
+    const auto r = reinterpret_cast<const int4*>(
+        __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(my_row), __ffs(rest) - 1));
+    if (lane == 0) rows[n] = r;
+  }
   __syncwarp();
   const int n = __popc(lanes);
   auto* out = reinterpret_cast<int4*>(p.combined_x + int64_t(t) * H);
   const int num_chunks = H / 8;  // 16-byte chunks of 8 bf16
-  const auto row = [&](int j) { return reinterpret_cast<const int4*>(p.layout.get_combine_recv_row(t, list[j])); };
-  // Each lane owns chunks c + 32u (u < 4): up to 4 chunks x 2 rows = 8 independent 16-byte loads in flight.
-  for (int c = lane; c < num_chunks; c += 128) {
-    float acc[4][8];
+  // Each lane owns chunks c + 32u (u < kReduceVecs): kReduceVecs chunks x 2 rows of loads in flight.
+  for (int c = lane; c < num_chunks; c += 32 * kReduceVecs) {
+    float acc[kReduceVecs][8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
+    for (int u = 0; u < kReduceVecs; ++u)
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
     int j = 0;
     for (; j + 2 <= n; j += 2) {
-      const int4 *r0 = row(j), *r1 = row(j + 1);
-      int4 v0[4], v1[4];
+      const int4 *r0 = rows[j], *r1 = rows[j + 1];
+      int4 v0[kReduceVecs], v1[kReduceVecs];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < kReduceVecs; ++u)
         if (c + 32 * u < num_chunks) v0[u] = __ldcg(r0 + c + 32 * u), v1[u] = __ldcg(r1 + c + 32 * u);
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < kReduceVecs; ++u)
         if (c + 32 * u < num_chunks) add_bf16x8(acc[u], v0[u]), add_bf16x8(acc[u], v1[u]);  // ascending lanes
     }
     if (j < n) {
-      const int4* r0 = row(j);
+      const int4* r0 = rows[j];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < kReduceVecs; ++u)
         if (c + 32 * u < num_chunks) add_bf16x8(acc[u], __ldcg(r0 + c + 32 * u));
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kReduceVecs; ++u) {
       const int cu = c + 32 * u;
       if (cu >= num_chunks) continue;
       if (p.bias_0) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_0 + int64_t(t) * H) + cu));
@@ -68,6 +100,7 @@ __device__ __forceinline__ void reduce_token(const CombineParams& p, int t, int*
     }
   }
   __syncwarp();
+  return true;
 }
 
 }  // namespace symmoe::ep
