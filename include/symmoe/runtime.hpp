@@ -77,6 +77,9 @@ bool multi_process_env_present(const EnvLookup& lookup = nullptr);  // WORLD_SIZ
 // Claims `rank` of bootstrap round `generation` in `dir` (exclusive file create): a second process with the same
 // RANK gets an error instead of a hung NCCL init.
 void claim_rank(const std::string& dir, int generation, int rank, int world_size);
+// A fresh NCCL unique id as hex (BootstrapConfig::unique_id_hex): rank 0 makes it, the launcher or the caller's
+// process group shares it.
+std::string new_unique_id_hex();
 
 // ---- symmetric memory ----
 namespace runtime_detail {

@@ -163,3 +163,12 @@ std::unique_ptr<Backend> make_multi_process_backend(const BootstrapConfig& cfg) 
 }
 
 }  // namespace symmoe::runtime_detail
+
+namespace symmoe {
+std::string new_unique_id_hex() {
+  ncclUniqueId id{};
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  SYMMOE_CHECK(r == ncclSuccess, "nccl", "ncclGetUniqueId failed: ", ncclGetErrorString(r));
+  return runtime_detail::to_hex(id);
+}
+}  // namespace symmoe

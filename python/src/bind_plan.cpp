@@ -1,0 +1,128 @@
+// The planner from Python: MoeShape, named shapes and the EP / grouped-GEMM / MegaMoE plans, each an object with
+// read-only attributes, str() = the plan's own to_string() (what `symmoe plan` prints) and validate().
+#include "bindings.hpp"
+#include "symmoe/layout/ep.hpp"
+#include "symmoe/layout/mega.hpp"
+#include "symmoe/plan.hpp"
+
+namespace symmoe::py_bind {
+namespace {
+
+layout::TokenDtype parse_token_dtype(const std::string& name) {
+  if (name == "fp8") return layout::TokenDtype::kFp8E4m3;
+  if (name == "bf16") return layout::TokenDtype::kBf16;
+  SYMMOE_FAIL("python", "dispatch dtype must be 'fp8' or 'bf16', got '", name, "'");
+}
+
+template <typename Plan>
+void def_printable(py::class_<Plan>& c) {
+  c.def("__str__", &Plan::to_string).def("validate", &Plan::validate).def("__repr__", [](const Plan& p) {
+    return "<" + std::string(py::str(py::type::of(py::cast(p)).attr("__name__"))) + " " + p.to_string() + ">";
+  });
+}
+
+}  // namespace
+
+void bind_plan(py::module_& m) {
+  py::class_<MoeShape>(m, "MoeShape")
+      .def(py::init([](int hidden, int intermediate, int num_experts, int num_topk, int num_ranks,
+                       int num_max_tokens_per_rank) {
+             MoeShape s{hidden, intermediate, num_experts, num_topk, num_ranks, num_max_tokens_per_rank};
+             s.validate();
+             return s;
+           }),
+           py::arg("hidden"), py::arg("intermediate"), py::arg("num_experts"), py::arg("num_topk"),
+           py::arg("num_ranks") = 1, py::arg("num_max_tokens_per_rank") = 1)
+      .def_readonly("hidden", &MoeShape::hidden)
+      .def_readonly("intermediate", &MoeShape::intermediate)
+      .def_readonly("num_experts", &MoeShape::num_experts)
+      .def_readonly("num_topk", &MoeShape::num_topk)
+      .def_readonly("num_ranks", &MoeShape::num_ranks)
+      .def_readonly("num_max_tokens_per_rank", &MoeShape::num_max_tokens_per_rank)
+      .def_property_readonly("num_local_experts", &MoeShape::num_local_experts)
+      .def("validate", &MoeShape::validate)
+      .def("__str__", &MoeShape::to_string)
+      .def("__repr__", [](const MoeShape& s) { return "<MoeShape " + s.to_string() + ">"; });
+  m.def(
+      "named_shape",
+      [](const std::string& name, int num_ranks, int num_max_tokens_per_rank) {
+        MoeShape s = named_shape(name, num_ranks, num_max_tokens_per_rank);
+        s.validate();
+        return s;
+      },
+      py::arg("name"), py::arg("num_ranks"), py::arg("num_max_tokens_per_rank"),
+      "flash | pro | v3 | tiny with the given ranks and max tokens per rank (validated)");
+
+  py::class_<plan::EpPlan> ep(m, "EpPlan");
+  ep.def_readonly("shape", &plan::EpPlan::shape)
+      .def_property_readonly("dtype", [](const plan::EpPlan& p) { return layout::token_dtype_name(p.dtype); })
+      .def_readonly("num_sms", &plan::EpPlan::num_sms)
+      .def_readonly("dispatch_sms", &plan::EpPlan::dispatch_sms)
+      .def_readonly("combine_sms", &plan::EpPlan::combine_sms)
+      .def_readonly("dispatch_warps_per_sm", &plan::EpPlan::dispatch_warps_per_sm)
+      .def_readonly("combine_warps_per_sm", &plan::EpPlan::combine_warps_per_sm)
+      .def_readonly("dispatch_tokens_per_sm", &plan::EpPlan::dispatch_tokens_per_sm)
+      .def_readonly("combine_tokens_per_sm", &plan::EpPlan::combine_tokens_per_sm)
+      .def_readonly("dispatch_smem_bytes", &plan::EpPlan::dispatch_smem_bytes)
+      .def_readonly("token_record_bytes", &plan::EpPlan::token_record_bytes)
+      .def_readonly("buffer_bytes", &plan::EpPlan::buffer_bytes);
+  def_printable(ep);
+
+  py::class_<plan::GemmPlan> gemm(m, "GemmPlan");
+  gemm.def_readonly("n", &plan::GemmPlan::n)
+      .def_readonly("k", &plan::GemmPlan::k)
+      .def_readonly("num_experts", &plan::GemmPlan::num_experts)
+      .def_property_readonly("epilogue", [](const plan::GemmPlan& p) { return plan::gemm_epilogue_name(p.epilogue); })
+      .def_readonly("block_m", &plan::GemmPlan::block_m)
+      .def_readonly("block_n", &plan::GemmPlan::block_n)
+      .def_readonly("block_k", &plan::GemmPlan::block_k)
+      .def_readonly("cluster_size", &plan::GemmPlan::cluster_size)
+      .def_readonly("num_stages", &plan::GemmPlan::num_stages)
+      .def_readonly("smem_bytes", &plan::GemmPlan::smem_bytes)
+      .def_readonly("num_sms", &plan::GemmPlan::num_sms)
+      .def_readonly("num_threads", &plan::GemmPlan::num_threads);
+  def_printable(gemm);
+
+  py::class_<plan::MegaPlan> mega(m, "MegaPlan");
+  mega.def_readonly("shape", &plan::MegaPlan::shape)
+      .def_readonly("num_sms", &plan::MegaPlan::num_sms)
+      .def_readonly("expected_tokens_per_expert", &plan::MegaPlan::expected_tokens_per_expert)
+      .def_readonly("block_m", &plan::MegaPlan::block_m)
+      .def_readonly("l1_block_n", &plan::MegaPlan::l1_block_n)
+      .def_readonly("l2_block_n", &plan::MegaPlan::l2_block_n)
+      .def_readonly("block_k", &plan::MegaPlan::block_k)
+      .def_readonly("num_experts_per_wave", &plan::MegaPlan::num_experts_per_wave)
+      .def_readonly("num_waves", &plan::MegaPlan::num_waves)
+      .def_readonly("num_threads", &plan::MegaPlan::num_threads)
+      .def_readonly("num_stages", &plan::MegaPlan::num_stages)
+      .def_readonly("smem_bytes", &plan::MegaPlan::smem_bytes)
+      .def_readonly("workspace_bytes", &plan::MegaPlan::workspace_bytes);
+  def_printable(mega);
+
+  // SYMMOE_* overrides apply, as in `symmoe plan`.
+  m.def(
+      "plan_ep",
+      [](const MoeShape& shape, const std::string& dtype, int num_sms) {
+        return plan::plan_ep(shape, parse_token_dtype(dtype), num_sms);
+      },
+      py::arg("shape"), py::arg("dtype") = "fp8", py::arg("num_sms") = plan::hopper::kDefaultNumSms);
+  m.def(
+      "plan_grouped_gemm",
+      [](double m_per_expert, int n, int k, int num_experts, int num_sms, const std::string& epilogue) {
+        SYMMOE_CHECK(epilogue == "bf16" || epilogue == "swiglu_fp8", "python",
+                     "epilogue must be 'bf16' or 'swiglu_fp8', got '", epilogue, "'");
+        return plan::plan_grouped_gemm(m_per_expert, n, k, num_experts, num_sms,
+                                       epilogue == "bf16" ? plan::GemmEpilogue::kBf16
+                                                          : plan::GemmEpilogue::kSwigluFp8);
+      },
+      py::arg("m_per_expert"), py::arg("n"), py::arg("k"), py::arg("num_experts"),
+      py::arg("num_sms") = plan::hopper::kDefaultNumSms, py::arg("epilogue") = "bf16");
+  m.def(
+      "plan_mega_moe", [](const MoeShape& shape, int num_sms) { return plan::plan_mega_moe(shape, num_sms); },
+      py::arg("shape"), py::arg("num_sms") = plan::hopper::kDefaultNumSms);
+  m.def("expected_tokens_per_expert", &plan::expected_tokens_per_expert, py::arg("shape"),
+        py::arg("tokens_per_rank"));
+  m.attr("DEFAULT_NUM_SMS") = plan::hopper::kDefaultNumSms;
+}
+
+}  // namespace symmoe::py_bind

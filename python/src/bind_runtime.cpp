@@ -1,0 +1,252 @@
+// GPU-facing runtime from Python: the NCCL unique id (exchanged by the caller's torch.distributed group), the
+// Communicator (in-process virtual ranks or one rank per process), EpBuffer and EpHandle. Device memory crosses as
+// integer pointers here; python/symmoe/ep.py turns them into DLPack views and checks every tensor before a call.
+// NOTES: calls that may block on the GPU (dispatch/combine with cpu_sync, synchronize) release the GIL.
+#include <nccl.h>
+
+#include "bindings.hpp"
+#include "symmoe/ep.hpp"
+#include "symmoe/layout/ep.hpp"
+#include "symmoe/runtime.hpp"
+
+namespace symmoe::py_bind {
+namespace {
+
+uintptr_t as_int(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+template <typename T>
+T* as_ptr(uintptr_t v) { return reinterpret_cast<T*>(v); }
+
+EpDtype parse_ep_dtype(const std::string& name) {
+  if (name == "bf16") return EpDtype::kBf16;
+  if (name == "fp8") return EpDtype::kFp8E4m3;
+  SYMMOE_FAIL("python", "EP dtype must be 'bf16' or 'fp8', got '", name, "'");
+}
+EpScales parse_ep_scales(const std::string& name) {
+  if (name == "none") return EpScales::kNone;
+  if (name == "fp32_per128") return EpScales::kFp32Per128;
+  if (name == "ue8m0_per32") return EpScales::kUe8m0Per32;
+  if (name == "ue8m0_per128") return EpScales::kUe8m0Per128;
+  SYMMOE_FAIL("python", "EP scales must be none, fp32_per128, ue8m0_per32 or ue8m0_per128, got '", name, "'");
+}
+
+EpBufferConfig make_config(int num_max_tokens_per_rank, int hidden, int num_topk, int num_experts,
+                           const std::string& dtype, const std::string& scales) {
+  EpBufferConfig c;
+  c.num_max_tokens_per_rank = num_max_tokens_per_rank, c.hidden = hidden, c.num_topk = num_topk;
+  c.num_experts = num_experts, c.dtype = parse_ep_dtype(dtype), c.scales = parse_ep_scales(scales);
+  return c;
+}
+
+void bind_handle(py::module_& m) {
+  py::class_<EpHandle>(m, "EpHandle", "device EPHandle of one local rank (DeepEP field names; pointers as ints)")
+      .def(py::init<>())
+      .def_readonly("rank", &EpHandle::rank)
+      .def_readonly("num_ranks", &EpHandle::num_ranks)
+      .def_readonly("do_expand", &EpHandle::do_expand)
+      .def_readonly("num_experts", &EpHandle::num_experts)
+      .def_readonly("num_topk", &EpHandle::num_topk)
+      .def_readonly("expert_alignment", &EpHandle::expert_alignment)
+      .def_readonly("num_max_tokens_per_rank", &EpHandle::num_max_tokens_per_rank)
+      .def_readonly("num_tokens", &EpHandle::num_tokens)
+      .def_readonly("num_recv_tokens", &EpHandle::num_recv_tokens)
+      .def_readonly("num_expanded_tokens", &EpHandle::num_expanded_tokens)
+      .def_readonly("num_recv_tokens_per_expert_list", &EpHandle::num_recv_tokens_per_expert_list)
+      .def_readonly("device", &EpHandle::device)
+      .def_property_readonly("num_local_experts",
+                             [](const EpHandle& h) { return h.num_ranks ? h.num_local_experts() : 0; })
+      .def_property_readonly("ptrs", [](const EpHandle& h) {
+        py::dict d;  // name -> device address of the metadata array (see ep.hpp for shapes)
+        d["num_tokens_per_rank"] = as_int(h.num_tokens_per_rank);
+        d["num_tokens_per_expert"] = as_int(h.num_tokens_per_expert);
+        d["dst_buffer_slot_idx"] = as_int(h.dst_buffer_slot_idx);
+        d["topk_idx"] = as_int(h.topk_idx);
+        d["psum_num_recv_tokens_per_rank"] = as_int(h.psum_num_recv_tokens_per_rank);
+        d["num_unaligned_recv_tokens_per_expert"] = as_int(h.num_unaligned_recv_tokens_per_expert);
+        d["psum_num_recv_tokens_per_expert"] = as_int(h.psum_num_recv_tokens_per_expert);
+        d["num_recv_tokens_per_expert"] = as_int(h.num_recv_tokens_per_expert);
+        d["recv_src_metadata"] = as_int(h.recv_src_metadata);
+        d["device_counts"] = as_int(h.device_counts);
+        return d;
+      });
+}
+
+void bind_communicator(py::module_& m) {
+  py::class_<Communicator>(m, "Communicator")
+      .def_static("in_process", &Communicator::in_process, py::arg("num_ranks"), py::arg("timeout_ms") = -1,
+                  "num_ranks virtual ranks over the visible GPUs of this process")
+      .def_static(
+          "multi_process",
+          [](int rank, int world_size, int local_rank, const std::string& unique_id_hex, int timeout_ms) {
+            BootstrapConfig cfg;
+            cfg.rank = rank, cfg.world_size = world_size, cfg.local_rank = local_rank;
+            cfg.unique_id_hex = unique_id_hex;
+            SYMMOE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "python", "rank ", rank,
+                         " outside [0, world_size = ", world_size, ")");
+            SYMMOE_CHECK(unique_id_hex.size() == 2 * sizeof(ncclUniqueId::internal) &&
+                             unique_id_hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos,
+                         "python", "unique_id_hex must be ", 2 * sizeof(ncclUniqueId::internal),
+                         " hex digits (symmoe._C.nccl_unique_id_hex() on rank 0), got ", unique_id_hex.size(),
+                         " characters");
+            py::gil_scoped_release release;  // NCCL init waits for every peer
+            return Communicator::multi_process(cfg, timeout_ms);
+          },
+          py::arg("rank"), py::arg("world_size"), py::arg("local_rank"), py::arg("unique_id_hex"),
+          py::arg("timeout_ms") = -1, "this process is `rank`; every process passes the same unique id")
+      .def_property_readonly("num_ranks", &Communicator::num_ranks)
+      .def_property_readonly("backend", [](const Communicator& c) {
+        return c.backend() == Backend::kInProcess ? "in_process" : "multi_process";
+      })
+      .def_property_readonly("local_ranks", [](const Communicator& c) {
+        std::vector<py::dict> out;
+        for (const RankPlacement& p : c.local_ranks()) {
+          py::dict d;
+          d["rank"] = p.rank, d["device"] = p.device, d["num_sms"] = p.num_sms;
+          out.push_back(d);
+        }
+        return out;
+      })
+      .def("stream", [](const Communicator& c, int rank) { return as_int(c.stream(rank)); }, py::arg("rank"))
+      .def("host_barrier", &Communicator::host_barrier, py::call_guard<py::gil_scoped_release>())
+      .def("synchronize", &Communicator::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("reset_sync_state", &Communicator::reset_sync_state, py::call_guard<py::gil_scoped_release>());
+}
+
+// One local rank's dispatch arguments from a dict with keys num_tokens, x, x_scales, topk_idx, topk_weights, stream
+// (integers: device addresses and the cudaStream_t; 0 = none / the communicator's stream).
+EpDispatchArgs dispatch_args(const py::dict& d) {
+  EpDispatchArgs a;
+  a.num_tokens = d["num_tokens"].cast<int>();
+  a.x = as_ptr<const void>(d["x"].cast<uintptr_t>());
+  a.x_scales = as_ptr<const void>(d["x_scales"].cast<uintptr_t>());
+  a.topk_idx = as_ptr<const int64_t>(d["topk_idx"].cast<uintptr_t>());
+  a.topk_weights = as_ptr<const float>(d["topk_weights"].cast<uintptr_t>());
+  a.stream = as_ptr<CUstream_st>(d["stream"].cast<uintptr_t>());
+  return a;
+}
+EpCombineArgs combine_args(const py::dict& d) {
+  EpCombineArgs a;
+  a.x = as_ptr<const uint16_t>(d["x"].cast<uintptr_t>());
+  a.topk_weights = as_ptr<const float>(d["topk_weights"].cast<uintptr_t>());
+  a.bias_0 = as_ptr<const uint16_t>(d["bias_0"].cast<uintptr_t>());
+  a.bias_1 = as_ptr<const uint16_t>(d["bias_1"].cast<uintptr_t>());
+  a.stream = as_ptr<CUstream_st>(d["stream"].cast<uintptr_t>());
+  return a;
+}
+
+// EpBuffer takes the handles as a vector; Python owns them one by one. Moves them in, runs `call` without the
+// GIL, and moves them back (also when it throws), so the Python EpHandle objects stay the owners.
+template <typename Call>
+auto with_handles(const std::vector<EpHandle*>& handles, Call call) {
+  std::vector<EpHandle> hs;
+  for (EpHandle* h : handles) hs.push_back(std::move(*h));
+  auto give_back = [&] {
+    for (size_t i = 0; i < handles.size(); ++i) *handles[i] = std::move(hs[i]);
+  };
+  try {
+    py::gil_scoped_release release;
+    auto result = call(hs);
+    give_back();
+    return result;
+  } catch (...) {
+    give_back();
+    throw;
+  }
+}
+
+void bind_ep_buffer(py::module_& m) {
+  py::class_<EpBuffer>(m, "EpBuffer")
+      .def(py::init([](Communicator& comm, int num_max_tokens_per_rank, int hidden, int num_topk, int num_experts,
+                       const std::string& dtype, const std::string& scales) {
+             const EpBufferConfig c =
+                 make_config(num_max_tokens_per_rank, hidden, num_topk, num_experts, dtype, scales);
+             py::gil_scoped_release release;  // collective symmetric allocation
+             return std::make_unique<EpBuffer>(comm, c);
+           }),
+           py::arg("comm"), py::arg("num_max_tokens_per_rank"), py::arg("hidden"), py::arg("num_topk"),
+           py::arg("num_experts"), py::arg("dtype") = "bf16", py::arg("scales") = "none",
+           py::keep_alive<1, 2>())  // the Communicator outlives the buffer
+      .def_property_readonly("x_row_bytes", &EpBuffer::x_row_bytes)
+      .def_property_readonly("scale_row_bytes", &EpBuffer::scale_row_bytes)
+      .def(
+          "dispatch",
+          [](EpBuffer& b, const std::vector<py::dict>& args, const std::vector<EpHandle*>& handles, bool expand,
+             int expert_alignment, bool zero_padding, bool cached, int num_sms, bool cpu_sync) {
+            std::vector<EpDispatchArgs> a;
+            for (const auto& d : args) a.push_back(dispatch_args(d));
+            EpDispatchOptions o;
+            o.expand = expand, o.expert_alignment = expert_alignment, o.zero_padding = zero_padding;
+            o.cached = cached, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
+            const auto results = with_handles(handles, [&](std::vector<EpHandle>& hs) { return b.dispatch(a, o, hs); });
+            std::vector<py::dict> out;
+            for (const auto& r : results) {
+              py::dict d;
+              d["recv_x"] = as_int(r.recv_x), d["recv_x_scales"] = as_int(r.recv_scales);
+              d["recv_topk_idx"] = as_int(r.recv_topk_idx), d["recv_topk_weights"] = as_int(r.recv_topk_weights);
+              d["num_rows"] = r.num_rows, d["row_capacity"] = r.row_capacity;
+              out.push_back(d);
+            }
+            return out;
+          },
+          py::arg("args"), py::arg("handles"), py::arg("expand") = false, py::arg("expert_alignment") = 1,
+          py::arg("zero_padding") = true, py::arg("cached") = false, py::arg("num_sms") = 0,
+          py::arg("cpu_sync") = true)
+      .def(
+          "combine",
+          [](EpBuffer& b, const std::vector<py::dict>& args, const std::vector<EpHandle*>& handles,
+             bool reduce_local_experts, int num_sms, bool cpu_sync) {
+            std::vector<EpCombineArgs> a;
+            for (const auto& d : args) a.push_back(combine_args(d));
+            EpCombineOptions o;
+            o.reduce_local_experts = reduce_local_experts, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
+            const auto results = with_handles(handles, [&](std::vector<EpHandle>& hs) { return b.combine(a, o, hs); });
+            std::vector<py::dict> out;
+            for (const auto& r : results) {
+              py::dict d;
+              d["combined_x"] = as_int(r.combined_x), d["combined_topk_weights"] = as_int(r.combined_topk_weights);
+              out.push_back(d);
+            }
+            return out;
+          },
+          py::arg("args"), py::arg("handles"), py::arg("reduce_local_experts") = false, py::arg("num_sms") = 0,
+          py::arg("cpu_sync") = true)
+      .def("synchronize", &EpBuffer::synchronize, py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  m.def("nccl_unique_id_hex", &new_unique_id_hex, "a fresh NCCL unique id as hex (rank 0 makes it; the group shares it)");
+  m.def(
+      "ep_buffer_size_hint",
+      [](int num_ranks, int num_max_tokens_per_rank, int hidden, int num_topk, int num_experts,
+         const std::string& dtype, const std::string& scales) {
+        const EpBufferConfig c = make_config(num_max_tokens_per_rank, hidden, num_topk, num_experts, dtype, scales);
+        c.validate(num_ranks);
+        layout::EpDims d;
+        d.num_ranks = num_ranks, d.num_experts = num_experts, d.num_topk = num_topk, d.hidden = hidden;
+        d.num_max_tokens_per_rank = num_max_tokens_per_rank;
+        d.dtype = c.dtype == EpDtype::kBf16 ? layout::TokenDtype::kBf16 : layout::TokenDtype::kFp8E4m3;
+        d.scale_row_bytes = ep_scale_row_bytes(c.scales, hidden);
+        return layout::EpLayout(d).num_bytes();
+      },
+      py::arg("num_ranks"), py::arg("num_max_tokens_per_rank"), py::arg("hidden"), py::arg("num_topk"),
+      py::arg("num_experts"), py::arg("dtype") = "bf16", py::arg("scales") = "none",
+      "bytes of one rank's symmetric EP buffer (layout::EpLayout); the EpBuffer also allocates small workspaces");
+  m.def(
+      "ep_validate_config",
+      [](int num_ranks, int num_max_tokens_per_rank, int hidden, int num_topk, int num_experts,
+         const std::string& dtype, const std::string& scales) {
+        make_config(num_max_tokens_per_rank, hidden, num_topk, num_experts, dtype, scales).validate(num_ranks);
+      },
+      py::arg("num_ranks"), py::arg("num_max_tokens_per_rank"), py::arg("hidden"), py::arg("num_topk"),
+      py::arg("num_experts"), py::arg("dtype") = "bf16", py::arg("scales") = "none",
+      "EpBufferConfig::validate: raises symmoe._C.Error naming the bad field (no GPU needed)");
+  m.def("ep_scale_row_bytes", [](const std::string& scales, int hidden) {
+    return ep_scale_row_bytes(parse_ep_scales(scales), hidden);
+  }, py::arg("scales"), py::arg("hidden"));
+  bind_handle(m);
+  bind_communicator(m);
+  bind_ep_buffer(m);
+}
+
+}  // namespace symmoe::py_bind

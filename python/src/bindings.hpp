@@ -1,0 +1,55 @@
+// Shared vocabulary of the symmoe._C binding files (python/src/bind_*.cpp): one bind_* entry point per file, and
+// the numpy helpers they use. CPU paths take and return numpy arrays (copies are fine there); device tensors cross
+// only through DLPack (dlpack_bridge.hpp), without copies.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "symmoe/common.hpp"
+#include "symmoe/formats.hpp"
+
+namespace symmoe::py_bind {
+namespace py = pybind11;
+
+void bind_errors(py::module_& m);     // symmoe._C.Error (RuntimeError) and PeerTimeout
+void bind_formats(py::module_& m);    // element casts and block quantisation over numpy arrays
+void bind_plan(py::module_& m);       // MoeShape, EP / GEMM / MegaMoE plans
+void bind_reference(py::module_& m);  // golden model: routing, dispatch, combine, fused layer
+void bind_dlpack(py::module_& m);     // DLPack descriptor reader (tensor_info) and test capsules
+void bind_runtime(py::module_& m);    // Communicator, EpBuffer, EpHandle (GPU paths)
+
+// C-contiguous array of T (converted if needed). `what` names the argument in errors.
+template <typename T>
+using CArray = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+// A fresh C-contiguous numpy array of `shape` holding a copy of `n` elements at `data`.
+template <typename T>
+py::array_t<T> to_numpy(const T* data, const std::vector<py::ssize_t>& shape) {
+  py::array_t<T> out(shape);
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  if (n) std::copy(data, data + n, out.mutable_data());
+  return out;
+}
+template <typename T>
+py::array_t<T> to_numpy(const std::vector<T>& v, const std::vector<py::ssize_t>& shape) {
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  SYMMOE_CHECK(n == v.size(), "python", "internal: ", v.size(), " elements do not fill shape of ", n);
+  return to_numpy(v.data(), shape);
+}
+template <typename T>
+std::vector<T> to_vector(const CArray<T>& a) {
+  return std::vector<T>(a.data(), a.data() + a.size());
+}
+// Checks a.ndim() == 2 and returns (rows, cols); `what` names the argument.
+std::pair<int, int> shape_2d(const py::array& a, const char* what);
+
+fmt::ScaleFormat parse_scale_format(const std::string& name);  // "fp32" | "ue8m0"
+}  // namespace symmoe::py_bind

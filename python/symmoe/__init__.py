@@ -1,0 +1,29 @@
+"""symmoe: expert-parallel MoE on Hopper, from Python.
+
+CPU paths (numpy in, numpy out): numeric formats and block quantisation (`symmoe.formats`), the planner
+(`symmoe.plan`), the golden model (`symmoe.reference`). GPU paths (tensors through DLPack, no copies):
+`ElasticBuffer` (DeepEP-shaped dispatch/combine, `symmoe.ep`) over a `Communicator` built from a
+torch.distributed group (`symmoe.distributed`).
+
+Importing symmoe never imports torch and needs no GPU; torch is imported only by the calls that need it.
+"""
+from . import _C
+from ._C import Error, PeerTimeout, MoeShape, named_shape
+from . import formats, reference
+from .formats import (
+    float_to_e4m3, e4m3_to_float, float_to_e5m2, e5m2_to_float, float_to_e2m1, e2m1_to_float, float_to_bf16,
+    bf16_to_float, ue8m0_to_float, ue8m0_from_scale, scale_for_amax, quantize_activations,
+    quantize_weights_128x128, quantize_weights_fp4,
+)
+from .planner import plan, Plans
+from .dlpack import TensorInfo, tensor_info, DeviceView
+from .ep import ElasticBuffer, EPHandle, EventOverlap
+from .distributed import Communicator
+
+__all__ = [
+    "Error", "PeerTimeout", "MoeShape", "named_shape", "formats", "reference", "plan", "Plans", "TensorInfo",
+    "tensor_info", "DeviceView", "ElasticBuffer", "EPHandle", "EventOverlap", "Communicator",
+    "float_to_e4m3", "e4m3_to_float", "float_to_e5m2", "e5m2_to_float", "float_to_e2m1", "e2m1_to_float",
+    "float_to_bf16", "bf16_to_float", "ue8m0_to_float", "ue8m0_from_scale", "scale_for_amax",
+    "quantize_activations", "quantize_weights_128x128", "quantize_weights_fp4",
+]

@@ -1,0 +1,49 @@
+"""The planner from Python: `plan(...)` returns the launch plans `symmoe plan` prints, as objects with attributes.
+
+    p = symmoe.plan("v3", ranks=8, tokens=4096)
+    p.mega.block_m, p.ep.dispatch_sms, p.l1.num_stages
+    print(p)            # every plan, one per block, as the CLI prints them
+SYMMOE_* overrides (SYMMOE_BLOCK_M, SYMMOE_NUM_STAGES, SYMMOE_EP_SMS, SYMMOE_EXPERTS_PER_WAVE) apply, as in the CLI.
+"""
+from . import _C
+
+DEFAULT_NUM_SMS = _C.DEFAULT_NUM_SMS
+
+
+class Plans:
+    """The plans of one deployment: ep (dispatch/combine), l1 / l2 (grouped GEMMs of the composed path), mega."""
+
+    def __init__(self, shape, ep, l1, l2, mega):
+        self.shape, self.ep, self.l1, self.l2, self.mega = shape, ep, l1, l2, mega
+
+    def validate(self):
+        for p in (self.ep, self.l1, self.l2, self.mega):
+            p.validate()
+
+    def __str__(self):
+        def block(title, plan):
+            return title + "\n    " + str(plan).replace(" | ", "\n    ")
+        return "\n".join([
+            f"symmoe plan: {self.shape}",
+            block("EP dispatch/combine:", self.ep),
+            block("Grouped GEMM L1 (SwiGLU + FP8 epilogue):", self.l1),
+            block("Grouped GEMM L2 (bf16 out):", self.l2),
+            block("MegaMoE (fused layer):", self.mega),
+        ])
+
+    __repr__ = __str__
+
+
+def plan(shape="v3", ranks=8, tokens=4096, num_sms=DEFAULT_NUM_SMS, dispatch_dtype="fp8"):
+    """Plans for a named shape (flash | pro | v3 | tiny) or a MoeShape (its ranks and tokens are used)."""
+    if isinstance(shape, str):
+        shape = _C.named_shape(shape, ranks, tokens)
+    elif not isinstance(shape, _C.MoeShape):
+        raise TypeError(f"shape must be a name or a symmoe.MoeShape, got {type(shape).__name__}")
+    m = _C.expected_tokens_per_expert(shape, shape.num_max_tokens_per_rank)
+    ep = _C.plan_ep(shape, dispatch_dtype, num_sms)
+    l1 = _C.plan_grouped_gemm(m, 2 * shape.intermediate, shape.hidden, shape.num_local_experts, num_sms,
+                              "swiglu_fp8")
+    l2 = _C.plan_grouped_gemm(m, shape.hidden, shape.intermediate, shape.num_local_experts, num_sms, "bf16")
+    mega = _C.plan_mega_moe(shape, num_sms)
+    return Plans(shape, ep, l1, l2, mega)

@@ -1,0 +1,137 @@
+"""ElasticBuffer's argument checks on the CPU: every bad tensor is refused with a clear error before any GPU work.
+Fake CUDA tensors are DLPack producers that describe device memory which does not exist (never dereferenced)."""
+import numpy as np
+import pytest
+
+import symmoe
+from symmoe import _C
+from symmoe.dlpack import KDL_CUDA
+
+T_MAX, H, K, E = 64, 256, 4, 16
+
+
+class FakeCuda:
+    """A DLPack producer claiming to be a CUDA tensor (C-contiguous) at a fake, 256-byte aligned address."""
+    _next = 0x7F0000000000
+
+    def __init__(self, shape, dtype, device=0):
+        self.shape, self.dtype, self.device = tuple(shape), dtype, device
+        FakeCuda._next += 1 << 20
+        self.ptr = FakeCuda._next
+
+    def __dlpack__(self, stream=None, **kwargs):
+        assert stream != 0, "DLPack forbids stream 0"
+        return _C.dlpack_make_capsule(self.ptr, list(self.shape), self.dtype, KDL_CUDA, self.device)
+
+    def __dlpack_device__(self):
+        return (KDL_CUDA, self.device)
+
+
+def buffer(fp8=False, scales="fp32_per128"):
+    return symmoe.ElasticBuffer._validation_only(2, T_MAX, H, K, E, use_fp8_dispatch=fp8, fp8_scales=scales)
+
+
+def good(t=32):
+    return dict(x=FakeCuda((t, H), "bfloat16"), topk_idx=FakeCuda((t, K), "int64"),
+                topk_weights=FakeCuda((t, K), "float32"))
+
+
+def dispatch(buf, **kw):
+    args = good()
+    args.update(kw)
+    x = args.pop("x")
+    return buf.dispatch(x, **args)
+
+
+def test_valid_arguments_reach_the_runtime():
+    with pytest.raises(RuntimeError, match="no GPU runtime"):
+        dispatch(buffer())
+    with pytest.raises(RuntimeError, match="no GPU runtime"):
+        dispatch(buffer(fp8=True), x=(FakeCuda((32, H), "float8_e4m3fn"), FakeCuda((32, H // 128), "float32")))
+    with pytest.raises(RuntimeError, match="no GPU runtime"):  # UE8M0 per 32: H/32 bytes = H/128 int32
+        dispatch(buffer(fp8=True, scales="ue8m0_per32"), x=(FakeCuda((32, H), "uint8"), FakeCuda((32, 2), "int32")))
+
+
+@pytest.mark.parametrize("kw, exc, pattern", [
+    (dict(x=np.zeros((32, H), np.uint16)), ValueError, r"x must be on cuda:0 .*got cpu"),
+    (dict(x=FakeCuda((32, H), "bfloat16", device=1)), ValueError, r"x must be on cuda:0 .*got cuda:1"),
+    (dict(x=FakeCuda((32, H), "float32")), TypeError, r"x must have dtype bfloat16, got float32"),
+    (dict(x=FakeCuda((32, H + 128), "bfloat16")), ValueError, r"x must have shape \['\*', 256\], got \[32, 384\]"),
+    (dict(x=FakeCuda((T_MAX + 1, H), "bfloat16"), topk_idx=FakeCuda((T_MAX + 1, K), "int64"),
+          topk_weights=FakeCuda((T_MAX + 1, K), "float32")), ValueError, r"more than num_max_tokens_per_rank = 64"),
+    (dict(topk_idx=FakeCuda((32, K), "int32")), TypeError, r"topk_idx must have dtype int64, got int32"),
+    (dict(topk_idx=FakeCuda((31, K), "int64")), ValueError, r"topk_idx must have shape \[32, 4\]"),
+    (dict(topk_weights=FakeCuda((32, K), "bfloat16")), TypeError, r"topk_weights must have dtype float32"),
+    (dict(topk_weights=None), ValueError, r"topk_weights is required"),
+    (dict(topk_idx=None), ValueError, r"topk_idx is required"),
+    (dict(x=[[1, 2]]), TypeError, r"x: expected a tensor with __dlpack__"),
+    (dict(num_experts=32), ValueError, r"num_experts 32 differs from the buffer's 16"),
+    (dict(num_max_tokens_per_rank=8), ValueError, r"num_max_tokens_per_rank 8 differs"),
+    (dict(expert_alignment=0), ValueError, r"expert_alignment must be >= 1"),
+    (dict(expert_alignment=2048), ValueError, r"expert_alignment must be <= 1024"),
+    (dict(num_sms=-1), ValueError, r"num_sms must be >= 0"),
+    (dict(x=(FakeCuda((32, H), "bfloat16"), FakeCuda((32, 2), "float32"))), ValueError, r"use_fp8_dispatch=False"),
+])
+def test_bad_dispatch_arguments(kw, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        dispatch(buffer(), **kw)
+
+
+@pytest.mark.parametrize("x, exc, pattern", [
+    (FakeCuda((32, H), "float8_e4m3fn"), ValueError, r"must be an \(x, sf\) pair"),
+    ((FakeCuda((32, H), "bfloat16"), FakeCuda((32, 2), "float32")), TypeError, r"float8_e4m3fn or uint8"),
+    ((FakeCuda((32, H), "uint8"), FakeCuda((32, 2), "int32")), TypeError, r"sf \(fp32_per128\) must have dtype float32"),
+    ((FakeCuda((32, H), "uint8"), FakeCuda((32, 3), "float32")), ValueError, r"sf \(fp32_per128\) must have shape \[32, 2\]"),
+])
+def test_bad_fp8_payloads(x, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        dispatch(buffer(fp8=True), x=x)
+
+
+def test_combine_needs_a_handle_of_this_buffer():
+    buf = buffer()
+    with pytest.raises(ValueError, match="EPHandle of this buffer"):
+        buf.combine(FakeCuda((4, H), "bfloat16"), handle=None)
+    other = symmoe.EPHandle(buffer())
+    with pytest.raises(ValueError, match="EPHandle of this buffer"):
+        buf.combine(FakeCuda((4, H), "bfloat16"), handle=other)
+    with pytest.raises(ValueError, match="empty"):
+        buf.combine(FakeCuda((4, H), "bfloat16"), handle=symmoe.EPHandle(buf))
+    with pytest.raises(RuntimeError, match="handle is empty"):
+        symmoe.EPHandle(buf).recv_src_metadata
+
+
+def test_bad_buffer_configuration():
+    with pytest.raises(symmoe.Error, match="hidden must be a positive multiple of 128"):
+        symmoe.ElasticBuffer._validation_only(2, T_MAX, 100, K, E)
+    with pytest.raises(symmoe.Error, match=r"num_experts \(15\) must be a positive multiple of num_ranks \(2\)"):
+        symmoe.ElasticBuffer._validation_only(2, T_MAX, H, K, 15)
+    with pytest.raises(TypeError, match="num_topk must be an int"):
+        symmoe.ElasticBuffer._validation_only(2, T_MAX, H, 2.0, E)
+    with pytest.raises(ValueError, match="fp8_scales"):
+        symmoe.ElasticBuffer._validation_only(2, T_MAX, H, K, E, use_fp8_dispatch=True, fp8_scales="fp16")
+
+
+def test_payload_tuples_of_the_wrong_length():
+    with pytest.raises(ValueError, match="tuple of 3"):
+        dispatch(buffer(fp8=True), x=(FakeCuda((32, H), "uint8"),) * 3)
+
+
+def test_runtime_entry_points_check_their_arguments_first():
+    uid = _C.nccl_unique_id_hex()
+    assert len(uid) == 256 and all(c in "0123456789abcdef" for c in uid)
+    with pytest.raises(symmoe.Error, match="unique_id_hex must be 256 hex digits"):
+        _C.Communicator.multi_process(0, 2, 0, "zz" * 128)
+    with pytest.raises(symmoe.Error, match=r"rank 2 outside \[0, world_size = 2\)"):
+        _C.Communicator.multi_process(2, 2, 0, uid)
+
+
+def test_a_real_buffer_without_a_gpu_fails_with_the_cuda_error():
+    """On a machine without a usable GPU the runtime reports the CUDA error; with one, the buffer works."""
+    try:
+        buf = symmoe.ElasticBuffer(None, num_max_tokens_per_rank=8, hidden=128, num_topk=2, num_experts=4)
+    except symmoe.Error as e:
+        assert "[cuda]" in str(e) and "(at " in str(e)
+    else:
+        assert buf.num_ranks == 1 and buf.communicator.backend == "in_process"
+        buf.destroy()
