@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "symmoe/common.hpp"
+
 namespace symmoe::gemm {
 
 // Host memory, num_experts experts back to back. out_data: E*2I*K bytes, out_scales: E*(I/128)*(K/128)*2 floats.
@@ -20,7 +22,8 @@ void transform_l1_weights(const uint8_t* data, const float* scales, int num_expe
                           uint8_t* out_data, float* out_scales);
 
 // Inverse of the data permutation: interleaved row -> original row (gate rows 0..I-1, up rows I..2I-1).
-inline int l1_original_row(int interleaved_row, int inter) {
+// SYMMOE_HD: the synthetic-weight fill kernel (src/kernels/moe) writes the interleaved layout with it.
+SYMMOE_HD int l1_original_row(int interleaved_row, int inter) {
   const int group = interleaved_row / 16, j = interleaved_row % 16;
   return j < 8 ? 8 * group + j : inter + 8 * group + (j - 8);
 }

@@ -3,8 +3,9 @@
 // CPU path (no GPU, or --cpu): the golden model (src/reference) on R simulated ranks: random FP8 inputs and
 // routing -> dispatch (expand) -> per-expert MLP -> combine, plus the direct per-token formula and the fp64 exact
 // model. Prints the shape, per-stage timings and every check; exits 1 when a check fails.
-// GPU path: the single branch point is run_layer(); the GPU layer is not built yet, so it says so and runs the CPU
-// path (later issues replace run_gpu_path()).
+// GPU path (a GPU visible and no --cpu): the COMPOSED layer (include/symmoe/moe.hpp) on all visible GPUs as ranks
+// (in-process; --ranks asks for virtual ranks), checked against the golden model on sampled tokens, timed
+// (tools/cli/run_gpu.cpp). Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/run_gpu.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/reference/mlp.hpp"
 #include "symmoe/shape.hpp"
@@ -189,10 +191,12 @@ int run_cpu_path(const RunOptions& o) {
   return report.all_ok() ? 0 : 1;
 }
 
-// The GPU layer (dispatch -> grouped GEMMs -> combine, then the fused kernel) arrives in later issues.
-int run_gpu_path(const RunOptions& o) {
-  std::printf("GPU found, but the GPU layer is not built yet: running the CPU golden model instead.\n");
-  return run_cpu_path(o);
+// The composed layer on the GPUs (tools/cli/run_gpu.cpp); the fused kernel comes later.
+int run_gpu_path(const RunOptions& o, int check_tokens, int reps) {
+  cli::GpuRunOptions g;
+  g.shape = o.shape, g.shape_name = o.shape_name, g.routing = o.routing, g.alignment = o.alignment;
+  g.clamp = o.clamp, g.check_tokens = check_tokens, g.reps = reps;
+  return cli::run_gpu_layer(g);
 }
 
 bool gpu_available() {
@@ -206,22 +210,31 @@ bool gpu_available() {
 
 int run_layer(int argc, char** argv) {
   cli::Args args("run", "Run one MoE layer across R ranks and check it (the CPU golden model where no GPU is used).");
-  args.option("shape", "tiny", "model shape: tiny | flash | pro | v3 (flash/pro/v3 on the CPU: use few tokens)")
-      .option("ranks", "4", "number of (simulated) EP ranks R")
-      .option("tokens", "16", "tokens per rank (= num_max_tokens_per_rank)")
+  args.option("shape", "tiny", "model shape: tiny | flash | pro | v3 (flash/pro/v3 on the CPU: use few tokens; GPU default flash)")
+      .option("ranks", "4", "number of (simulated) EP ranks R (GPU default: one per visible GPU; more = virtual ranks)")
+      .option("tokens", "16", "tokens per rank (= num_max_tokens_per_rank; GPU default 512)")
       .option("routing", "uniform", "routing generator: uniform | zipf | hot")
       .option("mask", "0", "probability that a top-k lane is masked (-1)")
       .option("zipf-s", "1.2", "Zipf exponent for --routing zipf")
       .option("hot-expert", "0", "the hot expert for --routing hot")
       .option("hot-fraction", "0.5", "fraction of tokens routed to the hot expert")
       .option("seed", "1", "seed of inputs, routing and weights")
-      .option("alignment", "1", "expert alignment of the expand layout")
+      .option("alignment", "1", "expert alignment of the expand layout (GPU default 128)")
       .option("clamp", "0", "SwiGLU clamp (0 = off)")
+      .option("check-tokens", "4", "GPU path: tokens per rank compared with the golden model")
+      .option("reps", "20", "GPU path: timed repetitions (CUDA-graph replays)")
       .flag("cpu", "run the CPU golden model even where a GPU is available");
   if (!args.parse(argc, argv)) return 0;
+  const bool use_gpu = gpu_available() && !args.has("cpu");
+  int num_gpus = 0;
+  if (use_gpu) SYMMOE_CHECK(cudaGetDeviceCount(&num_gpus) == cudaSuccess, "cli", "cudaGetDeviceCount failed");
+  // GPU defaults where a flag is not given: flash, one rank per GPU, 512 tokens, alignment 128.
+  const auto pick = [&](const std::string& name, int gpu_default) {
+    return use_gpu && !args.has(name) ? gpu_default : args.integer(name);
+  };
   RunOptions o;
-  o.shape_name = args.str("shape");
-  o.shape = named_shape(o.shape_name, args.integer("ranks"), args.integer("tokens"));
+  o.shape_name = use_gpu && !args.has("shape") ? "flash" : args.str("shape");
+  o.shape = named_shape(o.shape_name, pick("ranks", num_gpus), pick("tokens", 512));
   o.shape.validate();
   o.routing.kind = ref::parse_routing_kind(args.str("routing"));
   o.routing.mask_prob = args.real("mask");
@@ -229,23 +242,22 @@ int run_layer(int argc, char** argv) {
   o.routing.hot_expert = args.integer("hot-expert");
   o.routing.hot_fraction = args.real("hot-fraction");
   o.routing.seed = uint64_t(args.integer("seed"));
-  o.alignment = args.integer("alignment");
+  o.alignment = pick("alignment", 128);
   o.clamp = float(args.real("clamp"));
   SYMMOE_CHECK(o.alignment >= 1, "cli", "--alignment must be >= 1, got ", o.alignment);
 
-  const bool use_gpu = gpu_available() && !args.has("cpu");
   std::printf("symmoe run: shape %s (%s), routing %s, mask %g, seed %llu, alignment %d, clamp %g\n",
               o.shape_name.c_str(), o.shape.to_string().c_str(), ref::routing_kind_name(o.routing.kind),
               o.routing.mask_prob, (unsigned long long)o.routing.seed, o.alignment, o.clamp);
-  if (o.shape.hidden > 1024)
+  if (!use_gpu && o.shape.hidden > 1024)
     std::printf("  note: %s on the CPU costs ~%.0f M multiply-adds per routed pair and mode; keep --tokens small\n",
                 o.shape_name.c_str(), 3.0 * o.shape.hidden * o.shape.intermediate / 1e6);
-  if (use_gpu) return run_gpu_path(o);
+  if (use_gpu) return run_gpu_path(o, args.integer("check-tokens"), args.integer("reps"));
   std::printf("%s\n", args.has("cpu") ? "CPU path (--cpu)" : "CPU path (no GPU visible)");
   return run_cpu_path(o);
 }
 
 }  // namespace
 
-SYMMOE_CLI_COMMAND(run, "run", "run one MoE layer across R ranks with its checks (CPU golden model for now)",
+SYMMOE_CLI_COMMAND(run, "run", "run one MoE layer across R ranks with its checks (GPUs: composed pipeline; else CPU)",
                    run_layer);

@@ -1,0 +1,104 @@
+// See moe_inputs.hpp.
+#include "moe_inputs.hpp"
+
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/moe_weights.hpp"
+
+namespace symmoe::bench {
+
+DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& shape) : comm_(comm), shape_(shape) {
+  const size_t T = size_t(shape.num_max_tokens_per_rank), H = size_t(shape.hidden), K = size_t(shape.num_topk);
+  for (const auto& p : comm.local_ranks()) {
+    Rank r;
+    r.device = p.device;
+    size_t cursor = 0;
+    auto take = [&cursor](size_t bytes) {
+      const size_t at = cursor;
+      cursor = align_up<size_t>(cursor + bytes, 256);
+      return at;
+    };
+    r.x = take(T * H), r.sf = take(T * (H / 128) * 4), r.idx = take(T * K * 8), r.w = take(T * K * 4);
+    r.y = take(T * H * 2);
+    SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
+    SYMMOE_CUDA_CHECK(cudaMalloc(&r.block, cursor));
+    ranks_.push_back(r);
+  }
+}
+
+DeviceLayerInputs::~DeviceLayerInputs() {
+  for (auto& r : ranks_)
+    if (r.block) cudaSetDevice(r.device), cudaFree(r.block);
+}
+
+std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::MoeLayerInput>& host) {
+  SYMMOE_CHECK(host.size() == ranks_.size(), "bench", "expected inputs for ", ranks_.size(), " local ranks, got ",
+               host.size());
+  args_.assign(host.size(), MoeForwardArgs{});
+  for (size_t i = 0; i < host.size(); ++i) {
+    const auto& h = host[i];
+    const Rank& r = ranks_[i];
+    SYMMOE_CHECK(h.x.num_rows <= shape_.num_max_tokens_per_rank && h.x.num_cols == shape_.hidden, "bench",
+                 "rank input [", h.x.num_rows, ", ", h.x.num_cols, "] does not fit ", shape_.to_string());
+    uint8_t* b = static_cast<uint8_t*>(r.block);
+    SYMMOE_CUDA_CHECK(cudaSetDevice(r.device));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.x, h.x.data.data(), h.x.data.size(), cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.sf, h.x.scales.data(), h.x.scales.size() * 4, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.idx, h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8,
+                                 cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.w, h.routing.topk_weights.data(), h.routing.topk_weights.size() * 4,
+                                 cudaMemcpyHostToDevice));
+    MoeForwardArgs& a = args_[i];
+    a.num_tokens = h.x.num_rows;
+    a.x = b + r.x, a.x_scales = reinterpret_cast<const float*>(b + r.sf);
+    a.topk_idx = reinterpret_cast<const int64_t*>(b + r.idx), a.topk_weights = reinterpret_cast<const float*>(b + r.w);
+    a.y = reinterpret_cast<uint16_t*>(b + r.y);
+  }
+  return args_;
+}
+
+ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options, int rank) {
+  ref::MoeLayerInput in;
+  const int H = shape.hidden;
+  in.x.num_rows = num_tokens, in.x.num_cols = H, in.x.block = 128;
+  in.x.data.resize(size_t(num_tokens) * H);
+  const uint64_t key = synthetic::stream_key(options.seed, rank, 100);
+  for (int t = 0; t < num_tokens; ++t)
+    for (int c = 0; c < H; ++c) in.x.data[size_t(t) * H + c] = synthetic::weight_code(key, t, c);
+  in.x.scales.assign(size_t(num_tokens) * (H / 128), 2.f / 448.f);
+  in.routing = ref::make_routing(num_tokens, shape.num_experts, shape.num_topk, options, rank);
+  return in;
+}
+
+double RankTraffic::hbm_bytes(const MoeShape& s) const {
+  return double(experts_touched) * double(MoeWeightStore::expert_bytes(s)) +
+         double(recv_pairs) * (s.hidden + 4.0 * s.hidden / 128 + 2.0 * s.hidden);
+}
+
+double RankTraffic::nvl_bytes(const MoeShape& s) const {
+  return double(remote_recv_tokens) * (s.hidden + 4.0 * s.hidden / 128 + 12.0 * s.num_topk) +
+         double(remote_return_rows) * 2.0 * s.hidden;
+}
+
+RankTraffic rank_traffic(const MoeShape& shape, const std::vector<ref::Routing>& routings, int rank) {
+  const int El = shape.num_local_experts(), K = shape.num_topk;
+  RankTraffic t;
+  std::vector<char> touched(El, 0);
+  for (size_t src = 0; src < routings.size(); ++src) {
+    const auto& r = routings[src];
+    for (int tok = 0; tok < r.num_tokens; ++tok) {
+      int here = 0;
+      for (int k = 0; k < K; ++k) {
+        const int64_t e = r.topk_idx[size_t(tok) * K + k];
+        if (e < 0 || e / El != rank) continue;
+        ++here;
+        touched[e % El] = 1;
+      }
+      t.recv_pairs += here;
+      if (int(src) != rank && here > 0) t.remote_recv_tokens += 1, t.remote_return_rows += here;
+    }
+  }
+  for (char c : touched) t.experts_touched += c;
+  return t;
+}
+
+}  // namespace symmoe::bench

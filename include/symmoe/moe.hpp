@@ -1,0 +1,101 @@
+// The composed MoE layer on the GPUs (issue 6, deliverable 1): the baseline the fused kernel is measured against
+// and the fallback where it does not apply. Per local rank, on the rank's stream, with no host synchronisation:
+//   EP dispatch (expand, FP8 x + fp32 per-128 scales)            -> one row per (token, local expert), segments
+//   glue: segment starts + activation scales row-major -> K-block-major   (src/kernels/moe/expand_glue.cu)
+//   grouped GEMM L1 + SwiGLU + top-k weight + FP8 re-quantisation (UE8M0 per 128)
+//   grouped GEMM L2 -> bf16 rows
+//   EP combine (expand, unweighted, fp32 sum in ascending top-k order, one bf16 rounding) -> y
+// i.e. DESIGN.md 4.3: y[t] = bf16(sum_k bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), the function of
+// ref::moe_forward_faithful / ref::moe_forward_composed (the golden model), up to the GEMM's accumulation order.
+//
+// Contract:
+// - Construction is collective (all ranks of the Communicator, same shape and options) and allocates everything
+//   (EP buffer, expand outputs sized for the worst case R*T_max*min(K, El) + El*(alignment-1) rows, GEMM
+//   intermediates), so forward() allocates nothing and is CUDA-graph capturable from the first call.
+// - Weights: one MoeRankWeights per local rank (Communicator::local_ranks() order), device memory on the rank's
+//   device, L1 ALREADY TRANSFORMED (gemm::transform_l1_weights layout; MoeWeightStore produces it). Not owned:
+//   they must outlive the layer and stay unchanged while a forward runs.
+// - forward(args): one MoeForwardArgs per local rank; every rank must call it (collective).
+//     x            device e4m3 [T, H] (T = num_tokens <= T_max), rows contiguous
+//     x_scales     device fp32 [T, H/128] (one scale per token per 128 channels; UE8M0-valued scales accepted)
+//     topk_idx     device int64 [T, K], global expert id or -1 (masked lane); experts distinct within a token
+//     topk_weights device fp32 [T, K] (the weight multiplies the L1 output BEFORE the FP8 re-quantisation)
+//     y            optional device bf16 [T, H]: the result is copied there (stream-ordered); else the result
+//                  lives in the layer's buffer, valid until the next forward/combine.
+//   Returns per rank the pointer to y. All work is enqueued on args.stream (nullptr: Communicator::stream(rank));
+//   inputs must stay valid until it completes. A token whose lanes are all -1 gets zeros.
+// - Errors: host checks (shapes, null pointers, T > T_max) throw symmoe::Error before anything is launched;
+//   device-detected routing errors (bad expert id, duplicates) and peer timeouts are raised by synchronize()
+//   (it waits for the Communicator's streams; a caller passing its own streams synchronises them first).
+// - stage_*(): the four stages of forward() on their own (benchmarks time them; each is repeatable on the data the
+//   previous stage left): dispatch, experts_l1 (glue + L1), experts_l2, combine.
+// NOTES: the expand layout is padded per expert to `expert_alignment` rows; the GEMMs compute only the experts'
+// valid rows (device counts), so the padding costs no FLOPs, only capacity. Numerics vs the golden model: WGMMA's
+// FP8 accumulation differs from ref::gemm_faithful by ~6e-4 relative, which flips some L1 e4m3 codes by one ulp, so
+// y is compared with a tolerance (~7e-3 expected; tests/gpu/test_moe.cu), not bitwise.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "symmoe/moe_weights.hpp"
+#include "symmoe/runtime.hpp"
+#include "symmoe/shape.hpp"
+
+namespace symmoe {
+
+struct ComposedMoeOptions {
+  int expert_alignment = 128;  // expand segment alignment, [1, 1024]
+  float clamp = 0.f;           // SwiGLU clamp (<= 0: off)
+  int ep_sms = 0;              // CTAs of dispatch and combine per rank (0: the EP plan)
+  int gemm_sms = 0;            // persistent CTAs of each GEMM (0: every SM of the rank's device)
+};
+
+struct MoeForwardArgs {
+  int num_tokens = 0;
+  const uint8_t* x = nullptr;
+  const float* x_scales = nullptr;
+  const int64_t* topk_idx = nullptr;
+  const float* topk_weights = nullptr;
+  uint16_t* y = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// Host checks of one rank's forward arguments (no GPU needed); throws symmoe::Error naming rank and field.
+void check_forward_args(const MoeShape& shape, int rank, const MoeForwardArgs& args);
+void check_options(const ComposedMoeOptions& options);
+
+class ComposedMoe {
+ public:
+  ComposedMoe(Communicator& comm, const MoeShape& shape, const std::vector<MoeRankWeights>& weights,
+              const ComposedMoeOptions& options = {});
+  ~ComposedMoe();
+  ComposedMoe(const ComposedMoe&) = delete;
+  ComposedMoe& operator=(const ComposedMoe&) = delete;
+
+  const MoeShape& shape() const { return shape_; }
+  const ComposedMoeOptions& options() const { return options_; }
+
+  std::vector<const uint16_t*> forward(const std::vector<MoeForwardArgs>& args);
+  void synchronize();  // waits for every local rank; raises device-detected input errors and peer timeouts
+
+  // The stages of forward(), in order (same args for each).
+  void stage_dispatch(const std::vector<MoeForwardArgs>& args);
+  void stage_experts_l1(const std::vector<MoeForwardArgs>& args);
+  void stage_experts_l2(const std::vector<MoeForwardArgs>& args);
+  std::vector<const uint16_t*> stage_combine(const std::vector<MoeForwardArgs>& args);
+
+  // Rows of the expand layout per rank (worst case), for benchmarks' byte counts.
+  int row_capacity() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  MoeShape shape_;
+  ComposedMoeOptions options_;
+};
+
+}  // namespace symmoe

@@ -1,0 +1,105 @@
+// Expert weights of the MoE layer on the GPUs: the per-rank device view the layer reads, an owning store that
+// fills it (from host golden-model weights, or synthetic weights generated on the GPU), and the synthetic
+// generator itself, which the host can re-run for any ONE expert (the golden model of a sampled token needs only
+// that token's experts: no gigabytes of CPU-generated weights are uploaded).
+//
+// Device layout of one rank (El = E / R local experts, global expert of local e = rank * El + e), all row major:
+//   w1         e4m3 [El, 2I, H]   L1 (gate/up) after gemm::transform_l1_weights: rows interleaved by 8
+//   w1_scales  fp32 [El, I/128, H/128, 2]   (transformed: (gate, up) block pairs)
+//   w2         e4m3 [El, H, I]    L2
+//   w2_scales  fp32 [El, H/128, I/128]
+// Synthetic weights (one definition, SYMMOE_HD, shared by the GPU fill kernel and the host):
+//   code(matrix, row, col) = e4m3(448 * u), u uniform in [-1, 1) from a counter hash of (seed, expert, matrix,
+//   row, col); block scale(matrix, row/128, col/128) = sqrt(3 / fan_in) / 448 * (0.5 + v), v uniform in [0, 1)
+//   from the hash of (seed, expert, matrix + 2, block row, block col). fan_in = H for W1, I for W2, so a weight has
+//   variance ~1/fan_in (as ref::make_random_expert). Rows/cols are in the ORIGINAL layout (W1 rows 0..I-1 gate,
+//   I..2I-1 up); the GPU fill applies the L1 interleave as it writes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "symmoe/common.hpp"
+#include "symmoe/formats.hpp"
+#include "symmoe/reference/mlp.hpp"
+#include "symmoe/runtime.hpp"
+#include "symmoe/shape.hpp"
+
+namespace symmoe {
+
+// One local rank's experts (device memory on the rank's device; non-owning view).
+struct MoeRankWeights {
+  const uint8_t* w1 = nullptr;
+  const float* w1_scales = nullptr;
+  const uint8_t* w2 = nullptr;
+  const float* w2_scales = nullptr;
+};
+
+namespace synthetic {
+
+enum Matrix : int { kW1 = 0, kW2 = 1 };
+
+SYMMOE_HD uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+// Key of one (seed, expert, stream) so the per-element hash is a single mix64.
+SYMMOE_HD uint64_t stream_key(uint64_t seed, int expert, int stream) {
+  return mix64(mix64(seed) ^ (uint64_t(uint32_t(expert)) << 8) ^ uint64_t(uint32_t(stream)));
+}
+// Uniform in [0, 1) with 24 bits.
+SYMMOE_HD float unit(uint64_t key, int row, int col) {
+  const uint64_t h = mix64(key ^ ((uint64_t(uint32_t(row)) << 32) | uint32_t(col)));
+  return float(uint32_t(h >> 40)) * 0x1.0p-24f;
+}
+SYMMOE_HD uint8_t weight_code(uint64_t key, int row, int col) {
+  return fmt::float_to_e4m3(448.f * (2.f * unit(key, row, col) - 1.f));
+}
+// key from stream_key(seed, expert, matrix + 2); fan_in_scale = sqrt(3 / fan_in) / 448 (host-computed once).
+SYMMOE_HD float block_scale(uint64_t scale_key, int block_row, int block_col, float fan_in_scale) {
+  return fan_in_scale * (0.5f + unit(scale_key, block_row, block_col));
+}
+inline float fan_in_scale(int fan_in) { return float(std::sqrt(3.0 / double(fan_in)) / 448.0); }
+
+// The same expert on the host, ORIGINAL layout (W1 [2I, H] gate rows then up rows; W2 [H, I]).
+ref::ExpertWeights host_expert(int hidden, int intermediate, int expert, uint64_t seed);
+// Every expert some token of `routings` routes to, generated on `num_threads` host threads.
+ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vector<ref::Routing>& routings,
+                                  uint64_t seed, int num_threads = 0);
+
+}  // namespace synthetic
+
+// Owns every local rank's expert weights (one allocation per rank on its device).
+class MoeWeightStore {
+ public:
+  // GPU-generated synthetic weights (see above); asynchronous on each rank's stream, then synchronised.
+  static MoeWeightStore synthetic(const Communicator& comm, const MoeShape& shape, uint64_t seed);
+  // Host golden-model weights (original layout) for EVERY expert 0..E-1, transformed and uploaded.
+  static MoeWeightStore from_host(const Communicator& comm, const MoeShape& shape, const ref::ExpertWeightMap& w);
+
+  MoeWeightStore();
+  MoeWeightStore(MoeWeightStore&&) noexcept;
+  MoeWeightStore& operator=(MoeWeightStore&&) noexcept;
+  ~MoeWeightStore();
+
+  std::vector<MoeRankWeights> views() const;  // Communicator::local_ranks() order
+  // Bytes of one expert's weights (data + scales), for bandwidth metrics.
+  static size_t expert_bytes(const MoeShape& shape);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Launches the synthetic fill of local experts [first_expert, first_expert + num_experts) into `w` on `stream`
+// (current device). src/kernels/moe/synthetic_weights.cu.
+void launch_synthetic_weights(const MoeShape& shape, int first_expert, int num_experts, uint64_t seed,
+                              uint8_t* w1, float* w1_scales, uint8_t* w2, float* w2_scales, cudaStream_t stream);
+
+}  // namespace symmoe

@@ -1,0 +1,188 @@
+// Host side of the MoE expert weights: the synthetic generator on the host (for the golden model of sampled
+// tokens) and the per-rank device store (synthetic GPU fill, or upload of host weights through the L1 transform).
+#include "symmoe/moe_weights.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/weight_transform.hpp"
+
+namespace symmoe {
+
+namespace synthetic {
+namespace {
+
+Fp8BlockWeights host_matrix(int rows, int cols, uint64_t seed, int expert, Matrix m, int fan_in) {
+  Fp8BlockWeights w;
+  w.num_rows = rows, w.num_cols = cols;
+  w.data.resize(size_t(rows) * cols);
+  const uint64_t key = stream_key(seed, expert, m), scale_key = stream_key(seed, expert, m + 2);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) w.data[size_t(r) * cols + c] = weight_code(key, r, c);
+  const float fis = fan_in_scale(fan_in);
+  w.scales.resize(size_t(rows / 128) * (cols / 128));
+  for (int rb = 0; rb < rows / 128; ++rb)
+    for (int cb = 0; cb < cols / 128; ++cb) w.scales[size_t(rb) * (cols / 128) + cb] = block_scale(scale_key, rb, cb, fis);
+  return w;
+}
+
+}  // namespace
+
+ref::ExpertWeights host_expert(int hidden, int intermediate, int expert, uint64_t seed) {
+  SYMMOE_CHECK(hidden % 128 == 0 && intermediate % 128 == 0, "moe", "synthetic weights need H and I multiples of 128, ",
+               "got H=", hidden, " I=", intermediate);
+  return {host_matrix(2 * intermediate, hidden, seed, expert, kW1, hidden),
+          host_matrix(hidden, intermediate, seed, expert, kW2, intermediate)};
+}
+
+ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vector<ref::Routing>& routings,
+                                  uint64_t seed, int num_threads) {
+  std::vector<int> experts;
+  for (const auto& r : routings)
+    for (const int64_t e : r.topk_idx)
+      if (e >= 0) experts.push_back(int(e));
+  std::sort(experts.begin(), experts.end());
+  experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+  std::vector<ref::ExpertWeights> made(experts.size());
+  if (num_threads <= 0) num_threads = std::max(1, int(std::thread::hardware_concurrency()));
+  num_threads = std::min<int>(num_threads, std::max<size_t>(experts.size(), 1));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < num_threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < experts.size(); i = next++) made[i] = host_expert(hidden, intermediate, experts[i], seed);
+    });
+  for (auto& t : pool) t.join();
+  ref::ExpertWeightMap map;
+  for (size_t i = 0; i < experts.size(); ++i) map[experts[i]] = std::move(made[i]);
+  return map;
+}
+
+}  // namespace synthetic
+
+namespace {
+
+// Byte offsets of one rank's arrays in its allocation (256-byte aligned).
+struct RankLayout {
+  size_t w1 = 0, w1_scales = 0, w2 = 0, w2_scales = 0, total = 0;
+  explicit RankLayout(const MoeShape& s) {
+    const size_t El = size_t(s.num_local_experts()), H = size_t(s.hidden), I = size_t(s.intermediate);
+    auto take = [this](size_t bytes) {
+      const size_t at = total;
+      total = align_up<size_t>(total + bytes, 256);
+      return at;
+    };
+    w1 = take(El * 2 * I * H);
+    w1_scales = take(El * (I / 128) * (H / 128) * 2 * 4);
+    w2 = take(El * H * I);
+    w2_scales = take(El * (H / 128) * (I / 128) * 4);
+  }
+};
+
+}  // namespace
+
+struct MoeWeightStore::Impl {
+  struct Rank {
+    int device = 0;
+    uint8_t* base = nullptr;
+  };
+  MoeShape shape;
+  std::vector<Rank> ranks;
+  ~Impl() {
+    for (auto& r : ranks)
+      if (r.base) cudaSetDevice(r.device), cudaFree(r.base);
+  }
+  void allocate(const Communicator& comm, const MoeShape& s) {
+    s.validate();
+    SYMMOE_CHECK(s.num_ranks == comm.num_ranks(), "moe", "weights for ", s.num_ranks, " ranks, the communicator has ",
+                 comm.num_ranks());
+    shape = s;
+    const RankLayout l(s);
+    for (const RankPlacement& p : comm.local_ranks()) {
+      Rank r;
+      r.device = p.device;
+      SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&r.base, l.total));
+      ranks.push_back(r);
+    }
+  }
+};
+
+MoeWeightStore::MoeWeightStore() : impl_(new Impl) {}
+MoeWeightStore::MoeWeightStore(MoeWeightStore&&) noexcept = default;
+MoeWeightStore& MoeWeightStore::operator=(MoeWeightStore&&) noexcept = default;
+MoeWeightStore::~MoeWeightStore() = default;
+
+MoeWeightStore MoeWeightStore::synthetic(const Communicator& comm, const MoeShape& shape, uint64_t seed) {
+  MoeWeightStore store;
+  store.impl_->allocate(comm, shape);
+  const RankLayout l(shape);
+  const int El = shape.num_local_experts();
+  const auto& local = comm.local_ranks();
+  for (size_t i = 0; i < local.size(); ++i) {
+    uint8_t* b = store.impl_->ranks[i].base;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
+    launch_synthetic_weights(shape, local[i].rank * El, El, seed, b + l.w1, reinterpret_cast<float*>(b + l.w1_scales),
+                             b + l.w2, reinterpret_cast<float*>(b + l.w2_scales), comm.stream(local[i].rank));
+  }
+  for (size_t i = 0; i < local.size(); ++i) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
+    SYMMOE_CUDA_CHECK(cudaStreamSynchronize(comm.stream(local[i].rank)));
+  }
+  return store;
+}
+
+MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShape& shape,
+                                         const ref::ExpertWeightMap& weights) {
+  MoeWeightStore store;
+  store.impl_->allocate(comm, shape);
+  const RankLayout l(shape);
+  const int El = shape.num_local_experts(), H = shape.hidden, I = shape.intermediate;
+  const size_t w1_bytes = size_t(2) * I * H, w1_scales = size_t(I / 128) * (H / 128) * 2;
+  const size_t w2_bytes = size_t(H) * I, w2_scales = size_t(H / 128) * (I / 128);
+  std::vector<uint8_t> w1(El * w1_bytes), w2(El * w2_bytes), t1(El * w1_bytes);
+  std::vector<float> s1(El * w1_scales), s2(El * w2_scales), ts1(El * w1_scales);
+  const auto& local = comm.local_ranks();
+  for (size_t i = 0; i < local.size(); ++i) {
+    for (int le = 0; le < El; ++le) {
+      const int e = local[i].rank * El + le;
+      const auto it = weights.find(e);
+      SYMMOE_CHECK(it != weights.end(), "moe", "from_host: no weights for expert ", e, " (rank ", local[i].rank, ")");
+      const ref::ExpertWeights& w = it->second;
+      SYMMOE_CHECK(w.w1.num_rows == 2 * I && w.w1.num_cols == H && w.w2.num_rows == H && w.w2.num_cols == I &&
+                       w.w1.scales.size() == w1_scales && w.w2.scales.size() == w2_scales,
+                   "moe", "from_host: expert ", e, " has W1 [", w.w1.num_rows, ", ", w.w1.num_cols, "] W2 [",
+                   w.w2.num_rows, ", ", w.w2.num_cols, "], expected [2I, H] and [H, I] of ", shape.to_string());
+      std::copy(w.w1.data.begin(), w.w1.data.end(), w1.begin() + le * w1_bytes);
+      std::copy(w.w1.scales.begin(), w.w1.scales.end(), s1.begin() + le * w1_scales);
+      std::copy(w.w2.data.begin(), w.w2.data.end(), w2.begin() + le * w2_bytes);
+      std::copy(w.w2.scales.begin(), w.w2.scales.end(), s2.begin() + le * w2_scales);
+    }
+    gemm::transform_l1_weights(w1.data(), s1.data(), El, I, H, t1.data(), ts1.data());
+    uint8_t* b = store.impl_->ranks[i].base;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w1, t1.data(), t1.size(), cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w1_scales, ts1.data(), ts1.size() * 4, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w2, w2.data(), w2.size(), cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w2_scales, s2.data(), s2.size() * 4, cudaMemcpyHostToDevice));
+  }
+  return store;
+}
+
+std::vector<MoeRankWeights> MoeWeightStore::views() const {
+  const RankLayout l(impl_->shape);
+  std::vector<MoeRankWeights> v;
+  for (const auto& r : impl_->ranks)
+    v.push_back({r.base + l.w1, reinterpret_cast<const float*>(r.base + l.w1_scales), r.base + l.w2,
+                 reinterpret_cast<const float*>(r.base + l.w2_scales)});
+  return v;
+}
+
+size_t MoeWeightStore::expert_bytes(const MoeShape& s) {
+  const size_t H = size_t(s.hidden), I = size_t(s.intermediate);
+  return 3 * H * I + ((2 * I / 128) * (H / 128) + (H / 128) * (I / 128)) * 4;
+}
+
+}  // namespace symmoe
