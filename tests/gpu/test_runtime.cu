@@ -135,7 +135,9 @@ TEST_P(RuntimeBarrier, RepeatedLaunchesAndGraphReplay) {
 
 TEST_P(RuntimeBarrier, PlantedStallNamesThePeer) {
   constexpr int kTimeoutMs = 300;
-  auto comm = make_comm(GetParam(), kTimeoutMs);
+  // A stall needs two ranks: on a one-GPU machine "one rank per GPU" becomes two virtual ranks on that GPU.
+  const bool single_gpu = !multi_process() && GetParam() == 0 && num_gpus() < 2;
+  auto comm = make_comm(single_gpu ? 2 : GetParam(), kTimeoutMs);
   const int R = comm->num_ranks();
   ASSERT_GE(R, 2) << "a stall needs two ranks";
   const int stalled = R - 1;
