@@ -184,18 +184,18 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
 // ---------------------------------------------------------------------------------------------------------------
 // EP dispatch / combine.
 // ---------------------------------------------------------------------------------------------------------------
+// What the EP host takes from the plan: how many SMs (CTAs) dispatch and combine use, and the buffer size. The
+// kernels' own shape (warps per CTA, shared memory) is fixed by the kernels (src/kernels/ep/params.hpp, which reads
+// kEpWarpsPerCta from here) and checked by the host against the device before launch.
+constexpr int kEpWarpsPerCta = 12;
+
 struct EpPlan {
   MoeShape shape;
   layout::TokenDtype dtype = layout::TokenDtype::kBf16;
   int num_sms = 0;  // SMs of the GPU (or of this virtual rank's share)
   // Notify (counting, prefix sums) runs at the start of the dispatch kernel on the dispatch SMs.
   int dispatch_sms = 0, combine_sms = 0;
-  int dispatch_warps_per_sm = 8, combine_warps_per_sm = 8;
-  int dispatch_tokens_per_sm = 0, combine_tokens_per_sm = 0;  // contiguous token chunk of each SM
-  int dispatch_buffers_per_warp = 0;  // token records staged in shared memory per warp (double buffered if it fits)
-  int dispatch_smem_bytes = 0;
-  int combine_chunk_elems = 256;  // hidden elements one warp reduces per step (32 lanes x 8 bf16 = 16 B per lane)
-  uint32_t token_record_bytes = 0;
+  int warps_per_cta = kEpWarpsPerCta;
   uint64_t buffer_bytes = 0;
 
   layout::EpDims dims() const;

@@ -59,12 +59,7 @@ void bind_plan(py::module_& m) {
       .def_readonly("num_sms", &plan::EpPlan::num_sms)
       .def_readonly("dispatch_sms", &plan::EpPlan::dispatch_sms)
       .def_readonly("combine_sms", &plan::EpPlan::combine_sms)
-      .def_readonly("dispatch_warps_per_sm", &plan::EpPlan::dispatch_warps_per_sm)
-      .def_readonly("combine_warps_per_sm", &plan::EpPlan::combine_warps_per_sm)
-      .def_readonly("dispatch_tokens_per_sm", &plan::EpPlan::dispatch_tokens_per_sm)
-      .def_readonly("combine_tokens_per_sm", &plan::EpPlan::combine_tokens_per_sm)
-      .def_readonly("dispatch_smem_bytes", &plan::EpPlan::dispatch_smem_bytes)
-      .def_readonly("token_record_bytes", &plan::EpPlan::token_record_bytes)
+      .def_readonly("warps_per_cta", &plan::EpPlan::warps_per_cta)
       .def_readonly("buffer_bytes", &plan::EpPlan::buffer_bytes);
   def_printable(ep);
 

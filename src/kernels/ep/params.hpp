@@ -8,6 +8,7 @@
 
 #include "kernels/comm/sym_buffer.cuh"
 #include "symmoe/layout/ep.hpp"
+#include "symmoe/plan.hpp"
 #include "symmoe/layout/sync.hpp"
 
 namespace symmoe::ep {
@@ -15,7 +16,7 @@ namespace symmoe::ep {
 // Warps per CTA of every EP kernel. NOTES: rows move with 16-byte register copies, kCopyVecs vectors per lane in
 // flight (8 KB per warp), so 12 warps keep ~96 KB of loads in flight per SM: ~2.3 MB over 24 SMs covers HBM and
 // NVLink latency (~2 us) at ~1 TB/s. Dispatch needs ~168 registers per thread (16 warps, capped at 128, spilled).
-constexpr int kNumWarps = 12;
+constexpr int kNumWarps = plan::kEpWarpsPerCta;
 constexpr int kCopyVecs = 16;
 constexpr int kNumThreads = kNumWarps * 32;
 
