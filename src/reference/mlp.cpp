@@ -204,4 +204,21 @@ std::vector<std::vector<uint16_t>> moe_forward_composed(const MoeShape& shape, c
   return y;
 }
 
+MoeLayerInput select_tokens(const MoeLayerInput& in, const std::vector<int>& tokens) {
+  MoeLayerInput out;
+  const int H = in.x.num_cols, K = in.routing.num_topk, sb = H / in.x.block;
+  out.x.num_rows = out.routing.num_tokens = int(tokens.size());
+  out.x.num_cols = H, out.x.block = in.x.block, out.routing.num_topk = K;
+  for (const int t : tokens) {
+    SYMMOE_CHECK(t >= 0 && t < in.x.num_rows, "ref", "select_tokens: token ", t, " outside [0, ", in.x.num_rows, ")");
+    out.x.data.insert(out.x.data.end(), in.x.data.begin() + size_t(t) * H, in.x.data.begin() + size_t(t + 1) * H);
+    out.x.scales.insert(out.x.scales.end(), in.x.scales.begin() + size_t(t) * sb, in.x.scales.begin() + size_t(t + 1) * sb);
+    out.routing.topk_idx.insert(out.routing.topk_idx.end(), in.routing.topk_idx.begin() + size_t(t) * K,
+                                in.routing.topk_idx.begin() + size_t(t + 1) * K);
+    out.routing.topk_weights.insert(out.routing.topk_weights.end(), in.routing.topk_weights.begin() + size_t(t) * K,
+                                    in.routing.topk_weights.begin() + size_t(t + 1) * K);
+  }
+  return out;
+}
+
 }  // namespace symmoe::ref

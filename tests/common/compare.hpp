@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "symmoe/common.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -49,6 +51,18 @@ inline double rel_frobenius(const std::vector<double>& ref, const std::vector<do
     den += ref[i] * ref[i];
   }
   return den == 0 ? (num == 0 ? 0 : INFINITY) : std::sqrt(num / den);
+}
+
+// The message of the symmoe::Error that `f` throws, or "" when it throws none (tests then assert on the text:
+// which argument, which rank, expected vs got).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace symmoe::test

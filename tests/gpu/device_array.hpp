@@ -31,4 +31,30 @@ struct DeviceArray {
   void poison(int byte = 0xFF) { SYMMOE_CUDA_CHECK(cudaMemset(ptr, byte, n * sizeof(T))); }
 };
 
+// Untyped allocation on a given device (multi-GPU tests: each rank's buffers live on its own device).
+struct DevMem {
+  void* ptr = nullptr;
+  int device = 0;
+  size_t bytes = 0;
+  DevMem() = default;
+  DevMem(int dev, size_t n) : device(dev), bytes(n) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(dev));
+    SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 16)));
+  }
+  DevMem(DevMem&& o) noexcept : ptr(o.ptr), device(o.device), bytes(o.bytes) { o.ptr = nullptr; }
+  DevMem(const DevMem&) = delete;
+  ~DevMem() {
+    if (ptr) cudaSetDevice(device), cudaFree(ptr);
+  }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr); }
+};
+
+template <typename T>
+DevMem upload(int device, const std::vector<T>& v) {
+  DevMem m(device, v.size() * sizeof(T));
+  if (!v.empty()) SYMMOE_CUDA_CHECK(cudaMemcpy(m.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return m;
+}
+
 }  // namespace symmoe::test

@@ -18,6 +18,7 @@
 #include "symmoe/reference/combine.hpp"
 #include "symmoe/reference/dispatch.hpp"
 #include "symmoe/reference/routing.hpp"
+#include "gpu/device_array.hpp"
 
 namespace symmoe {
 namespace {
@@ -28,30 +29,8 @@ int num_gpus() {
   return n;
 }
 
-// Device allocation on one device (RAII).
-struct DevMem {
-  void* ptr = nullptr;
-  int device = 0;
-  size_t bytes = 0;
-  DevMem() = default;
-  DevMem(int dev, size_t n) : device(dev), bytes(n) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(dev));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 16)));
-  }
-  DevMem(DevMem&& o) noexcept : ptr(o.ptr), device(o.device), bytes(o.bytes) { o.ptr = nullptr; }
-  ~DevMem() {
-    if (ptr) cudaSetDevice(device), cudaFree(ptr);
-  }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
-};
-
-template <typename T>
-DevMem upload(int device, const std::vector<T>& v) {
-  DevMem m(device, v.size() * sizeof(T));
-  if (!v.empty()) SYMMOE_CUDA_CHECK(cudaMemcpy(m.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return m;
-}
+using test::DevMem;
+using test::upload;
 
 template <typename T>
 std::vector<T> download(int device, const void* src, size_t count) {

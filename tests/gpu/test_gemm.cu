@@ -22,6 +22,7 @@
 #include "symmoe/quant.hpp"
 #include "symmoe/reference/gemm.hpp"
 #include "symmoe/weight_transform.hpp"
+#include "gpu/device_array.hpp"
 
 namespace fmt = symmoe::fmt;
 namespace gemm = symmoe::gemm;
@@ -30,25 +31,7 @@ namespace rnd = symmoe::ref::rnd;
 
 namespace {
 
-template <typename T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit DeviceArray(size_t count) : n(count) { SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
-  explicit DeviceArray(const std::vector<T>& h) : DeviceArray(h.size()) { upload(h); }
-  ~DeviceArray() { cudaFree(ptr); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  void upload(const std::vector<T>& h) {
-    SYMMOE_CUDA_CHECK(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    SYMMOE_CUDA_CHECK(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void poison() { SYMMOE_CUDA_CHECK(cudaMemset(ptr, 0xFF, n * sizeof(T))); }
-};
+using symmoe::test::DeviceArray;
 
 uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
 

@@ -29,6 +29,7 @@
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/mlp.hpp"
+#include "gpu/device_array.hpp"
 
 namespace symmoe {
 namespace {
@@ -41,29 +42,8 @@ int num_gpus() {
 
 uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
 
-struct DevMem {
-  void* ptr = nullptr;
-  int device = 0;
-  size_t bytes = 0;
-  DevMem(int dev, size_t n) : device(dev), bytes(n) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(dev));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 16)));
-  }
-  DevMem(DevMem&& o) noexcept : ptr(o.ptr), device(o.device), bytes(o.bytes) { o.ptr = nullptr; }
-  DevMem(const DevMem&) = delete;
-  ~DevMem() {
-    if (ptr) cudaSetDevice(device), cudaFree(ptr);
-  }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
-};
-
-template <typename T>
-DevMem upload(int device, const std::vector<T>& v) {
-  DevMem m(device, v.size() * sizeof(T));
-  if (!v.empty()) SYMMOE_CUDA_CHECK(cudaMemcpy(m.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return m;
-}
+using test::DevMem;
+using test::upload;
 
 std::vector<uint16_t> download_bf16(int device, const void* src, size_t count) {
   std::vector<uint16_t> out(count);
@@ -186,21 +166,6 @@ std::vector<int> checked_tokens(int T) {
   return t;
 }
 
-ref::MoeLayerInput slice(const ref::MoeLayerInput& in, const std::vector<int>& tokens) {
-  ref::MoeLayerInput out;
-  const int H = in.x.num_cols, K = in.routing.num_topk, sb = H / in.x.block;
-  out.x.num_rows = int(tokens.size()), out.x.num_cols = H, out.x.block = in.x.block;
-  out.routing.num_tokens = int(tokens.size()), out.routing.num_topk = K;
-  for (const int t : tokens) {
-    out.x.data.insert(out.x.data.end(), in.x.data.begin() + size_t(t) * H, in.x.data.begin() + size_t(t + 1) * H);
-    out.x.scales.insert(out.x.scales.end(), in.x.scales.begin() + size_t(t) * sb, in.x.scales.begin() + size_t(t + 1) * sb);
-    out.routing.topk_idx.insert(out.routing.topk_idx.end(), in.routing.topk_idx.begin() + size_t(t) * K,
-                                in.routing.topk_idx.begin() + size_t(t + 1) * K);
-    out.routing.topk_weights.insert(out.routing.topk_weights.end(), in.routing.topk_weights.begin() + size_t(t) * K,
-                                    in.routing.topk_weights.begin() + size_t(t + 1) * K);
-  }
-  return out;
-}
 
 // The golden model (faithful and exact) of each rank's sliced input, one host thread per (rank, mode): the flash
 // experts cost ~0.3 s per (token, lane) and mode on one core.
@@ -223,7 +188,7 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
   std::vector<std::vector<int>> tokens;
   for (int r = 0; r < R; ++r) {
     tokens.push_back(checked_tokens(in.host[r].x.num_rows));
-    sliced.push_back(slice(in.host[r], tokens.back()));
+    sliced.push_back(ref::select_tokens(in.host[r], tokens.back()));
   }
   if (s.synthetic && s.host_weights.size() < size_t(s.shape.num_experts)) {  // flash: only the touched experts
     std::vector<ref::Routing> routings;

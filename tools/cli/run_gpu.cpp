@@ -45,21 +45,6 @@ std::vector<int> sample_tokens(int T, int count) {
   return t;
 }
 
-ref::MoeLayerInput slice(const ref::MoeLayerInput& in, const std::vector<int>& tokens) {
-  ref::MoeLayerInput out;
-  const int H = in.x.num_cols, K = in.routing.num_topk, sb = H / in.x.block;
-  out.x.num_rows = out.routing.num_tokens = int(tokens.size());
-  out.x.num_cols = H, out.x.block = in.x.block, out.routing.num_topk = K;
-  for (const int t : tokens) {
-    out.x.data.insert(out.x.data.end(), in.x.data.begin() + size_t(t) * H, in.x.data.begin() + size_t(t + 1) * H);
-    out.x.scales.insert(out.x.scales.end(), in.x.scales.begin() + size_t(t) * sb, in.x.scales.begin() + size_t(t + 1) * sb);
-    out.routing.topk_idx.insert(out.routing.topk_idx.end(), in.routing.topk_idx.begin() + size_t(t) * K,
-                                in.routing.topk_idx.begin() + size_t(t + 1) * K);
-    out.routing.topk_weights.insert(out.routing.topk_weights.end(), in.routing.topk_weights.begin() + size_t(t) * K,
-                                    in.routing.topk_weights.begin() + size_t(t + 1) * K);
-  }
-  return out;
-}
 
 std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
                                               int H) {
@@ -124,7 +109,7 @@ int run_gpu_layer(const GpuRunOptions& o) {
   std::vector<ref::Routing> sampled_routings;
   for (int r = 0; r < R; ++r) {
     sampled.push_back(sample_tokens(T, o.check_tokens));
-    sliced.push_back(slice(host[r], sampled.back()));
+    sliced.push_back(ref::select_tokens(host[r], sampled.back()));
     sampled_routings.push_back(sliced.back().routing);
   }
   const auto host_weights = synthetic::host_experts(H, shape.intermediate, sampled_routings, o.routing.seed);

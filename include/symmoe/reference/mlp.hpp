@@ -59,6 +59,9 @@ struct MoeLayerInput {
 // (options.seed also seeds x; `rank` salts both).
 MoeLayerInput make_random_layer_input(const MoeShape& shape, int num_tokens, const RoutingOptions& options, int rank);
 
+// The rows `tokens` (in that order) of one rank's input: what a check on sampled tokens feeds the golden model.
+MoeLayerInput select_tokens(const MoeLayerInput& input, const std::vector<int>& tokens);
+
 // Direct formula per token; outputs[s] is bf16 [T_s, H] (faithful) or fp64 [T_s, H] (exact).
 std::vector<std::vector<uint16_t>> moe_forward_faithful(const MoeShape& shape, const ExpertWeightMap& weights,
                                                         const std::vector<MoeLayerInput>& inputs, float clamp);

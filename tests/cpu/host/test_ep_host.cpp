@@ -5,6 +5,7 @@
 #include <string>
 
 #include "symmoe/ep.hpp"
+#include "common/compare.hpp"
 
 namespace symmoe {
 namespace {
@@ -29,15 +30,7 @@ EpDispatchArgs good_args(int num_tokens) {
   return a;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(EpHostChecks, ScaleRowBytes) {
   EXPECT_EQ(ep_scale_row_bytes(EpScales::kNone, 7168), 0);

@@ -9,19 +9,12 @@
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/dispatch.hpp"
+#include "common/compare.hpp"
 
 namespace symmoe {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 const void* fake(uintptr_t addr) { return reinterpret_cast<const void*>(addr); }
 
