@@ -1,4 +1,5 @@
-"""DeepEP-style expert parallelism with symmoe.ElasticBuffer, one process per GPU. NOT YET RUN ON A GPU.
+"""DeepEP-style expert parallelism with symmoe.ElasticBuffer, one process per GPU.
+Ran on nvidia-h200-x2, 2026-11-29 (python/tests_gpu/run_device.sh): BF16 and --fp8, rel. error 1.9e-03.
 
     torchrun --nproc-per-node 2 python/examples/ep_dispatch_combine.py [--fp8]
 

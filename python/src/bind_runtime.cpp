@@ -209,6 +209,44 @@ void bind_ep_buffer(py::module_& m) {
           },
           py::arg("args"), py::arg("handles"), py::arg("reduce_local_experts") = false, py::arg("num_sms") = 0,
           py::arg("cpu_sync") = true)
+      // One local rank (the ElasticBuffer path: one rank per process): plain arguments and a tuple back, no dicts,
+      // to keep the host cost of a Python call small.
+      .def(
+          "dispatch_one",
+          [](EpBuffer& b, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx, uintptr_t topk_weights,
+             uintptr_t stream, EpHandle& handle, bool expand, int expert_alignment, bool zero_padding, bool cached,
+             int num_sms, bool cpu_sync) {
+            EpDispatchArgs a;
+            a.num_tokens = num_tokens, a.x = as_ptr<const void>(x), a.x_scales = as_ptr<const void>(x_scales);
+            a.topk_idx = as_ptr<const int64_t>(topk_idx), a.topk_weights = as_ptr<const float>(topk_weights);
+            a.stream = as_ptr<CUstream_st>(stream);
+            EpDispatchOptions o;
+            o.expand = expand, o.expert_alignment = expert_alignment, o.zero_padding = zero_padding;
+            o.cached = cached, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
+            const auto r = with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.dispatch({a}, o, hs); })[0];
+            return py::make_tuple(as_int(r.recv_x), as_int(r.recv_scales), as_int(r.recv_topk_idx),
+                                  as_int(r.recv_topk_weights), r.num_rows, r.row_capacity);
+          },
+          py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
+          py::arg("stream"), py::arg("handle"), py::arg("expand"), py::arg("expert_alignment"),
+          py::arg("zero_padding"), py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"),
+          "-> (recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights addresses, num_rows, row_capacity)")
+      .def(
+          "combine_one",
+          [](EpBuffer& b, uintptr_t x, uintptr_t topk_weights, uintptr_t bias_0, uintptr_t bias_1, uintptr_t stream,
+             EpHandle& handle, bool reduce_local_experts, int num_sms, bool cpu_sync) {
+            EpCombineArgs a;
+            a.x = as_ptr<const uint16_t>(x), a.topk_weights = as_ptr<const float>(topk_weights);
+            a.bias_0 = as_ptr<const uint16_t>(bias_0), a.bias_1 = as_ptr<const uint16_t>(bias_1);
+            a.stream = as_ptr<CUstream_st>(stream);
+            EpCombineOptions o;
+            o.reduce_local_experts = reduce_local_experts, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
+            const auto r = with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.combine({a}, o, hs); })[0];
+            return py::make_tuple(as_int(r.combined_x), as_int(r.combined_topk_weights));
+          },
+          py::arg("x"), py::arg("topk_weights"), py::arg("bias_0"), py::arg("bias_1"), py::arg("stream"),
+          py::arg("handle"), py::arg("reduce_local_experts"), py::arg("num_sms"), py::arg("cpu_sync"),
+          "-> (combined_x, combined_topk_weights addresses; 0 when no topk_weights were given)")
       .def("synchronize", &EpBuffer::synchronize, py::call_guard<py::gil_scoped_release>());
 }
 

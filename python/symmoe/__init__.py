@@ -7,7 +7,10 @@ torch.distributed group (`symmoe.distributed`).
 
 Importing symmoe never imports torch and needs no GPU; torch is imported only by the calls that need it.
 """
-from . import _C
+from . import _nccl_preload
+
+_nccl_preload.preload()  # before _C: one libnccl.so.2 for symmoe and torch (see _nccl_preload.py)
+from . import _C  # noqa: E402
 from ._C import Error, PeerTimeout, MoeShape, named_shape
 from . import formats, reference
 from .formats import (

@@ -5,6 +5,9 @@ tensor_info(obj) accepts an object with __dlpack__ / __dlpack_device__ (torch, c
 producers the caller's stream is handed to __dlpack__(stream=...), so the producer orders its pending work before
 that stream (the DLPack stream protocol); symmoe then launches on the same stream.
 
+torch_tensor_info(t) reads the same description straight from a torch tensor (symmoe.ep uses it for torch inputs,
+which it consumes on torch's current stream; ~10 us less per tensor than a capsule round trip).
+
 DeviceView wraps device memory that symmoe owns (EpBuffer outputs, handle metadata) as a DLPack producer:
 torch.from_dlpack(view) (or cupy.from_dlpack) gives a zero-copy tensor. If the input tensors were torch tensors,
 symmoe.ep converts the views to torch tensors itself (as_framework_like).
@@ -76,6 +79,22 @@ def _torch_exportable(obj):
     if obj.dtype in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):
         return obj.view(torch.uint8), str(obj.dtype).replace("torch.", "")
     return obj, None
+
+
+_TORCH_DEVICE_TYPES = {"cpu": KDL_CPU, "cuda": KDL_CUDA}
+_torch_dtype_names = {}
+
+
+def torch_tensor_info(t):
+    """TensorInfo read straight from a torch tensor: what its DLPack export says (float8 keeps its name), without
+    building and parsing a capsule (~10 us less per tensor). For consumers that launch on torch's current stream,
+    where DLPack's stream handshake has nothing to order."""
+    name = _torch_dtype_names.get(t.dtype)
+    if name is None:
+        name = _torch_dtype_names.setdefault(t.dtype, str(t.dtype).replace("torch.", ""))
+    dev = t.device
+    return TensorInfo(t.data_ptr(), tuple(t.shape), tuple(t.stride()), name, _TORCH_DEVICE_TYPES.get(dev.type, -1),
+                      dev.index if dev.index is not None else 0)
 
 
 def tensor_info(obj, stream=None):

@@ -11,9 +11,18 @@ Argument names and return order follow DeepEP V2 where the semantics match. Diff
   num_max_tokens_per_rank are optional and must match the buffer's if given.
 - Outputs are zero-copy views of memory the buffer owns (DLPack; torch tensors when the inputs are torch
   tensors): valid until the next dispatch (recv_*) or combine (combined_*) of this buffer. .clone() to keep them.
-- Everything runs on the caller's current CUDA stream (torch.cuda.current_stream()); there is no separate
-  communication stream, so async_with_compute_stream only decides whether an EventOverlap with a recorded event
-  is returned; current_stream_wait() is then always correct and cheap.
+  Torch outputs are made once per address and reused (calls may return the same tensor object, or a row slice).
+- Everything runs on the caller's current CUDA stream (torch.cuda.current_stream(); torch's default stream is
+  passed as cudaStreamLegacy); there is no separate communication stream, so async_with_compute_stream only
+  decides whether an EventOverlap with a recorded event is returned; current_stream_wait() is then always correct.
+- CUDA graphs: do_cpu_sync=False calls capture under torch.cuda.graph (default 'global' mode). Make the first call
+  of each kind (and of each expand/alignment) eagerly: it allocates outputs. A fresh dispatch takes its handle's
+  device metadata from the buffer's pool of released handles (up to 4); under capture, release a few dispatched
+  handles first so the pool is not empty (an empty pool means cudaMalloc, which capture refuses). Replays rewrite
+  those pooled handles; they stay allocated while the buffer lives.
+- Torch tensors are read directly (data_ptr, shape, strides, dtype, device) instead of through __dlpack__: the
+  call runs on torch's current stream, so DLPack's stream handshake would order nothing; other producers
+  (cupy, numpy, capsules) go through DLPack.
 - Dispatch is always deterministic (rows ordered by source token, as DeepEP's deterministic mode); the flag is
   accepted for compatibility.
 - FP8: x is float8_e4m3fn (or its uint8 bytes) [T, H] with scales per fp8_scales: "fp32_per128" float32
@@ -31,10 +40,11 @@ are symmoe.Error naming rank, token, lane and value.
 import sys
 
 from . import _C
-from .dlpack import KDL_CUDA, DeviceView, as_framework_like, tensor_info
+from .dlpack import KDL_CUDA, DeviceView, as_framework_like, tensor_info, torch_tensor_info
 from .distributed import Communicator
 
 _FP8_SCALES = ("fp32_per128", "ue8m0_per128", "ue8m0_per32")
+_CUDA_STREAM_LEGACY = 1  # cudaStreamLegacy
 
 
 def _scale_shape(scales, hidden):
@@ -84,15 +94,23 @@ class EPHandle:
 
     def __init__(self, buffer):
         self._buffer = buffer
-        self.native = _C.EpHandle()
+        self.native = buffer._take_native_handle()
         self.row_capacity = 0
         self._like = None  # _framework_marker of the dispatch input: device views follow its framework
+        self._filled = False  # set by a successful dispatch (a pooled native keeps its previous owner's fields)
+
+    def __del__(self):
+        # The native handle (and its device metadata) goes back to the buffer's pool: no cudaMalloc/cudaFree per
+        # dispatch, so steady-state loops and CUDA-graph capture allocate nothing.
+        buffer, native = self.__dict__.get("_buffer"), self.__dict__.get("native")
+        if buffer is not None and native is not None:
+            buffer._give_back_native_handle(native)
 
     def __getattr__(self, name):
         if name in EPHandle._HOST_FIELDS:
             return getattr(self.native, name)
         if name in EPHandle._DEVICE_FIELDS:
-            if self.native.rank < 0:
+            if not self._filled:
                 raise RuntimeError(f"EPHandle.{name}: the handle is empty (no dispatch has filled it)")
             dtype, shape = EPHandle._DEVICE_FIELDS[name]
             view = DeviceView(self.native.ptrs[name], shape(self.native), dtype, self.native.device, owner=self)
@@ -101,7 +119,7 @@ class EPHandle:
 
     @property
     def is_filled(self):
-        return self.native.rank >= 0
+        return self._filled
 
     def __repr__(self):
         h = self.native
@@ -109,10 +127,31 @@ class EPHandle:
                 f"num_recv_tokens={h.num_recv_tokens} num_expanded_tokens={h.num_expanded_tokens}>")
 
 
+_torch_marker = []
+
+
+def _is_torch(obj):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
 def _framework_marker(tensor):
     """An empty tensor of the input's framework (views of handle metadata follow it; the input is not retained)."""
-    torch = sys.modules.get("torch")
-    return torch.empty(0) if torch is not None and isinstance(tensor, torch.Tensor) else None
+    if not _is_torch(tensor):
+        return None
+    if not _torch_marker:
+        import torch
+        _torch_marker.append(torch.empty(0))
+    return _torch_marker[0]
+
+
+class _ViewOwner:
+    """What the buffer's output tensors keep alive: the native EpBuffer owning their memory. Not the ElasticBuffer
+    itself, whose cache holds those tensors: no reference cycle. destroy() empties it."""
+    __slots__ = ("impl",)
+
+    def __init__(self, impl):
+        self.impl = impl
 
 
 def _check(cond, exc, msg):
@@ -147,6 +186,8 @@ class ElasticBuffer:
         self.rank, self.device = local["rank"], local["device"]
         self._impl = _C.EpBuffer(communicator.native, num_max_tokens_per_rank, hidden, num_topk, num_experts,
                                  self._dtype, self._scales)
+        self._free_native_handles = []
+        self._view_owner, self._torch_views = _ViewOwner(self._impl), {}
 
     @staticmethod
     def _communicator_for(group, timeout_ms):
@@ -168,6 +209,7 @@ class ElasticBuffer:
         self.use_fp8_dispatch, self.deterministic = bool(use_fp8_dispatch), bool(deterministic)
         self._dtype = "fp8" if use_fp8_dispatch else "bf16"
         self._scales = fp8_scales if use_fp8_dispatch else "none"
+        self._x_dtypes = ("float8_e4m3fn", "uint8") if use_fp8_dispatch else ("bfloat16",)
         _C.ep_validate_config(num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, self._dtype,
                               self._scales)
 
@@ -180,6 +222,8 @@ class ElasticBuffer:
         self._configure(num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
                         True, fp8_scales)
         self.communicator, self.rank, self.device, self._impl = None, 0, device, None
+        self._free_native_handles = []
+        self._view_owner, self._torch_views = _ViewOwner(None), {}
         return self
 
     @staticmethod
@@ -195,40 +239,86 @@ class ElasticBuffer:
                                       "fp8" if use_fp8_dispatch else "bf16",
                                       fp8_scales if use_fp8_dispatch else "none")
 
+    # ---- outputs ----
+    # NOTES: outputs live at fixed addresses of buffer-owned memory. A torch tensor made through DLPack costs ~10 us,
+    # so one tensor per (address, row capacity, dtype) is made once and cached; each call returns it, or its first
+    # `rows` rows (a slice). Views without torch are DeviceViews owned by the buffer.
+    _MAX_CACHED_VIEWS = 64
+
+    def _output(self, ptr, rows, capacity, trailing, dtype, like):
+        if not _is_torch(like):
+            return DeviceView(ptr, (rows,) + trailing, dtype, self.device, owner=self)
+        key = (ptr, capacity, trailing, dtype, like.dtype)
+        full = self._torch_views.get(key)
+        if full is None:
+            if len(self._torch_views) >= self._MAX_CACHED_VIEWS:
+                self._torch_views.clear()
+            view = DeviceView(ptr, (capacity,) + trailing, dtype, self.device, owner=self._view_owner)
+            full = self._torch_views[key] = as_framework_like(view, like)
+        return full if rows == capacity else full[:rows]
+
+    # ---- native handle pool ----
+    # NOTES: a fresh dispatch needs a native EpHandle whose device metadata it (re)writes. Handles released by the
+    # caller (the EPHandle object and every view of its fields gone) come back here; reusing one is ordered by the
+    # stream (its last reader, a combine, was enqueued before the dispatch that rewrites it). At most
+    # _HANDLE_POOL_SIZE are kept; more are freed (cudaFree, which waits for the device).
+    _HANDLE_POOL_SIZE = 4
+
+    def _take_native_handle(self):
+        pool = self.__dict__.get("_free_native_handles")
+        return pool.pop() if pool else _C.EpHandle()
+
+    def _give_back_native_handle(self, native):
+        pool = self.__dict__.get("_free_native_handles")
+        if self.__dict__.get("_impl") is not None and pool is not None and len(pool) < self._HANDLE_POOL_SIZE:
+            pool.append(native)
+
     # ---- argument checks (no GPU work before they pass) ----
     def _tensor(self, obj, name, stream, dtypes, shape):
         """TensorInfo of a CUDA tensor on this rank's device with one of `dtypes` and `shape` (None = any)."""
-        try:
-            info = tensor_info(obj, stream)
-        except TypeError as e:
-            raise TypeError(f"{name}: {e}") from None
-        _check(info.device_type == KDL_CUDA and info.device_id == self.device, ValueError,
-               f"{name} must be on cuda:{self.device} (this rank's GPU), got {info.device}")
-        _check(info.dtype in dtypes, TypeError, f"{name} must have dtype {' or '.join(dtypes)}, got {info.dtype}")
-        _check(len(info.shape) == len(shape) and all(e is None or e == g for e, g in zip(shape, info.shape)),
-               ValueError, f"{name} must have shape {list('*' if e is None else e for e in shape)}, "
-                           f"got {list(info.shape)}")
-        _check(info.is_contiguous(), ValueError, f"{name} must be contiguous (row-major), got strides "
-                                                 f"{list(info.strides)} for shape {list(info.shape)}")
+        if _is_torch(obj):  # the call launches on torch's current stream: read the tensor directly
+            info = torch_tensor_info(obj)
+        else:
+            try:
+                info = tensor_info(obj, stream)
+            except TypeError as e:
+                raise TypeError(f"{name}: {e}") from None
+        # NOTES: hot path (4 tensors a call): messages are formatted only on failure.
+        if info.device_type != KDL_CUDA or info.device_id != self.device:
+            raise ValueError(f"{name} must be on cuda:{self.device} (this rank's GPU), got {info.device}")
+        if info.dtype not in dtypes:
+            raise TypeError(f"{name} must have dtype {' or '.join(dtypes)}, got {info.dtype}")
+        if len(info.shape) != len(shape) or any(e is not None and e != g for e, g in zip(shape, info.shape)):
+            raise ValueError(f"{name} must have shape {list('*' if e is None else e for e in shape)}, "
+                             f"got {list(info.shape)}")
+        if not info.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (row-major), got strides {list(info.strides)} for shape "
+                             f"{list(info.shape)}")
         return info
 
     def _stream(self, like):
-        """The caller's current CUDA stream when the inputs are torch tensors, else the communicator's."""
+        """(handle, torch stream or None): the caller's current CUDA stream when the inputs are torch tensors, else
+        the communicator's. torch's default stream is the legacy default stream (handle 0); it is passed as
+        cudaStreamLegacy (1), because 0 tells the C++ side to use the communicator's own stream, which does not
+        wait for work on the legacy stream."""
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(like, torch.Tensor) and like.is_cuda:
-            return torch.cuda.current_stream(like.device).cuda_stream
-        return self.communicator.stream(self.rank) if self.communicator is not None else None
+            ts = torch.cuda.current_stream(like.device)
+            return (ts.cuda_stream or _CUDA_STREAM_LEGACY), ts
+        return (self.communicator.stream(self.rank) if self.communicator is not None else None), None
 
     def _require_runtime(self, what):
         _check(self._impl is not None, RuntimeError,
                f"ElasticBuffer.{what}: arguments are valid but this buffer has no GPU runtime (validation-only)")
 
-    def _event(self, stream, wanted):
-        torch = sys.modules.get("torch")
-        if not wanted or torch is None or stream is None:
+    @staticmethod
+    def _event(torch_stream, wanted):
+        """EventOverlap with an event recorded on the stream the call ran on (torch inputs only)."""
+        if not wanted or torch_stream is None:
             return EventOverlap(None)
+        import torch
         ev = torch.cuda.Event()
-        ev.record(torch.cuda.ExternalStream(stream) if stream else torch.cuda.default_stream(self.device))
+        ev.record(torch_stream)
         return EventOverlap(ev)
 
     # ---- dispatch ----
@@ -257,10 +347,9 @@ class ElasticBuffer:
             _check(handle.is_filled, ValueError, "handle is empty (no dispatch has filled it)")
             do_expand, expert_alignment = handle.do_expand, handle.expert_alignment
 
-        stream = self._stream(x_data)
+        stream, torch_stream = self._stream(x_data)
         H, K, T_max = self.hidden, self.num_topk, self.num_max_tokens_per_rank
-        xi = self._tensor(x_data, "x", stream, ("float8_e4m3fn", "uint8") if self.use_fp8_dispatch else ("bfloat16",),
-                          (None, H))
+        xi = self._tensor(x_data, "x", stream, self._x_dtypes, (None, H))
         T = xi.shape[0]
         _check(T <= T_max, ValueError, f"x has {T} tokens, more than num_max_tokens_per_rank = {T_max}")
         sfi = None
@@ -281,24 +370,19 @@ class ElasticBuffer:
         if not cached:
             handle = EPHandle(self)
         handle._like = _framework_marker(x_data)
-        args = {"num_tokens": T, "x": xi.data_ptr, "x_scales": sfi.data_ptr if sfi else 0, "topk_idx": idx_ptr,
-                "topk_weights": wi.data_ptr, "stream": stream or 0}
-        res = self._impl.dispatch([args], [handle.native], do_expand, expert_alignment, do_zero_padding, cached,
-                                  num_sms, do_cpu_sync)[0]
-        handle.row_capacity = res["row_capacity"]
-        rows = res["num_rows"] if do_cpu_sync else res["row_capacity"]
-        lanes = (rows,) if do_expand else (rows, K)
+        p_x, p_sf, p_idx, p_w, num_rows, capacity = self._impl.dispatch_one(
+            T, xi.data_ptr, sfi.data_ptr if sfi else 0, idx_ptr, wi.data_ptr, stream or 0, handle.native, do_expand,
+            expert_alignment, do_zero_padding, cached, num_sms, do_cpu_sync)
+        handle.row_capacity, handle._filled = capacity, True
+        rows = num_rows if do_cpu_sync else capacity
+        lanes = () if do_expand else (K,)
 
-        def view(key, shape, dtype):
-            return as_framework_like(DeviceView(res[key], shape, dtype, self.device, owner=self), x_data)
-
-        recv_x = view("recv_x", (rows, H), "uint8" if self.use_fp8_dispatch else "bfloat16")
+        recv_x = self._output(p_x, rows, capacity, (H,), "uint8" if self.use_fp8_dispatch else "bfloat16", x_data)
         if sf is not None:
-            sf_dtype, sf_cols = _scale_shape(self._scales, H)
-            recv_x = (recv_x, view("recv_x_scales", (rows, sf_cols), sf_dtype))
-        recv_topk_idx = view("recv_topk_idx", lanes, "int64")
-        recv_topk_weights = view("recv_topk_weights", lanes, "float32")
-        return recv_x, recv_topk_idx, recv_topk_weights, handle, self._event(stream, async_with_compute_stream)
+            recv_x = (recv_x, self._output(p_sf, rows, capacity, (sf_cols,), sf_dtype, x_data))
+        recv_topk_idx = self._output(p_idx, rows, capacity, lanes, "int64", x_data)
+        recv_topk_weights = self._output(p_w, rows, capacity, lanes, "float32", x_data)
+        return recv_x, recv_topk_idx, recv_topk_weights, handle, self._event(torch_stream, async_with_compute_stream)
 
     # ---- combine ----
     def combine(self, x, handle=None, topk_weights=None, bias=None, num_sms=0, reduce_local_experts=False,
@@ -310,7 +394,7 @@ class ElasticBuffer:
         _check_positive_int("num_sms", num_sms, low=0)
         _check(not reduce_local_experts or handle.do_expand, ValueError,
                "reduce_local_experts needs a handle from an expand dispatch (do_expand=True)")
-        stream = self._stream(x)
+        stream, torch_stream = self._stream(x)
         H, K, T = self.hidden, self.num_topk, handle.num_tokens
         xi = self._tensor(x, "x", stream, ("bfloat16",), (None, H))
         known = handle.num_expanded_tokens if handle.do_expand else handle.num_recv_tokens
@@ -328,25 +412,29 @@ class ElasticBuffer:
               for i, b in enumerate(biases)]
 
         self._require_runtime("combine")
-        args = {"x": xi.data_ptr, "topk_weights": wi.data_ptr if wi else 0,
-                "bias_0": bi[0].data_ptr if bi[0] else 0, "bias_1": bi[1].data_ptr if bi[1] else 0,
-                "stream": stream or 0}
-        res = self._impl.combine([args], [handle.native], reduce_local_experts, num_sms, do_cpu_sync)[0]
-        combined_x = as_framework_like(DeviceView(res["combined_x"], (T, H), "bfloat16", self.device, owner=self), x)
-        combined_w = None
-        if res["combined_topk_weights"]:
-            combined_w = as_framework_like(
-                DeviceView(res["combined_topk_weights"], (T, K), "float32", self.device, owner=self), x)
-        return combined_x, combined_w, self._event(stream, async_with_compute_stream)
+        p_x, p_w = self._impl.combine_one(xi.data_ptr, wi.data_ptr if wi else 0, bi[0].data_ptr if bi[0] else 0,
+                                          bi[1].data_ptr if bi[1] else 0, stream or 0, handle.native,
+                                          reduce_local_experts, num_sms, do_cpu_sync)
+        T_max = self.num_max_tokens_per_rank
+        combined_x = self._output(p_x, T, T_max, (H,), "bfloat16", x)
+        combined_w = self._output(p_w, T, T_max, (K,), "float32", x) if p_w else None
+        return combined_x, combined_w, self._event(torch_stream, async_with_compute_stream)
 
     def destroy(self):
         """Collective: frees the symmetric buffer and the communicator now (every rank must call it). Every
         output view and handle of this buffer becomes invalid. Without it, they are freed when the last
         reference goes, which at interpreter exit may happen in a different order on different ranks."""
         self._impl = None
+        self._view_owner.impl = None
+        self._torch_views = {}
+        self._free_native_handles = []
         self.communicator = None
 
     def synchronize(self):
         """Waits for this rank's work; raises device-detected input errors and peer timeouts (do_cpu_sync=False)."""
         self._require_runtime("synchronize")
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            # The calls ran on torch's streams; the C++ side synchronises only the communicator's own stream.
+            torch.cuda.synchronize(self.device)
         self._impl.synchronize()

@@ -135,3 +135,62 @@ def test_a_real_buffer_without_a_gpu_fails_with_the_cuda_error():
     else:
         assert buf.num_ranks == 1 and buf.communicator.backend == "in_process"
         buf.destroy()
+
+
+def test_released_handles_are_pooled_and_start_empty():
+    """A fresh dispatch reuses the native handle of a released EPHandle (no device allocation per dispatch); the
+    new EPHandle is empty until its dispatch succeeds, whatever the pooled native held."""
+    buf = buffer()
+    buf._impl = object()  # pooling is on only while the buffer has a runtime
+    first = symmoe.EPHandle(buf)
+    native = first.native
+    first._filled = True
+    del first
+    second = symmoe.EPHandle(buf)
+    assert second.native is native and not second.is_filled
+    with pytest.raises(RuntimeError, match="handle is empty"):
+        second.recv_src_metadata
+    others = [symmoe.EPHandle(buf) for _ in range(2 * buf._HANDLE_POOL_SIZE)]
+    del others
+    assert len(buf._free_native_handles) == buf._HANDLE_POOL_SIZE
+    buf.destroy()  # drops the pool; handles released afterwards are freed, not pooled
+    del second
+    assert buf._free_native_handles == []
+
+
+class FakeImpl:
+    """Stands in for symmoe._C.EpBuffer: records the arguments of each call and returns fixed output addresses."""
+
+    def __init__(self, num_rows, capacity):
+        self.num_rows, self.capacity, self.calls = num_rows, capacity, []
+
+    def dispatch_one(self, *args):
+        self.calls.append(("dispatch",) + args)
+        return 0x1000, 0x2000, 0x3000, 0x4000, self.num_rows, self.capacity
+
+    def combine_one(self, *args):
+        self.calls.append(("combine",) + args)
+        return 0x5000, (0x6000 if args[1] else 0)
+
+
+@pytest.mark.parametrize("cpu_sync", [True, False])
+def test_outputs_view_the_runtime_addresses_with_the_right_shapes(cpu_sync):
+    buf = buffer(fp8=True)
+    buf._impl = FakeImpl(num_rows=40, capacity=2 * T_MAX)
+    x, sf = FakeCuda((32, H), "uint8"), FakeCuda((32, H // 128), "float32")
+    idx, w = FakeCuda((32, K), "int64"), FakeCuda((32, K), "float32")
+    (recv_x, recv_sf), recv_idx, recv_w, handle, event = buf.dispatch((x, sf), topk_idx=idx, topk_weights=w,
+                                                                     num_sms=8, do_cpu_sync=cpu_sync)
+    call = buf._impl.calls[0]
+    assert call[:6] == ("dispatch", 32, x.ptr, sf.ptr, idx.ptr, w.ptr)
+    assert call[7] is handle.native and call[-2:] == (8, cpu_sync)
+    rows = 40 if cpu_sync else 2 * T_MAX
+    assert (recv_x.data_ptr, recv_x.shape, recv_x.dtype) == (0x1000, (rows, H), "uint8")
+    assert (recv_sf.data_ptr, recv_sf.shape, recv_sf.dtype) == (0x2000, (rows, H // 128), "float32")
+    assert (recv_idx.data_ptr, recv_idx.shape, recv_w.shape) == (0x3000, (rows, K), (rows, K))
+    assert handle.is_filled and handle.row_capacity == 2 * T_MAX and event.event is None
+    y = FakeCuda((rows, H), "bfloat16")
+    combined_x, combined_w, _ = buf.combine(y, handle=handle, topk_weights=FakeCuda((rows, K), "float32"))
+    assert buf._impl.calls[1][1] == y.ptr and buf._impl.calls[1][6] is handle.native
+    assert (combined_x.data_ptr, combined_x.shape) == (0x5000, (handle.num_tokens, H))
+    assert (combined_w.data_ptr, combined_w.shape) == (0x6000, (handle.num_tokens, K))

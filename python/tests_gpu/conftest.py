@@ -1,7 +1,10 @@
-"""GPU tests of the Python package (NOT run by CI; NOT YET RUN ON A GPU as of 2026-11-29).
-Run on the GPU machine after building the package there (README, "Python"):
-    PYTHONPATH=<build>/python python3 -m pytest -q python/tests_gpu
-    torchrun --nproc-per-node 2 python/tests_gpu/ep_torchrun_check.py      # two processes, two GPUs
+"""GPU tests of the Python package (NOT run by CI). All of them, on 2+ GPUs, in one command (README, "Python"):
+    bash python/tests_gpu/run_device.sh .dev/pygpu/symmoe .dev/pygpu/include
+or one by one after `pip install --no-build-isolation .`:
+    python3 -m pytest -q python/tests_gpu                                               # one GPU
+    torchrun --nproc-per-node 2 python/tests_gpu/ep_torchrun_check.py --dtypes bf16,fp8  # two processes, two GPUs
+    torchrun --nproc-per-node 2 python/tests_gpu/ep_graph_timing.py                      # graph capture + timing
+Last run: nvidia-h200-x2, 2026-11-29, all passed.
 """
 import pytest
 

@@ -1,6 +1,5 @@
 """ElasticBuffer on one GPU (one in-process rank, all experts local) against the golden model, bitwise.
-NOT YET RUN ON A GPU (written 2026-11-29 without device time)."""
-import numpy as np
+Ran on nvidia-h200-x2, 2026-11-29: all passed."""
 import pytest
 import torch
 
