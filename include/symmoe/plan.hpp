@@ -151,20 +151,41 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // ---------------------------------------------------------------------------------------------------------------
 // Fused MoE layer (MegaMoE).
 // ---------------------------------------------------------------------------------------------------------------
+// The fused kernels that exist (src/kernels/mega/mega_kernel.cu instantiates exactly these): the GEMM core's
+// 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and L2 alike
+// (one stage ring, one tile shape). Shared memory = the GEMM core's (gemm_smem_bytes) + mega_extra_smem_bytes.
+struct MegaKernelShape {
+  int block_m, block_n, num_stages;
+};
+inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}};
+inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
+static_assert(kNumMegaKernels == layout::kMegaNumBlockMCandidates &&
+                  kMegaKernels[0].block_m == layout::kMegaBlockMCandidates[0] &&
+                  kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1],
+              "the fused kernels' BLOCK_M values must be layout::kMegaBlockMCandidates");
+// Beyond the GEMM core: per (source rank, local expert) received counts (E int32) and per local expert the pool
+// segment start (El + 1) and valid rows (El), read by the scheduler and the dispatch warps.
+constexpr int mega_extra_smem_bytes(int num_experts, int num_local_experts) {
+  return (num_experts + 2 * num_local_experts + 1) * 4 / 16 * 16 + 16;
+}
+constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts) {
+  return gemm_smem_bytes(block_m, block_n, num_stages) + mega_extra_smem_bytes(num_experts, num_local_experts);
+}
+
 struct MegaPlan {
   MoeShape shape;
   int num_sms = 0;
   double expected_tokens_per_expert = 0;
-  // Tiles: BLOCK_M from layout::kMegaBlockMCandidates; L1 BLOCK_N 256 (128 intermediate channels of gate/up, so
-  // the L1 output scale is per 128); L2 BLOCK_N 256 (128 when H is not a multiple of 256).
-  bool swap_ab = false;
+  // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale
+  // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
+  bool swap_ab = false;  // no swap-A/B kernel is compiled: always false
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
   int l1_blocks_per_expert = 0;  // expected m-blocks x L1 n-blocks (no imbalance)
   int num_experts_per_wave = 0, num_waves = 0;
-  // Warp roles per CTA (one persistent CTA per SM): warpgroup 0 = 1 TMA producer warp + dispatch warps (pull,
-  // counts, cleanup); warpgroups 1..2 = math (WGMMA, L1 SwiGLU/FP8 epilogue, L2 epilogue + NVLink write-back,
-  // and the final combine reduction).
+  // Warp roles per CTA (one persistent CTA per SM), as the GEMM core: warpgroups 0..1 = math (WGMMA, L1
+  // SwiGLU/FP8 epilogue, L2 epilogue + NVLink write-back); warpgroup 2 = 1 TMA producer warp + dispatch warps
+  // (pull). Every warp joins the counting and the final combine.
   int num_producer_warps = 1, num_dispatch_warps = 3, num_math_warpgroups = 2;
   int num_threads = 0;
   int data_registers = 40, math_registers = 232, math_registers_needed = 0;

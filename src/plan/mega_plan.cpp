@@ -44,28 +44,25 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
   // Plan for the largest batch the buffers admit: T_max tokens on every rank.
   p.expected_tokens_per_expert = expected_tokens_per_expert(shape, shape.num_max_tokens_per_rank);
 
-  // ---- BLOCK_M (the one place the overrides apply) ----
+  // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels ----
   p.block_m = detail::pick_block_m(p.expected_tokens_per_expert, layout::kMegaBlockMCandidates,
                                    layout::kMegaNumBlockMCandidates);
   if (overrides.block_m) {
     SYMMOE_CHECK(detail::contains(layout::kMegaBlockMCandidates, layout::kMegaNumBlockMCandidates, overrides.block_m),
-                 "plan", "SYMMOE_BLOCK_M must be one of 16, 32, 64 for MegaMoE, got ", overrides.block_m);
+                 "plan", "SYMMOE_BLOCK_M must be one of 64, 128 for MegaMoE (the compiled fused kernels), got ",
+                 overrides.block_m);
     p.block_m = overrides.block_m;
   }
-  p.swap_ab = detail::block_m_is_swap_ab(p.block_m);
+  p.swap_ab = false;
 
-  // ---- tiles per math warpgroup ----
-  // L2 BLOCK_N 256 like L1, so both phases have one tile shape and one stage size (128 when H is not a multiple of
-  // 256). Tokens on M (BLOCK_M 64): the warpgroups split the 256 columns, 64 x 128 each (64 intermediate
-  // channels each), so the L1 amax over the tile's 128 channels crosses the two warpgroups through shared memory.
-  // Swap-A/B: the warpgroups split the weight rows (128 x BLOCK_M each); interleaving gate/up in groups of 8 puts
-  // gate row i and up row i+8 in the same thread of a WGMMA fragment, so SwiGLU needs no shuffle.
+  // ---- tiles per math warpgroup (the GEMM core's, src/kernels/gemm/math.cuh) ----
+  // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. 64 x 256: the warpgroups split
+  // the 256 columns (64 x 128 each; the L1 amax over the tile's 128 channels crosses them through shared memory).
+  // 128 x 256: they split the rows (64 x 256 each, two 128-column halves sharing one partial accumulator).
   p.l1_block_n = 256;
-  p.l2_block_n = shape.hidden % 256 == 0 ? 256 : 128;
-  const detail::WarpgroupTile l1_tile = detail::warpgroup_tile(p.block_m, p.l1_block_n);
-  const detail::WarpgroupTile l2_tile = detail::warpgroup_tile(p.block_m, p.l2_block_n);
-  p.l1_wg_tile_m = l1_tile.m, p.l1_wg_tile_n = l1_tile.n;
-  p.l2_wg_tile_m = l2_tile.m, p.l2_wg_tile_n = l2_tile.n;
+  p.l2_block_n = 256;
+  p.l1_wg_tile_m = p.l2_wg_tile_m = hopper::kWgmmaM;
+  p.l1_wg_tile_n = p.l2_wg_tile_n = p.block_m == hopper::kWgmmaM ? 128 : 256;
 
   // ---- waves ----
   const int num_local_experts = shape.num_local_experts();
@@ -83,7 +80,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
   // ---- warp roles and registers ----
   // setmaxnreg works per warpgroup, so roles come in warpgroups. Blackwell (seed 000 4.1) runs dispatch (48 regs),
   // MMA issue (40) and epilogue (208) warps because the accumulators live in TMEM. On Hopper the accumulators live
-  // in the math warps' registers, so the math warpgroups also run the epilogues and get ~232; the producer warp
+  // in the math warps' registers, so the math warpgroups also run the epilogues and get 232; the producer warp
   // and the dispatch warps share one 40-register warpgroup: 128 x 40 + 2 x 128 x 232 = 64512.
   p.num_producer_warps = 1, p.num_dispatch_warps = 3, p.num_math_warpgroups = 2;
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
@@ -92,27 +89,28 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
                                      math_registers_estimate(p.l2_wg_tile_m, p.l2_wg_tile_n));
 
-  // ---- shared memory (seed 000 get_pipeline_config: stages = (total - fixed) / per_stage) ----
-  // L1 and L2 share one stage ring, sized for the larger of the two.
-  p.smem_per_stage =
-      std::max(detail::stage_smem_bytes(p.block_m, p.l1_block_n), detail::stage_smem_bytes(p.block_m, p.l2_block_n));
-  // Fixed: one pull buffer per dispatch warp (a token row + its scales, one bulk copy from the peer; NVLink reads
-  // cannot go global -> global), per-expert counters of the local count, the epilogue staging shared by L1 (FP8
-  // tile + scales + amax exchange) and L2 (bf16 tile before the NVLink write-back), barriers and the
-  // 1024-byte alignment slack of swizzled tiles.
-  const layout::MegaLayout sizing(p.dims());
-  const int pull_buffers = p.num_dispatch_warps * align_up<int>(shape.hidden + sizing.x_scales_stride(), 128);
-  const int expert_counters = align_up(shape.num_experts * 4, 16);
-  const int epilogue = std::max(detail::epilogue_smem_bytes(GemmEpilogue::kSwigluFp8, p.block_m, p.l1_block_n),
-                                detail::epilogue_smem_bytes(GemmEpilogue::kBf16, p.block_m, p.l2_block_n));
-  const int dispatch_barriers = p.num_dispatch_warps * 8;
-  p.smem_fixed = detail::kSmemAlignSlack + detail::kSmemFixedBarriers + pull_buffers + expert_counters + epilogue +
-                 dispatch_barriers;
+  // ---- shared memory: the compiled kernel's stage count ----
+  // The fused kernel reuses the GEMM core's shared-memory layout (stage ring, epilogue staging, amax exchange)
+  // and adds the per-expert counts (mega_extra_smem_bytes); its stage count is fixed by the instantiation.
+  const MegaKernelShape* kernel = nullptr;
+  for (const MegaKernelShape& k : kMegaKernels)
+    if (k.block_m == p.block_m) kernel = &k;
+  SYMMOE_CHECK(kernel != nullptr, "plan", "no compiled fused kernel with BLOCK_M ", p.block_m);
+  p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n);
+  p.smem_fixed = gemm_fixed_smem_bytes() + mega_extra_smem_bytes(shape.num_experts, num_local_experts);
   const int forced = detail::forced_stages(overrides);
-  p.num_stages = forced ? forced : detail::stages_that_fit(p.smem_fixed, p.smem_per_stage);
+  if (forced) {
+    const int smem = p.smem_fixed + forced * p.smem_per_stage;
+    SYMMOE_CHECK(smem <= hopper::kMaxSmemPerBlock, "plan", "SYMMOE_NUM_STAGES=", forced, " needs shared memory ",
+                 smem, " B > ", hopper::kMaxSmemPerBlock);
+    SYMMOE_CHECK(forced == kernel->num_stages, "plan", "SYMMOE_NUM_STAGES=", forced,
+                 " matches no compiled fused kernel (BLOCK_M ", p.block_m, " has ", kernel->num_stages, " stages)");
+  }
+  p.num_stages = kernel->num_stages;
   p.smem_bytes = p.smem_fixed + p.num_stages * p.smem_per_stage;
 
   // ---- workspace ----
+  const layout::MegaLayout sizing(p.dims());
   p.pool_rows = sizing.num_pool_rows();
   p.workspace_bytes = sizing.num_bytes();
   p.validate();
@@ -122,21 +120,15 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
 void MegaPlan::validate() const {
   const auto where = [&] { return " in MegaMoE plan [" + to_string() + "]"; };
   shape.validate();
-  SYMMOE_CHECK(detail::contains(layout::kMegaBlockMCandidates, layout::kMegaNumBlockMCandidates, block_m) &&
-                   swap_ab == detail::block_m_is_swap_ab(block_m),
-               "plan", "block_m must be 16/32 (swap-A/B) or 64, got ", block_m, where());
-  SYMMOE_CHECK(l1_block_n == 256 && (l2_block_n == 256 || l2_block_n == 128) && block_k == hopper::kBlockK, "plan",
-               "L1 BLOCK_N must be 256, L2 BLOCK_N 256 or 128 and BLOCK_K 128", where());
-  SYMMOE_CHECK((2 * shape.intermediate) % l1_block_n == 0 && shape.hidden % l2_block_n == 0, "plan",
-               "tiles must divide 2I and H", where());
-  const detail::WarpgroupTile l1_tile = detail::warpgroup_tile(block_m, l1_block_n);
-  const detail::WarpgroupTile l2_tile = detail::warpgroup_tile(block_m, l2_block_n);
-  SYMMOE_CHECK(l1_wg_tile_m == l1_tile.m && l1_wg_tile_n == l1_tile.n && l2_wg_tile_m == l2_tile.m &&
-                   l2_wg_tile_n == l2_tile.n && detail::warpgroup_tile_ok(l1_tile, block_m, l1_block_n) &&
-                   detail::warpgroup_tile_ok(l2_tile, block_m, l2_block_n),
-               "plan",
-               "warpgroup tiles must be WGMMA shapes that cover the block with <= ", detail::kMaxWarpgroupAccumulators,
-               " accumulators per thread", where());
+  SYMMOE_CHECK(l1_block_n == 256 && l2_block_n == 256 && block_k == hopper::kBlockK, "plan",
+               "L1 and L2 BLOCK_N must be 256 and BLOCK_K 128", where());
+  SYMMOE_CHECK((2 * shape.intermediate) % l1_block_n == 0 && shape.hidden % 128 == 0, "plan",
+               "tiles must divide 2I, H must be a multiple of 128", where());
+  const int wg_n = block_m == hopper::kWgmmaM ? 128 : 256;
+  SYMMOE_CHECK(l1_wg_tile_m == hopper::kWgmmaM && l2_wg_tile_m == hopper::kWgmmaM && l1_wg_tile_n == wg_n &&
+                   l2_wg_tile_n == wg_n,
+               "plan", "warpgroup tiles must be the GEMM core's: 64 x 128 (BLOCK_M 64) or 64 x 256 (BLOCK_M 128)",
+               where());
   const int num_local_experts = shape.num_local_experts();
   SYMMOE_CHECK(num_experts_per_wave >= 1 && num_local_experts % num_experts_per_wave == 0 &&
                    num_waves * num_experts_per_wave == num_local_experts,
@@ -154,8 +146,16 @@ void MegaPlan::validate() const {
   SYMMOE_CHECK(math_registers_needed <= math_registers, "plan", "math tiles need ~", math_registers_needed,
                " registers per thread, only ", math_registers, where());
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock, "plan",
+  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
+                   smem_bytes == mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts,
+                                                 shape.num_local_experts()),
+               "plan",
                "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
+  bool compiled = false;
+  for (const MegaKernelShape& k : kMegaKernels)
+    compiled = compiled || (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages);
+  SYMMOE_CHECK(compiled && !swap_ab, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages,
+               " stages (swap_ab=", swap_ab, ") is not a compiled fused kernel", where());
   SYMMOE_CHECK(pool_rows == layout::mega_pool_rows(dims()) && pool_rows % block_m == 0, "plan",
                "pool rows must follow the layout formula and hold whole blocks", where());
 }

@@ -292,13 +292,14 @@ TEST(Layout, CandidateConstantsAgree) {
   EXPECT_EQ(hi, layout::kMegaMaxBlockM);
 }
 
-// Seed 000 7.1's formula on V3, 8 ranks, 4096 tokens: 8*4096*8 pairs + 32 experts * 63 rows of padding.
+// Seed 000 7.1's formula on V3, 8 ranks, 4096 tokens: 8*4096*8 pairs + 32 experts * 127 rows of padding (BLOCK_M
+// up to 128, pool rounded to the candidates' LCM 128).
 TEST(Layout, PoolFormulaExample) {
   const MoeShape s = named_shape("v3", 8, 4096);
-  EXPECT_EQ(layout::mega_pool_rows(mega_dims(s)), (8ull * 4096 * 8 + 32 * 63 + 63) / 64 * 64);
+  EXPECT_EQ(layout::mega_pool_rows(mega_dims(s)), (8ull * 4096 * 8 + 32 * 127 + 127) / 128 * 128);
   // min(K, El) copies: 64 ranks leave 4 local experts, fewer than K = 8.
   const MoeShape s64 = named_shape("v3", 64, 16);
-  EXPECT_EQ(layout::mega_pool_rows(mega_dims(s64)), (64ull * 16 * 4 + 4 * 63 + 63) / 64 * 64);
+  EXPECT_EQ(layout::mega_pool_rows(mega_dims(s64)), (64ull * 16 * 4 + 4 * 127 + 127) / 128 * 128);
 }
 
 }  // namespace

@@ -119,15 +119,17 @@ TEST(Plan, GroupedGemmSweep) {
 }
 
 TEST(Plan, BlockMLadder) {
-  // Decode uses small swap-A/B tiles, large batches 128-row tiles; BLOCK_M never shrinks as tokens grow.
+  // The fused kernel uses the compiled GEMM cores (plan::kMegaKernels; no swap-A/B kernel yet): decode 64-row
+  // tiles, large batches 128-row tiles; BLOCK_M never shrinks as tokens grow.
   const plan::MegaPlan decode = plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides);
-  EXPECT_TRUE(decode.swap_ab);
-  EXPECT_EQ(decode.block_m, 16);
+  EXPECT_FALSE(decode.swap_ab);
+  EXPECT_EQ(decode.block_m, 64);
+  EXPECT_EQ(decode.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
   const plan::MegaPlan prefill = plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides);
   EXPECT_FALSE(prefill.swap_ab);
-  EXPECT_EQ(prefill.block_m, 64);
+  EXPECT_EQ(prefill.block_m, 128);
   EXPECT_EQ(prefill.l1_wg_tile_m, 64);
-  EXPECT_EQ(prefill.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
+  EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
   // The grouped GEMM goes to 128 x 256 tiles for large batches, bf16 and SwiGLU alike (the kernels compiled:
   // plan::kGemmKernels); 64-row tiles when an expert holds <= 32 tokens (x2 imbalance <= 64). Clusters only pinned.
   for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
@@ -156,10 +158,13 @@ TEST(Plan, BlockMLadder) {
   pins.cluster_size = 3;
   expect_error([&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
                "cluster_size");
-  // T * R * K / E = 32 * 8 * 8 / 256 = 8 tokens per expert, x2 = 16 -> BLOCK_M 16; 64 tokens -> 32 (x2 = 32).
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 16);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 64), 132, kNoOverrides).block_m, 32);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 65), 132, kNoOverrides).block_m, 64);
+  // T * R * K / E = 128 * 8 * 8 / 256 = 32 tokens per expert, x2 = 64 -> BLOCK_M 64; 129 tokens -> 128.
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 128), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 129), 132, kNoOverrides).block_m, 128);
+  for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
+    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32),
+              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages) + plan::mega_extra_smem_bytes(256, 32));
   for (const auto& name : test::sweep_shape_names())
     for (const int r : test::sweep_ranks(name)) {
       int prev = 0;
@@ -216,7 +221,7 @@ TEST(Plan, ValidateCatchesBrokenPlans) {
   p.num_stages = 1, p.smem_bytes = p.smem_fixed + p.smem_per_stage;
   expect_error([&] { p.validate(); }, "stages");
   p = good;
-  p.l1_wg_tile_n = 256;
+  p.l1_wg_tile_n = good.l1_wg_tile_n == 256 ? 128 : 256;
   expect_error([&] { p.validate(); }, "warpgroup tiles");
   p = good;
   p.math_registers = 248;
@@ -235,17 +240,19 @@ TEST(Plan, ValidateCatchesBrokenPlans) {
 TEST(Plan, OverridesApplyAndAreChecked) {
   const MoeShape v3 = named_shape("v3", 8, 4096);
   plan::PlanOverrides o;
-  o.block_m = 32;
+  o.block_m = 64;
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
-  EXPECT_EQ(m.block_m, 32);
-  EXPECT_TRUE(m.swap_ab);
-  // No swap-A/B grouped-GEMM kernel is compiled: 32 names no kernel.
+  EXPECT_EQ(m.block_m, 64);
+  EXPECT_FALSE(m.swap_ab);
+  // No swap-A/B kernel is compiled (grouped GEMM or fused): 32 names no kernel.
+  o.block_m = 32;
   expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
                "SYMMOE_BLOCK_M");
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
   o.block_m = 48;
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
-  o.block_m = 128;  // legal for the grouped GEMM (bf16 and SwiGLU), not for MegaMoE
-  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
+  o.block_m = 128;  // legal for the grouped GEMM (bf16 and SwiGLU) and for MegaMoE
+  EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).block_m, 128);
   EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o).block_m, 128);
   EXPECT_EQ(plan::plan_grouped_gemm(1, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o).block_m, 128);
   o = {};
@@ -256,8 +263,10 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   o = {};
   o.num_stages = 20;
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "shared memory");
-  o.num_stages = 2;
-  EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).num_stages, 2);
+  o.num_stages = 2;  // fits, but the fused kernels are compiled with 5 (BLOCK_M 64) and 4 (BLOCK_M 128) stages
+  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_NUM_STAGES");
+  o.num_stages = 4;
+  EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).num_stages, 4);
   o.num_stages = 1 << 30;
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_NUM_STAGES");
   expect_error([&] { plan::plan_grouped_gemm(8, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
@@ -270,14 +279,14 @@ TEST(Plan, OverridesApplyAndAreChecked) {
 }
 
 TEST(Plan, OverridesComeFromEnvironment) {
-  ::setenv("SYMMOE_BLOCK_M", "32", 1);
+  ::setenv("SYMMOE_BLOCK_M", "64", 1);
   ::setenv("SYMMOE_EP_SMS", "12", 1);
   const plan::PlanOverrides o = plan::PlanOverrides::from_env();
-  EXPECT_EQ(o.block_m, 32);
+  EXPECT_EQ(o.block_m, 64);
   EXPECT_EQ(o.ep_sms, 12);
   EXPECT_EQ(o.num_stages, 0);
-  EXPECT_NE(o.to_string().find("SYMMOE_BLOCK_M=32"), std::string::npos);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132).block_m, 32);  // default argument reads the env
+  EXPECT_NE(o.to_string().find("SYMMOE_BLOCK_M=64"), std::string::npos);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132).block_m, 64);  // the planner alone picks 128  // default argument reads the env
   ::setenv("SYMMOE_BLOCK_M", "abc", 1);
   expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M");
   ::setenv("SYMMOE_BLOCK_M", "-16", 1);

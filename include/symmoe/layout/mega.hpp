@@ -32,15 +32,15 @@
 
 namespace symmoe::layout {
 
-// BLOCK_M candidates of the fused kernel (tokens per tile). 16/32 run swap-A/B (tokens on WGMMA N); 64 runs the
-// tokens on WGMMA M with the two math warpgroups splitting the 256 columns of a tile (64 x 128 each). 128 token rows
-// would need 64 x 256 fp32 per warpgroup for the 256-column L1 tile: more registers than a math warpgroup has next
-// to its partial accumulator. The planner picks one (include/symmoe/plan.hpp).
-constexpr int kMegaNumBlockMCandidates = 3;
-constexpr int kMegaBlockMCandidates[kMegaNumBlockMCandidates] = {16, 32, 64};  // host only (planner, tests)
-constexpr int kMegaMinBlockM = 16;
-constexpr int kMegaMaxBlockM = 64;
-constexpr int kMegaBlockMLcm = 64;  // LCM of the candidates
+// BLOCK_M candidates of the fused kernel (tokens per tile): the token-row counts of the compiled GEMM cores it
+// reuses (plan::kMegaKernels, a subset of plan::kGemmKernels' shapes): 64 x 256 (the two math warpgroups split the
+// 256 columns, 64 x 128 each) and 128 x 256 (they split the rows; each runs two 128-column halves sharing one
+// partial accumulator). No swap-A/B kernel exists yet, so 16/32 are not candidates. The planner picks one.
+constexpr int kMegaNumBlockMCandidates = 2;
+constexpr int kMegaBlockMCandidates[kMegaNumBlockMCandidates] = {64, 128};  // host only (planner, tests)
+constexpr int kMegaMinBlockM = 64;
+constexpr int kMegaMaxBlockM = 128;
+constexpr int kMegaBlockMLcm = 128;  // LCM of the candidates
 // The L2 arrival mask has one bit per 128 intermediate channels in a 64-bit word.
 constexpr int kMegaMaxIntermediate = 64 * 128;
 

@@ -29,6 +29,8 @@ enum class WaitSite : uint32_t {
   kFlag = 3,          // point-to-point flag (ping-pong, notify)
   kBulkCopy = 4,      // mbarrier completion of a bulk copy from peer memory
   kPackedCounter = 5, // 64-bit (arrivals << 32 | count) counter
+  kMegaL1Arrival = 6, // fused MoE: rows of an L1 pool block pulled (dispatch warps -> L1 TMA producer)
+  kMegaL2Mask = 7,    // fused MoE: L1 n-blocks of a pool block written (L1 epilogue -> L2 TMA producer)
   kTest = 100,        // planted waits in tests
 };
 
@@ -39,6 +41,8 @@ SYMMOE_HD constexpr const char* wait_site_name(uint32_t site) {
     case uint32_t(WaitSite::kFlag): return "flag";
     case uint32_t(WaitSite::kBulkCopy): return "bulk_copy";
     case uint32_t(WaitSite::kPackedCounter): return "packed_counter";
+    case uint32_t(WaitSite::kMegaL1Arrival): return "mega_l1_arrival";
+    case uint32_t(WaitSite::kMegaL2Mask): return "mega_l2_mask";
     case uint32_t(WaitSite::kTest): return "test";
     default: return "unknown";
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ptx {
 
@@ -36,9 +37,7 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const CUte
       : "memory");
 }
 
-// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA/WGMMA) accesses.
-__device__ __forceinline__ void fence_proxy_async_shared_cta() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
+// fence_proxy_async_shared_cta (generic shared-memory writes before async-proxy reads) lives in ptx/sync.cuh with
+// the other fences: one definition, so kernels can include both headers.
 
 }  // namespace symmoe::ptx

@@ -1,0 +1,88 @@
+// The fused MoE layer (MegaMoE, seed 000; DESIGN.md 4.3): one persistent kernel per rank and call that pulls
+// tokens (dispatch), runs the L1 GEMM + SwiGLU + top-k weight + FP8 re-quantisation, the L2 GEMM, writes the L2
+// rows back to the tokens' ranks and combines them.
+// STATUS: written 2026-11-29, not yet run on a GPU. The composed path (include/symmoe/moe.hpp) is the verified one;
+// `symmoe run` / `bench moe` do not use this layer yet.
+//
+// Contract:
+// - Construction is collective (all ranks of the Communicator, same shape and options): plans the kernel per local
+//   rank (plan::plan_mega_moe with the rank's SM share), allocates the symmetric workspace (layout::MegaLayout,
+//   zero-filled: every counter starts at 0 and every call leaves it at 0) and builds the TMA descriptors. forward()
+//   allocates nothing and is CUDA-graph capturable.
+// - Weights: as ComposedMoe (MoeRankWeights per local rank, L1 ALREADY TRANSFORMED); not owned, must outlive the
+//   layer.
+// - Inputs live in the symmetric workspace (peers pull from there). Either fill them in place through input(i)
+//   (x e4m3 [T, H] rows H apart; x_scales fp32 rows x_scales_stride floats apart; topk_idx int64 [T, K];
+//   topk_weights fp32 [T, K]) and pass those pointers in MoeForwardArgs, or pass your own device arrays (as for
+//   ComposedMoe) and forward() copies them in on the rank's stream first.
+// - forward(args): collective; one MoeForwardArgs per local rank (Communicator::local_ranks() order). y: bf16
+//   [T, H]; null: the layer's own buffer (valid until the next forward). Returns the y pointers. Activation clamp
+//   and per-expert received counts come from MegaMoeOptions.
+// - Semantics: y[t] = bf16(sum_{k routed, ascending} bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), zeros for
+//   an all-masked token: the composed path's function, bitwise (same GEMM core, epilogues and combine order; see
+//   tests/gpu/test_mega.cu).
+// - Errors: host checks throw symmoe::Error before anything is launched; a timed-out device wait (a stalled peer:
+//   site "barrier"; a local protocol bug: "mega_l1_arrival" / "mega_l2_mask" / "grid_sync") is raised by
+//   synchronize() as PeerTimeout. After one, the workspace's sync state is stale: destroy the layer.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "symmoe/moe.hpp"
+#include "symmoe/moe_weights.hpp"
+#include "symmoe/plan.hpp"
+#include "symmoe/runtime.hpp"
+#include "symmoe/shape.hpp"
+
+namespace symmoe {
+
+struct MegaMoeOptions {
+  float clamp = 0.f;             // SwiGLU clamp (<= 0: off)
+  int num_sms = 0;               // persistent CTAs per rank (0: the rank's SM share, placement().num_sms)
+  bool count_received = false;   // received_counts() valid after each forward
+  // Tests only: this rank's kernel is not launched, so its peers' waits time out naming it (a planted stall).
+  int skip_rank_for_test = -1;
+};
+
+// Where a rank's inputs live in the workspace (device pointers, rank's device).
+struct MegaInputView {
+  uint8_t* x = nullptr;          // e4m3 [T_max, H]
+  float* x_scales = nullptr;     // fp32 [T_max, x_scales_stride] (first H/128 floats of each row used)
+  int x_scales_stride = 0;       // floats between rows
+  int64_t* topk_idx = nullptr;   // [T_max, K]
+  float* topk_weights = nullptr; // [T_max, K]
+};
+
+class MegaMoe {
+ public:
+  MegaMoe(Communicator& comm, const MoeShape& shape, const std::vector<MoeRankWeights>& weights,
+          const MegaMoeOptions& options = {});
+  ~MegaMoe();
+  MegaMoe(const MegaMoe&) = delete;
+  MegaMoe& operator=(const MegaMoe&) = delete;
+
+  const MoeShape& shape() const { return shape_; }
+  const MegaMoeOptions& options() const { return options_; }
+  const plan::MegaPlan& plan(size_t local_index = 0) const;  // printable: plan(i).to_string()
+  MegaInputView input(size_t local_index) const;
+
+  std::vector<const uint16_t*> forward(const std::vector<MoeForwardArgs>& args);
+  void synchronize();  // waits for every local rank; raises peer timeouts
+
+  // [El] int32 on the rank's device: (token, expert) pairs received per local expert by the last forward
+  // (options.count_received); nullptr otherwise.
+  const int32_t* received_counts(size_t local_index) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  MoeShape shape_;
+  MegaMoeOptions options_;
+};
+
+}  // namespace symmoe

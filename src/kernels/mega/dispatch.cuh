@@ -1,0 +1,117 @@
+// Dispatch role of the fused kernel (seed 000 section 4.2, pull dispatch), in three steps:
+//  1. count_and_publish (every thread of every CTA, before the first rank barrier): for each routed (token, lane)
+//     of this rank, one system-scope atomic on the OWNING rank's counter expert_recv_count[src = this rank][local
+//     expert] takes a slot, and the entry token * K + lane is written into that rank's list src_token_topk[local
+//     expert][src][slot]. No intra-rank pre-reduction (seed 000 does one; see NOTES).
+//  2. load_expert_counts (every CTA, after the barrier): per local expert its pool segment (start aligned to
+//     BLOCK_M, valid rows) and per (expert, source rank) its chunk of the segment, in shared memory — the
+//     scheduler's and the pull's one truth.
+//  3. pull_rows (the dispatch warps of every CTA, concurrently with the GEMM roles): pool row r of expert e holds,
+//     in (source rank, slot) order, the token of the list entry; a warp copies the FP8 row (16 B per lane), its
+//     per-128 scales (MN-major), its top-k weight and its source, then releases one arrival on the pool block's
+//     l1_arrival_count (gpu scope) for the L1 TMA producer.
+// NOTES: the slot order depends on atomic arrival order, so a pool row's position varies between calls; results do
+// not (every row is computed independently, and combine sums in top-k lane order). Cost: one NVLink atomic per
+// routed pair (~K per token); the seed's per-CTA pre-reduction would save most of them: a later optimisation.
+// NOTES: routing errors: ids outside [0, E) count as masked here and in the combine (the host does not check
+// device data); a duplicated expert within one token is harmless unless a list overflows T_max entries, which
+// load_expert_counts clamps (and the pool is clamped to its rows), so bad input can give wrong rows, never
+// out-of-bounds writes.
+// Written 2026-11-29, not yet run on a GPU.
+#pragma once
+
+#include "kernels/comm/packed_counter.cuh"
+#include "kernels/mega/params.hpp"
+#include "kernels/mega/scheduler.cuh"
+#include "kernels/ptx/sync.cuh"
+
+namespace symmoe::mega::kernel {
+
+__device__ __forceinline__ void count_and_publish(const MegaParams& p, int thread, int num_threads) {
+  const layout::MegaDims& d = p.ws.dims();
+  const int K = d.num_topk, El = d.num_local_experts();
+  for (int i = thread; i < p.num_tokens * K; i += num_threads) {
+    const int t = i / K, k = i % K;
+    const int64_t e = p.ws.get_topk_idx(t)[k];
+    if (e < 0 || e >= d.num_experts) continue;
+    const uint32_t dst = uint32_t(e / El);
+    const int local_expert = int(e % El);
+    uint64_t* counter = p.sym.map(p.ws.get_expert_recv_count(int(p.sym.rank), local_expert), dst);
+    const uint32_t slot = comm::packed_count(ptx::atom_add_acq_rel_sys(counter, 1));
+    if (slot < uint32_t(d.num_max_tokens_per_rank))
+      *p.sym.map(p.ws.get_src_token_topk(local_expert, int(p.sym.rank), int(slot)), dst) = i;  // i = t * K + k
+  }
+}
+
+// Every thread of the CTA; `ok` false (a failed barrier): every count reads 0, so the CTA computes nothing.
+template <int BLOCK_M>
+__device__ __forceinline__ void load_expert_counts(const MegaParams& p, const ExpertCounts& c, bool ok) {
+  const layout::MegaDims& d = p.ws.dims();
+  const int R = d.num_ranks, El = d.num_local_experts();
+  for (int i = threadIdx.x; i < R * El; i += blockDim.x) {  // i = e * R + s
+    const uint64_t v = *reinterpret_cast<volatile const uint64_t*>(p.ws.get_expert_recv_count(i % R, i / R));
+    c.chunk_start[i] = ok ? min(int(comm::packed_count(v)), d.num_max_tokens_per_rank) : 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // counts -> chunk starts in place, segments aligned to BLOCK_M
+    const int pool_rows = int(p.ws.num_pool_rows());
+    int row = 0;
+    for (int e = 0; e < El; ++e) {
+      int n = 0;
+      for (int s = 0; s < R; ++s) {
+        const int count = c.chunk_start[e * R + s];
+        c.chunk_start[e * R + s] = min(row + n, pool_rows);
+        n += count;
+      }
+      n = min(n, pool_rows - row);  // only with invalid routing (see NOTES)
+      c.seg_start[e] = row, c.num_rows[e] = n;
+      row = min(row + (n + BLOCK_M - 1) / BLOCK_M * BLOCK_M, pool_rows);
+    }
+    c.seg_start[El] = row;
+  }
+  __syncthreads();
+}
+
+// One dispatch warp: the pool rows r = warp_idx, warp_idx + num_warps, ... below the last segment's end; padding
+// rows are skipped. A row's (expert, source rank) is a binary search over the chunk starts in shared memory.
+// NOTES: written for the 40 registers of the data warpgroup (setmaxnreg): little state per row, loops not
+// unrolled (nested per-expert/per-source cursors spilled).
+template <int BLOCK_M>
+__device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCounts& c, int warp_idx, int num_warps,
+                                          int lane) {
+  const layout::MegaDims& d = p.ws.dims();
+  const int R = d.num_ranks, El = d.num_local_experts();
+  const int num_chunks = R * El, rows_end = c.seg_start[El];
+#pragma unroll 1
+  for (int r = warp_idx; r < rows_end; r += num_warps) {
+    int lo = 0, hi = num_chunks - 1;  // largest chunk with start <= r
+#pragma unroll 1
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (c.chunk_start[mid] <= r) lo = mid; else hi = mid - 1;
+    }
+    const int e = lo / R, s = lo % R;
+    const int chunk_end = s + 1 < R ? c.chunk_start[lo + 1] : c.seg_start[e] + c.num_rows[e];
+    if (r >= chunk_end) continue;  // padding row of expert e's segment
+    const int entry = *p.ws.get_src_token_topk(e, s, r - c.chunk_start[lo]);
+    const int t = entry / d.num_topk, k = entry % d.num_topk;
+    const uint4* src = reinterpret_cast<const uint4*>(p.sym.map(p.ws.get_x(t), uint32_t(s)));
+    uint4* dst = reinterpret_cast<uint4*>(p.ws.get_l1_pool_x(uint64_t(r)));
+#pragma unroll 1
+    for (int j = lane; j < d.hidden / 16; j += 32) dst[j] = src[j];
+    const float* scales = p.sym.map(p.ws.get_x_scales(t), uint32_t(s));
+#pragma unroll 1
+    for (int j = lane; j < d.hidden / 128; j += 32) *p.ws.get_l1_pool_scale(j, uint64_t(r)) = scales[j];
+    if (lane == 0) {
+      *p.ws.get_l1_pool_weight(uint64_t(r)) = *p.sym.map(p.ws.get_topk_weights(t) + k, uint32_t(s));
+      *p.ws.get_l1_pool_src(uint64_t(r)) = layout::PoolRowSource{s, t, k, 0};
+    }
+    // Generic writes, read by TMA (async proxy) on any SM of this GPU after the acquire on the counter.
+    ptx::fence_proxy_async_global();
+    ptx::fence_acq_rel_gpu();
+    __syncwarp();
+    if (lane == 0) ptx::red_add_release_gpu(p.ws.get_l1_arrival_count(uint64_t(r / BLOCK_M)), 1u);
+  }
+}
+
+}  // namespace symmoe::mega::kernel

@@ -1,0 +1,74 @@
+// Epilogues of the fused kernel, run by the math warpgroups after the GEMM core's mainloop (math.cuh):
+//   L1: the GEMM core's SwiGLU epilogue (epilogue_swiglu.cuh: SwiGLU + top-k weight + FP8/UE8M0 per 128 channels)
+//       into the L2 pool, then signal_l1_tile_done sets the tile's bit in the pool block's l2_arrival_mask.
+//   L2: epilogue_l2_writeback: bf16 rows (as epilogue_bf16.cuh's staged path) stored by bulk copies straight into
+//       the SOURCE rank's combine[token][lane] row (SymBuffer::map), the source read from l1_pool_src.
+// NOTES: signal_l1_tile_done drains the warps' bulk stores before the release (the L2 producer of any SM may read
+// the rows right after): this serialises the L1 stores with the next tile's mainloop, the cost of the simple
+// protocol (a later version can defer the signal by one tile).
+// Written 2026-11-29, not yet run on a GPU.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "kernels/gemm/epilogue_staging.cuh"
+#include "kernels/gemm/math.cuh"
+#include "kernels/mega/params.hpp"
+#include "kernels/mega/scheduler.cuh"
+#include "kernels/ptx/sync.cuh"
+#include "kernels/ptx/wgmma.cuh"
+
+namespace symmoe::mega::kernel {
+
+constexpr int kL1DoneBarrier = 4;  // named barrier of the 256 math threads (0-3: __syncthreads, GEMM core)
+
+// All 256 math threads, after the L1 epilogue of tile t: its e4m3 rows and scales are in the L2 pool.
+__device__ __forceinline__ void signal_l1_tile_done(const MegaParams& p, const MegaTile& t,
+                                                    const gemm::kernel::WarpStaging& staging) {
+  staging.drain();                  // this warp's bulk stores have written the rows
+  ptx::fence_proxy_async_global();  // ... and are ordered with the generic release below
+  ptx::fence_acq_rel_gpu();         // the scales (generic stores) too
+  ptx::named_barrier_sync(kL1DoneBarrier, 256);
+  if (threadIdx.x == 0)
+    ptx::red_add_release_gpu(p.ws.get_l2_arrival_mask(uint64_t(t.pool_block)), 1ull << (t.tile.n_begin / 256));
+}
+
+// The warpgroup's 64 x kWgN fp32 slice -> bf16, per 64-column slab through the warp's staging rows; lane r < 16
+// stores row r of the warp's 16 rows to combine[src_token][src_topk] on rank src_rank (valid rows, columns < H).
+template <int BLOCK_M, int BLOCK_N>
+__device__ __forceinline__ void epilogue_l2_writeback(
+    const MegaParams& p, const gemm::kernel::Tile& tile, const gemm::kernel::WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+    const float (&acc)[gemm::kernel::WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+    const gemm::kernel::WarpStaging& staging) {
+  using Slice = gemm::kernel::WarpgroupSlice<BLOCK_M, BLOCK_N>;
+  const int H = p.ws.dims().hidden;
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const int store_row = slice.row0 + warp * 16 + (lane % 16);
+  const bool store_valid = lane < 16 && store_row < tile.num_rows;
+  uint16_t* dst_row = nullptr;
+  if (store_valid) {
+    const layout::PoolRowSource src = *p.ws.get_l1_pool_src(uint64_t(tile.row_begin + store_row));
+    dst_row = p.sym.map(p.ws.get_combine_row(src.src_token, src.src_topk), uint32_t(src.src_rank));
+  }
+#pragma unroll
+  for (int h = 0; h < Slice::kNumHalves; ++h) {
+    const int col = tile.n_begin + slice.col0 + 128 * h;
+    if (col >= H) continue;  // half past H (partial last n-block); uniform over the warpgroup
+#pragma unroll
+    for (int slab = 0; slab < 2; ++slab) {
+      staging.acquire();
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        uint8_t* row = staging.row(lane / 4 + 8 * r) + 4 * (lane % 4);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const float* v = acc + 64 * h + 4 * (8 * slab + c) + 2 * r;
+          *reinterpret_cast<__nv_bfloat162*>(row + 16 * c) = __floats2bfloat162_rn(v[0], v[1]);
+        }
+      }
+      staging.publish(dst_row ? dst_row + col + 64 * slab : nullptr, 128);
+    }
+  }
+}
+
+}  // namespace symmoe::mega::kernel

@@ -1,0 +1,141 @@
+// The fused MoE kernel (MegaMoE, seed 000) on Hopper: one persistent launch per layer call wires the roles
+//   dispatch.cuh   count + publish (all warps), pull rows into the L1 pool (3 dispatch warps per CTA)
+//   producer.cuh   TMA producer (1 thread), the GEMM core's loads behind a wait on the arrival counter / mask
+//   math.cuh       the GEMM core's WGMMA mainloop (2 math warpgroups, per-128-K promotion), L1 then L2
+//   epilogue.cuh   L1 SwiGLU/FP8 into the L2 pool + mask bit; L2 bf16 rows into the source rank's combine rows
+//   combine.cuh    fp32 sum of each token's rows in ascending lane order, one bf16 rounding (all warps)
+//   scheduler.cuh  waves of experts; L1 then L2 tiles per wave; block counts from device-side counts
+// Stages of one call (every CTA; R ranks; all CTAs co-resident, grid <= the rank's SM share):
+//   count_and_publish -> rank_barrier #1 -> load_expert_counts -> roles (pull || TMA || math+epilogues)
+//   -> grid_sync -> clear the call's counters (recv counts, arrival counters, masks) -> rank_barrier #2 -> combine
+// NOTES: why the counters are safe to clear there: every CTA read the recv counts before its roles; peers write
+// this rank's counters/lists again only in their next call's count stage, after rank_barrier #2 of this call,
+// which this rank reaches only after clearing. Arrival counters and masks are local and every GEMM of the rank is
+// done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
+// rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
+// NOTES: registers: warpgroup 2 (producer + dispatch) runs at 40, the math warpgroups at 232 (the GEMM core's
+// split); both return to 168 (= 65536 / 384 rounded down to 8, the launch bound) for the common stages after.
+// ptxas -v (nvcc 13.0, 2026-11-29): 168 registers at launch; 8-24 B of spill stores remain, in the 40-register
+// data warpgroup (the TMA producer thread; removing the producer removes them, the math roles alone have none).
+// Written 2026-11-29, not yet run on a GPU.
+#pragma once
+
+#include "kernels/comm/barrier.cuh"
+#include "kernels/comm/grid_sync.cuh"
+#include "kernels/gemm/epilogue_swiglu.cuh"
+#include "kernels/gemm/math.cuh"
+#include "kernels/mega/combine.cuh"
+#include "kernels/mega/dispatch.cuh"
+#include "kernels/mega/epilogue.cuh"
+#include "kernels/mega/producer.cuh"
+#include "kernels/mega/scheduler.cuh"
+
+namespace symmoe::mega::kernel {
+
+constexpr int kNumThreads = 384;  // math warpgroups 0-1, data warpgroup 2 (producer warp + 3 dispatch warps)
+constexpr int kMathRegisters = 232, kDataRegisters = 40, kCommonRegisters = 168;
+constexpr int kNumDispatchWarps = 3;
+constexpr int kAmaxExchangeBarrier = 1;  // named barrier of the split-N L1 amax exchange (epilogue_swiglu.cuh)
+
+// Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
+__device__ __forceinline__ void finish_call(const MegaParams& p) {
+  const layout::MegaDims& d = p.ws.dims();
+  const int R = d.num_ranks, El = d.num_local_experts();
+  const layout::SyncArea area = p.ws.get_sync_area();
+  // ---- 3. clear this call's counters, then every rank's rows are in its combine buffer ----
+  comm::grid_sync(area.grid_sync_counter(), p.ctx);
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < R * El; i += kNumThreads) *p.ws.get_expert_recv_count(i / El, i % El) = 0;
+  for (uint64_t b = uint64_t(blockIdx.x) * kNumThreads + threadIdx.x; b < p.ws.num_pool_blocks();
+       b += uint64_t(gridDim.x) * kNumThreads) {
+    *p.ws.get_l1_arrival_count(b) = 0;
+    *p.ws.get_l2_arrival_mask(b) = 0;
+  }
+  comm::rank_barrier(p.sym, area, p.ctx);
+  // ---- 4. combine ----
+  combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
+                 threadIdx.x % 32);
+}
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+__global__ void __launch_bounds__(kNumThreads, 1)
+    mega_moe_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMaps maps) {
+  using namespace gemm::kernel;
+  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
+  extern __shared__ uint8_t smem_raw[];
+  const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
+  const layout::MegaDims& d = p.ws.dims();
+  const int R = d.num_ranks, El = d.num_local_experts();
+  // Counts after the GEMM core's regions (plan::mega_extra_smem_bytes): chunk starts [El][R], segment starts
+  // [El + 1], valid rows [El].
+  int32_t* extra = reinterpret_cast<int32_t*>(smem.base + Layout::kBytes);
+  const ExpertCounts counts{extra, extra + R * El, extra + R * El + El + 1};
+  const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const layout::SyncArea area = p.ws.get_sync_area();
+
+  if (threadIdx.x == 0) {
+    ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
+    ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
+    for (int s = 0; s < kNumStages; ++s) {
+      ptx::mbarrier_init(smem.full(s), 1);
+      ptx::mbarrier_init(smem.empty(s), 2 * 4);  // one arrive per math warp
+    }
+    ptx::fence_mbarrier_init_cluster();
+  }
+  __syncthreads();
+
+  // ---- 1. count + publish, then every rank's lists are complete ----
+  count_and_publish(p, blockIdx.x * kNumThreads + threadIdx.x, gridDim.x * kNumThreads);
+  const bool counted = comm::rank_barrier(p.sym, area, p.ctx);
+  load_expert_counts<BLOCK_M>(p, counts, counted);
+  if (blockIdx.x == 0 && p.recv_counts != nullptr)
+    for (int e = threadIdx.x; e < El; e += kNumThreads) p.recv_counts[e] = counts.num_rows[e];
+
+  // ---- 2. roles ----
+  using Scheduler = MegaScheduler<BLOCK_M, BLOCK_N>;
+  if (wg == 2) {
+    ptx::setmaxnreg_dec<kDataRegisters>();
+    if (warp == 8) {
+      if (lane == 0) {
+        Scheduler sched(p, counts, blockIdx.x);
+        run_mega_producer<BLOCK_M, BLOCK_N, kNumStages>(p, smem, maps, sched);
+      }
+    } else {
+      pull_rows<BLOCK_M>(p, counts, blockIdx.x * kNumDispatchWarps + (warp - 9), gridDim.x * kNumDispatchWarps, lane);
+    }
+    __syncwarp();
+    ptx::setmaxnreg_inc<kCommonRegisters>();
+  } else {
+    ptx::setmaxnreg_inc<kMathRegisters>();
+    const Slice slice(wg);
+    const GemmParams& l1 = p.l1;
+    const GemmParams& l2 = p.l2;
+    PipelineState<kNumStages> pipe;
+    float acc[Slice::kNumAcc];
+    if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (ordered_issue, math.cuh)
+    const WarpStaging staging = warp_staging(smem, wg, warp % 4, lane);
+    Scheduler sched(p, counts, blockIdx.x);
+    MegaTile t;
+    for (int l1_count = 0; sched.next(t);) {
+      if (!t.l2) {
+        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe, acc);
+        epilogue_swiglu_fp8<kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
+        signal_l1_tile_done(p, t, staging);
+      } else {
+        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kBf16>(l2, smem, t.tile, slice, wg, pipe, acc);
+        epilogue_l2_writeback(p, t.tile, slice, acc, staging);
+      }
+    }
+    // Every write-back to a peer complete and ordered before rank_barrier #2's release.
+    staging.drain();
+    ptx::fence_proxy_async_global();
+    ptx::fence_acq_rel_sys();
+    if (wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
+    ptx::setmaxnreg_dec<kCommonRegisters>();
+  }
+
+  finish_call(p);
+}
+
+}  // namespace symmoe::mega::kernel

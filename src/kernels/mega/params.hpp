@@ -1,0 +1,66 @@
+// Kernel-side parameters of the fused MoE kernel (MegaMoE), filled by the host (src/mega/mega_moe.cpp).
+// Written 2026-11-29, not yet run on a GPU.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "kernels/comm/sym_buffer.cuh"
+#include "kernels/gemm/params.hpp"
+#include "symmoe/layout/mega.hpp"
+#include "symmoe/layout/sync.hpp"
+
+namespace symmoe::mega::kernel {
+
+// TMA descriptors of one rank (src/mega/mega_moe.cpp builds them once: pool and weights never move). One kernel
+// parameter; the producer picks a phase's three maps by pointer arithmetic (l1_a + 0..2 or l2_a + 0..2), which
+// keeps them out of registers and local memory.
+struct MegaTensorMaps {
+  CUtensorMap l1_a, l1_sfa, l1_b;  // L1 pool x [P, H], L1 pool scales [H/128, P], W1 [El * 2I, H]
+  CUtensorMap l2_a, l2_sfa, l2_b;  // L2 pool x [P, I], L2 pool scales [I/128, P], W2 [El * H, I]
+};
+static_assert(sizeof(CUtensorMap) == 128, "MegaTensorMaps: the phase's maps are consecutive");
+
+struct MegaParams {
+  layout::MegaLayout ws;     // this rank's workspace (local base); peers' copies through sym.map
+  comm::SymBuffer sym;       // the workspace's symmetric buffer (same offsets as ws on every rank)
+  layout::WaitContext ctx;   // bounded waits: records go to the Communicator's error area
+  int num_tokens = 0;        // this rank's tokens T (<= T_max); inputs already in ws (x, scales, topk)
+  int num_experts_per_wave = 0;
+  // This rank's experts (MoeRankWeights): only the block scales are read directly, the FP8 tiles come through the
+  // tensor maps. w1_scales: transformed (gate, up) pairs [El, I/128, H/128, 2]; w2_scales [El, H/128, I/128].
+  const float* w1_scales = nullptr;
+  const float* w2_scales = nullptr;
+  float clamp = 0.f;               // SwiGLU clamp (<= 0: off)
+  uint16_t* y = nullptr;           // bf16 [T, H]
+  int32_t* recv_counts = nullptr;  // optional [El]: (token, expert) pairs received per local expert this call
+  // The GEMM core's parameters of the two phases (only what math.cuh and epilogue_swiglu.cuh read), filled by
+  // make_phase_params. NOTES: kept in the kernel's parameter space (__grid_constant__) rather than built in
+  // registers: two copies live across the math loop cost ~50 registers and spilled.
+  gemm::kernel::GemmParams l1, l2;
+};
+
+// L1: A = L1 pool [P, H], B = W1 [El, 2I, H], out = L2 pool (e4m3 [P, I], scales [I/128, P], top-k weight per pool
+// row). L2: A = L2 pool [P, I], B = W2 [El, H, I]; its epilogue writes back to the source ranks (epilogue.cuh).
+inline gemm::kernel::GemmParams make_phase_params(const MegaParams& p, bool l2) {
+  const layout::MegaDims& d = p.ws.dims();
+  gemm::kernel::GemmParams g;
+  g.num_experts = d.num_local_experts();
+  g.n = l2 ? d.hidden : 2 * d.intermediate;
+  g.k = l2 ? d.intermediate : d.hidden;
+  g.num_rows_total = int(p.ws.num_pool_rows());
+  g.sfb = l2 ? p.w2_scales : p.w1_scales;
+  if (!l2) {
+    g.out = p.ws.get_l2_pool_x(0);
+    g.out_scales = p.ws.get_l2_pool_scale(0, 0);
+    g.out_scale_stride = int(p.ws.num_pool_rows());
+    g.row_weights = p.ws.get_l1_pool_weight(0);
+    g.clamp = p.clamp;
+  }
+  g.ordered_issue = true;   // math.cuh's issue turns, as the grouped GEMM
+  g.direct_store = false;   // staged bulk stores
+  return g;
+}
+
+}  // namespace symmoe::mega::kernel

@@ -1,0 +1,74 @@
+// TMA producer of the fused kernel: the GEMM core's producer (src/kernels/gemm/producer.cuh: per 128-wide K block
+// wait for a free stage, announce the bytes, load A, A's scales and B) with the fused kernel's hook in front of
+// every tile: wait until its A rows exist.
+//   L1 tile: l1_arrival_count[pool block] >= the block's valid rows (the dispatch warps' pulls), site
+//            mega_l1_arrival;
+//   L2 tile: l2_arrival_mask[pool block] has every L1 n-block's bit (the L1 epilogues), site mega_l2_mask.
+// Both are local (gpu-scope acquire) and bounded: a bug shows as a named PeerTimeout with peer -1. After a timed-out
+// wait the producer loads anyway (garbage rows), so the math warps never wait on a stage that is never filled and
+// the kernel ends; the host raises the recorded error.
+// One thread (lane 0 of the producer warp). No clusters (kClusterM 1): the pool blocks of one expert arrive at
+// different times, so a multicast partner would wait on the slower block.
+// Written 2026-11-29, not yet run on a GPU.
+#pragma once
+
+#include "kernels/comm/timeout.cuh"
+#include "kernels/gemm/smem_layout.hpp"
+#include "kernels/mega/params.hpp"
+#include "kernels/mega/scheduler.cuh"
+#include "kernels/ptx/sync.cuh"
+#include "kernels/ptx/tma.cuh"
+
+namespace symmoe::mega::kernel {
+
+// The L1 n-blocks of one pool block, one bit each (I / 128 <= 64, checked by the planner).
+__device__ __forceinline__ uint64_t l2_full_mask(int intermediate) {
+  const int bits = intermediate / 128;
+  return bits >= 64 ? ~0ull : (1ull << bits) - 1;
+}
+
+// One wait_until for both phases (one inlined copy of the timeout path: the producer runs at 40 registers).
+__device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const MegaTile& t) {
+  const bool l2 = t.l2;
+  const void* counter = l2 ? static_cast<const void*>(p.ws.get_l2_arrival_mask(uint64_t(t.pool_block)))
+                           : static_cast<const void*>(p.ws.get_l1_arrival_count(uint64_t(t.pool_block)));
+  const uint64_t need = l2 ? l2_full_mask(p.ws.dims().intermediate) : uint64_t(t.tile.num_rows);
+  comm::wait_until(
+      p.ctx, l2 ? layout::WaitSite::kMegaL2Mask : layout::WaitSite::kMegaL1Arrival, -1, counter, need,
+      [&] {
+        return l2 ? ptx::ld_acquire_gpu(static_cast<const uint64_t*>(counter))
+                  : uint64_t(ptx::ld_acquire_gpu(static_cast<const uint32_t*>(counter)));
+      },
+      [&](uint64_t v) { return l2 ? (v & need) == need : v >= need; });
+  ptx::fence_proxy_async_global();  // the rows were written by the generic proxy; TMA reads through the async one
+}
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+__device__ __forceinline__ void run_mega_producer(const MegaParams& p,
+                                                  const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+                                                  const MegaTensorMaps& maps,
+                                                  MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
+  using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  const layout::MegaDims& d = p.ws.dims();
+  gemm::kernel::PipelineState<kNumStages> pipe;
+  MegaTile t;
+  while (sched.next(t)) {
+    wait_tile_inputs(p, t);
+    const CUtensorMap* phase_maps = t.l2 ? &maps.l2_a : &maps.l1_a;  // A, A scales, B
+    const int n = t.l2 ? d.hidden : 2 * d.intermediate;
+    const int num_k_blocks = (t.l2 ? d.intermediate : d.hidden) / 128;
+    const int b_row = t.tile.expert_idx * n + t.tile.n_begin;
+    for (int kb = 0; kb < num_k_blocks; ++kb) {
+      ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+      uint64_t* full = smem.full(pipe.stage);
+      ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);
+      ptx::tma_load_2d(smem.a(pipe.stage), phase_maps, full, kb * 128, t.tile.row_begin);
+      ptx::tma_load_2d(smem.sfa(pipe.stage), phase_maps + 1, full, t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1),
+                       kb);
+      ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
+      pipe.advance();
+    }
+  }
+}
+
+}  // namespace symmoe::mega::kernel

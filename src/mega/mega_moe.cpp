@@ -1,0 +1,166 @@
+// MegaMoe host side: plans, workspace, TMA descriptors, input copy-in and the launch (include/symmoe/mega_moe.hpp).
+// Written 2026-11-29, not yet run on a GPU.
+#include "symmoe/mega_moe.hpp"
+
+#include <algorithm>
+
+#include "gemm/tensor_map.hpp"
+#include "kernels/comm/sym_buffer.cuh"
+#include "kernels/mega/launch.hpp"
+#include "symmoe/cuda_check.hpp"
+
+namespace symmoe {
+
+struct MegaMoe::Impl {
+  struct Rank {
+    RankPlacement placement;
+    MoeRankWeights weights;
+    plan::MegaPlan plan;
+    layout::MegaLayout ws;
+    mega::kernel::MegaTensorMaps maps;
+    uint16_t* own_y = nullptr;         // [T_max, H] when the caller passes no y
+    int32_t* recv_counts = nullptr;    // [El] (options.count_received)
+  };
+  Communicator* comm = nullptr;
+  SymmetricBuffer buffer;
+  std::vector<Rank> ranks;
+
+  ~Impl() {
+    for (auto& r : ranks) {
+      cudaSetDevice(r.placement.device);
+      if (r.own_y) cudaFree(r.own_y);
+      if (r.recv_counts) cudaFree(r.recv_counts);
+    }
+  }
+};
+
+namespace {
+
+mega::kernel::MegaTensorMaps make_maps(const layout::MegaLayout& ws, const MoeRankWeights& w, int block_m) {
+  const layout::MegaDims& d = ws.dims();
+  const uint64_t P = ws.num_pool_rows(), H = d.hidden, I = d.intermediate, El = d.num_local_experts();
+  const uint32_t sfa_box = uint32_t(block_m + plan::kGemmSfaBoxPad);
+  using gemm::make_tensor_map_2d;
+  mega::kernel::MegaTensorMaps m;
+  m.l1_a = make_tensor_map_2d(ws.get_l1_pool_x(0), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H, P, H, 128, block_m, true,
+                              "mega l1 pool x");
+  m.l1_sfa = make_tensor_map_2d(ws.get_l1_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, H / 128, P * 4,
+                                sfa_box, 1, false, "mega l1 pool scales");
+  m.l1_b = make_tensor_map_2d(w.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H, El * 2 * I, H, 128, 256, true, "mega w1");
+  m.l2_a = make_tensor_map_2d(ws.get_l2_pool_x(0), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I, P, I, 128, block_m, true,
+                              "mega l2 pool x");
+  m.l2_sfa = make_tensor_map_2d(ws.get_l2_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, I / 128, P * 4,
+                                sfa_box, 1, false, "mega l2 pool scales");
+  m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I, El * H, I, 128, 256, true, "mega w2");
+  return m;
+}
+
+}  // namespace
+
+MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const std::vector<MoeRankWeights>& weights,
+                 const MegaMoeOptions& options)
+    : impl_(new Impl), shape_(shape), options_(options) {
+  shape.validate();
+  SYMMOE_CHECK(shape.num_ranks == comm.num_ranks(), "mega", "shape has ", shape.num_ranks, " ranks, the communicator ",
+               comm.num_ranks());
+  SYMMOE_CHECK(options.num_sms >= 0, "mega", "num_sms must be >= 0, got ", options.num_sms);
+  const auto& local = comm.local_ranks();
+  SYMMOE_CHECK(weights.size() == local.size(), "mega", "expected one MoeRankWeights per local rank (", local.size(),
+               "), got ", weights.size());
+  for (size_t i = 0; i < weights.size(); ++i)
+    SYMMOE_CHECK(weights[i].w1 && weights[i].w1_scales && weights[i].w2 && weights[i].w2_scales, "mega", "rank ",
+                 local[i].rank, ": a weight pointer is null (w1, w1_scales, w2, w2_scales are all required)");
+  Impl& im = *impl_;
+  im.comm = &comm;
+  std::vector<plan::MegaPlan> plans;
+  for (const auto& p : local) {
+    const int sms = options.num_sms ? std::min(options.num_sms, p.num_sms) : p.num_sms;
+    plans.push_back(plan::plan_mega_moe(shape, sms));
+  }
+  im.buffer = comm.alloc_symmetric(plans[0].workspace_bytes);  // zero-filled: every counter starts at 0
+  for (size_t i = 0; i < local.size(); ++i) {
+    Impl::Rank r;
+    r.placement = local[i];
+    r.weights = weights[i];
+    r.plan = plans[i];
+    r.ws = layout::MegaLayout(r.plan.dims(), im.buffer.ptr(local[i].rank));
+    SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
+    r.maps = make_maps(r.ws, r.weights, r.plan.block_m);
+    SYMMOE_CUDA_CHECK(cudaMalloc(&r.own_y, size_t(shape.num_max_tokens_per_rank) * shape.hidden * 2));
+    if (options.count_received)
+      SYMMOE_CUDA_CHECK(cudaMalloc(&r.recv_counts, size_t(shape.num_local_experts()) * 4));
+    im.ranks.push_back(r);
+  }
+}
+
+MegaMoe::~MegaMoe() = default;
+
+const plan::MegaPlan& MegaMoe::plan(size_t i) const {
+  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
+  return impl_->ranks[i].plan;
+}
+
+MegaInputView MegaMoe::input(size_t i) const {
+  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
+  const layout::MegaLayout& ws = impl_->ranks[i].ws;
+  MegaInputView v;
+  v.x = ws.get_x(0), v.x_scales = ws.get_x_scales(0), v.x_scales_stride = int(ws.x_scales_stride() / 4);
+  v.topk_idx = ws.get_topk_idx(0), v.topk_weights = ws.get_topk_weights(0);
+  return v;
+}
+
+const int32_t* MegaMoe::received_counts(size_t i) const {
+  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
+  return impl_->ranks[i].recv_counts;
+}
+
+void MegaMoe::synchronize() { impl_->comm->synchronize(); }
+
+std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
+  Impl& im = *impl_;
+  SYMMOE_CHECK(args.size() == im.ranks.size(), "mega", "expected one MoeForwardArgs per local rank (",
+               im.ranks.size(), "), got ", args.size());
+  for (size_t i = 0; i < args.size(); ++i) check_forward_args(shape_, im.ranks[i].placement.rank, args[i]);
+  const int H = shape_.hidden, K = shape_.num_topk;
+  std::vector<const uint16_t*> ys(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    Impl::Rank& r = im.ranks[i];
+    const MoeForwardArgs& a = args[i];
+    const cudaStream_t stream = a.stream ? a.stream : im.comm->stream(r.placement.rank);
+    const MegaInputView in = input(i);
+    const size_t T = size_t(a.num_tokens);
+    SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
+    // Copy-in (skipped for inputs the caller wrote in place).
+    if (T > 0) {
+      if (a.x != in.x)
+        SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.x, a.x, T * H, cudaMemcpyDeviceToDevice, stream));
+      if (a.x_scales != in.x_scales)
+        SYMMOE_CUDA_CHECK(cudaMemcpy2DAsync(in.x_scales, size_t(in.x_scales_stride) * 4, a.x_scales,
+                                            size_t(H / 128) * 4, size_t(H / 128) * 4, T, cudaMemcpyDeviceToDevice,
+                                            stream));
+      if (a.topk_idx != in.topk_idx)
+        SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.topk_idx, a.topk_idx, T * K * 8, cudaMemcpyDeviceToDevice, stream));
+      if (a.topk_weights != in.topk_weights)
+        SYMMOE_CUDA_CHECK(
+            cudaMemcpyAsync(in.topk_weights, a.topk_weights, T * K * 4, cudaMemcpyDeviceToDevice, stream));
+    }
+    mega::kernel::MegaParams p;
+    p.ws = r.ws;
+    p.sym = comm::make_sym_buffer(im.buffer, r.placement.rank);
+    p.ctx = im.comm->wait_context(r.placement.rank);
+    p.num_tokens = a.num_tokens;
+    p.num_experts_per_wave = r.plan.num_experts_per_wave;
+    p.w1_scales = r.weights.w1_scales, p.w2_scales = r.weights.w2_scales;
+    p.clamp = options_.clamp;
+    p.y = a.y ? a.y : r.own_y;
+    p.recv_counts = r.recv_counts;
+    p.l1 = mega::kernel::make_phase_params(p, false);
+    p.l2 = mega::kernel::make_phase_params(p, true);
+    ys[i] = p.y;
+    if (r.placement.rank == options_.skip_rank_for_test) continue;
+    mega::kernel::launch_mega_moe(r.plan, p, r.maps, r.plan.num_sms, stream);
+  }
+  return ys;
+}
+
+}  // namespace symmoe

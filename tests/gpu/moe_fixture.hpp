@@ -1,0 +1,238 @@
+// Shared fixtures of the MoE layer GPU tests (tests/gpu/test_moe.cu: composed path; tests/gpu/test_mega.cu: fused
+// kernel vs composed path): rank setup with weights (host-uploaded or GPU-synthetic) and the composed layer, random
+// inputs per case (with an explicit all-masked token), poisoning, and the golden-model comparison with the
+// tolerances explained in test_moe.cu's header. Included by exactly one test file per binary (anonymous namespace).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/compare.hpp"
+#include "gpu/device_array.hpp"
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/formats.hpp"
+#include "symmoe/moe.hpp"
+#include "symmoe/moe_weights.hpp"
+#include "symmoe/reference/mlp.hpp"
+
+namespace symmoe {
+namespace {
+
+int num_gpus() {
+  int n = 0;
+  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&n));
+  return n;
+}
+
+uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+
+using test::DevMem;
+using test::upload;
+
+std::vector<uint16_t> download_bf16(int device, const void* src, size_t count) {
+  std::vector<uint16_t> out(count);
+  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+  if (count) SYMMOE_CUDA_CHECK(cudaMemcpy(out.data(), src, count * 2, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+void poison(int device, const void* p, size_t bytes) {
+  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+  if (p && bytes) SYMMOE_CUDA_CHECK(cudaMemset(const_cast<void*>(p), 0xFF, bytes));  // bf16 0xFFFF = NaN
+}
+
+// One rank configuration: communicator, shape, weights (device + the host copy the golden model reads), layer.
+struct Setup {
+  std::unique_ptr<Communicator> comm;
+  MoeShape shape;
+  ref::ExpertWeightMap host_weights;  // experts the golden model may need
+  MoeWeightStore store;
+  std::unique_ptr<ComposedMoe> layer;
+  std::vector<int> devices;  // per local rank
+  uint64_t weight_seed = 0;
+  bool synthetic = false;
+  float clamp = 0.f;
+};
+
+MoeShape small_shape(int ranks, int max_tokens) {
+  MoeShape s;
+  s.hidden = 512, s.intermediate = 256, s.num_experts = 32, s.num_topk = 6;
+  s.num_ranks = ranks, s.num_max_tokens_per_rank = max_tokens;
+  return s;
+}
+
+// from_host: random golden-model weights, transformed and uploaded; else synthetic weights generated on the GPU
+// (the host regenerates the experts it needs). All experts are made on the host for the small shape.
+std::unique_ptr<Setup> make_setup(const MoeShape& base, bool from_host, int alignment, float clamp, bool all_experts) {
+  auto s = std::make_unique<Setup>();
+  s->comm = Communicator::in_process(base.num_ranks, 20000);
+  s->shape = base;
+  s->weight_seed = fresh_seed();
+  s->synthetic = !from_host;
+  s->clamp = clamp;
+  for (const auto& p : s->comm->local_ranks()) s->devices.push_back(p.device);
+  if (from_host) {
+    for (int e = 0; e < base.num_experts; ++e)
+      s->host_weights[e] = ref::make_random_expert(base.hidden, base.intermediate, e, s->weight_seed);
+    s->store = MoeWeightStore::from_host(*s->comm, base, s->host_weights);
+  } else {
+    s->store = MoeWeightStore::synthetic(*s->comm, base, s->weight_seed);
+    if (all_experts)
+      for (int e = 0; e < base.num_experts; ++e)
+        s->host_weights[e] = synthetic::host_expert(base.hidden, base.intermediate, e, s->weight_seed);
+  }
+  ComposedMoeOptions o;
+  o.expert_alignment = alignment, o.clamp = clamp;
+  s->layer = std::make_unique<ComposedMoe>(*s->comm, base, s->store.views(), o);
+  std::printf("  setup: %s, %s weights (seed %llu), alignment %d, clamp %g, row capacity %d\n",
+              base.to_string().c_str(), from_host ? "host-uploaded" : "GPU-synthetic",
+              (unsigned long long)s->weight_seed, alignment, clamp, s->layer->row_capacity());
+  return s;
+}
+
+struct Case {
+  ref::RoutingKind kind = ref::RoutingKind::kUniform;
+  double mask = 0;
+  int tokens = 1;
+  uint64_t seed = 1;
+};
+std::string case_name(const Case& c) {
+  return std::string(ref::routing_kind_name(c.kind)) + (c.mask > 0 ? "+mask" : "") + " T=" + std::to_string(c.tokens);
+}
+
+// Host inputs of every rank and their device copies.
+struct Inputs {
+  std::vector<ref::MoeLayerInput> host;
+  std::vector<DevMem> x, sf, idx, w, y;
+  std::vector<MoeForwardArgs> args;
+};
+
+Inputs make_inputs(const Setup& s, const Case& c) {
+  Inputs in;
+  const int R = s.shape.num_ranks, K = s.shape.num_topk, H = s.shape.hidden;
+  for (int r = 0; r < R; ++r) {
+    ref::RoutingOptions ro;
+    ro.kind = c.kind, ro.mask_prob = c.mask, ro.seed = c.seed;
+    ro.hot_expert = int(c.seed % uint64_t(s.shape.num_experts)), ro.hot_fraction = 0.7;
+    auto li = ref::make_random_layer_input(s.shape, c.tokens, ro, r);
+    // An all-masked token, explicitly: token 1 (token 0 when T == 1, on rank 0 only, so other ranks still route).
+    if (c.mask > 0 && (c.tokens > 1 || r == 0)) {
+      const int t = c.tokens > 1 ? 1 : 0;
+      for (int k = 0; k < K; ++k) li.routing.topk_idx[size_t(t) * K + k] = -1, li.routing.topk_weights[size_t(t) * K + k] = 0.f;
+    }
+    in.host.push_back(std::move(li));
+  }
+  for (int i = 0; i < R; ++i) {
+    const int dev = s.devices[i];
+    const auto& h = in.host[i];
+    in.x.push_back(upload(dev, h.x.data));
+    in.sf.push_back(upload(dev, h.x.scales));
+    in.idx.push_back(upload(dev, h.routing.topk_idx));
+    in.w.push_back(upload(dev, h.routing.topk_weights));
+    in.y.emplace_back(dev, size_t(c.tokens) * H * 2);
+  }
+  for (int i = 0; i < R; ++i) {
+    MoeForwardArgs a;
+    a.num_tokens = c.tokens;
+    a.x = in.x[i].as<uint8_t>(), a.x_scales = in.sf[i].as<float>();
+    a.topk_idx = in.idx[i].as<int64_t>(), a.topk_weights = in.w[i].as<float>();
+    a.y = in.y[i].as<uint16_t>();
+    in.args.push_back(a);
+  }
+  return in;
+}
+
+// The tokens the golden model checks on each rank: all of them up to 16, else every 8th plus token 1.
+std::vector<int> checked_tokens(int T) {
+  std::vector<int> t;
+  for (int i = 0; i < T; ++i)
+    if (T <= 16 || i % 8 == 0 || i == 1) t.push_back(i);
+  return t;
+}
+
+
+// The golden model (faithful and exact) of each rank's sliced input, one host thread per (rank, mode): the flash
+// experts cost ~0.3 s per (token, lane) and mode on one core.
+void golden_per_rank(const MoeShape& shape, const ref::ExpertWeightMap& w, const std::vector<ref::MoeLayerInput>& in,
+                     float clamp, std::vector<std::vector<uint16_t>>& faithful, std::vector<std::vector<double>>& exact) {
+  std::vector<std::future<void>> jobs;
+  for (size_t r = 0; r < in.size(); ++r) {
+    jobs.push_back(std::async(std::launch::async, [&, r] { faithful[r] = ref::moe_forward_faithful(shape, w, {in[r]}, clamp)[0]; }));
+    jobs.push_back(std::async(std::launch::async, [&, r] { exact[r] = ref::moe_forward_exact(shape, w, {in[r]}, clamp)[0]; }));
+  }
+  for (auto& j : jobs) j.get();
+}
+
+// Compares y (per rank, bf16 [T, H]) with the golden model on the checked tokens; all-masked tokens must be
+// exact zeros everywhere (checked on every token, not only the sampled ones).
+void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::vector<uint16_t>>& y,
+                           const std::string& what, const char* layer_name = "composed layer") {
+  const int R = s.shape.num_ranks, H = s.shape.hidden, K = s.shape.num_topk;
+  std::vector<ref::MoeLayerInput> sliced;
+  std::vector<std::vector<int>> tokens;
+  for (int r = 0; r < R; ++r) {
+    tokens.push_back(checked_tokens(in.host[r].x.num_rows));
+    sliced.push_back(ref::select_tokens(in.host[r], tokens.back()));
+  }
+  if (s.synthetic && s.host_weights.size() < size_t(s.shape.num_experts)) {  // flash: only the touched experts
+    std::vector<ref::Routing> routings;
+    for (const auto& x : sliced) routings.push_back(x.routing);
+    s.host_weights = synthetic::host_experts(H, s.shape.intermediate, routings, s.weight_seed);
+  }
+  std::vector<std::vector<uint16_t>> faithful(R);
+  std::vector<std::vector<double>> exact(R);
+  golden_per_rank(s.shape, s.host_weights, sliced, s.clamp, faithful, exact);
+  std::vector<double> want_f, want_e, got;
+  size_t equal = 0, masked_tokens = 0, masked_nonzero = 0;
+  double worst_token = 0;
+  std::string worst_where;
+  for (int r = 0; r < R; ++r) {
+    for (size_t j = 0; j < tokens[r].size(); ++j) {
+      const int t = tokens[r][j];
+      std::vector<double> tf, tg;
+      for (int c = 0; c < H; ++c) {
+        const uint16_t g = y[r][size_t(t) * H + c], f = faithful[r][j * H + c];
+        equal += g == f;
+        want_f.push_back(fmt::bf16_to_float(f));
+        want_e.push_back(exact[r][j * H + c]);
+        got.push_back(fmt::bf16_to_float(g));
+        tf.push_back(want_f.back()), tg.push_back(got.back());
+      }
+      const double e = test::rel_frobenius(tf, tg);
+      if (!(e <= worst_token)) worst_token = e, worst_where = "rank " + std::to_string(r) + " token " + std::to_string(t);
+    }
+    for (int t = 0; t < in.host[r].x.num_rows; ++t) {
+      bool routed = false;
+      for (int k = 0; k < K; ++k) routed |= in.host[r].routing.topk_idx[size_t(t) * K + k] >= 0;
+      if (routed) continue;
+      ++masked_tokens;
+      for (int c = 0; c < H; ++c) masked_nonzero += y[r][size_t(t) * H + c] != 0;
+    }
+  }
+  std::vector<double> model_f(want_f);
+  const double err_f = test::rel_frobenius(want_f, got);
+  const double err_e = test::rel_frobenius(want_e, got);
+  const double model_e = test::rel_frobenius(want_e, model_f);
+  std::printf("    [%s] %zu values: vs faithful %.2e (%.1f%% bitwise; worst token %.2e at %s), vs exact %.4f "
+              "(golden model %.4f), %zu all-masked tokens\n", what.c_str(), got.size(), err_f,
+              100.0 * double(equal) / double(std::max<size_t>(got.size(), 1)), worst_token, worst_where.c_str(), err_e,
+              model_e, masked_tokens);
+  EXPECT_LE(err_f, 2e-2) << what << ": " << layer_name << " vs kernel-faithful golden model";
+  EXPECT_LE(worst_token, 0.1) << what << ": worst token (" << worst_where << ") vs kernel-faithful golden model";
+  EXPECT_LE(err_e, 1.25 * model_e + 5e-3) << what << ": " << layer_name << " vs exact model (golden model: " << model_e
+                                          << ")";
+  EXPECT_EQ(masked_nonzero, 0u) << what << ": all-masked tokens must give zeros";
+}
+
+
+}  // namespace
+}  // namespace symmoe

@@ -1,0 +1,258 @@
+// GPU tests of the fused MoE layer (include/symmoe/mega_moe.hpp). WRITTEN 2026-11-29, NOT YET RUN ON A GPU.
+// Run first: build/gpu_test_mega --gtest_brief=1 (1 GPU: ranks1 + virtual8 + stall; 2 GPUs: also one_per_gpu).
+//
+// What is compared, on fresh random inputs (uniform / Zipf / hot expert / 30% masked lanes with an explicit
+// all-masked token; 1, 8 and 128 tokens per rank; 1 rank, one rank per GPU, 8 virtual ranks):
+// - fused vs composed (ComposedMoe, the verified path): BITWISE on every token of every rank. Why it must hold:
+//   both run the same GEMM core (math.cuh: WGMMA m64n128k32 over the same K order with the same per-128-K fmaf
+//   promotion), the same L1 epilogue (epilogue_swiglu.cuh: SwiGLU, top-k weight, UE8M0 scale, e4m3 cast), the same
+//   bf16 rounding of the L2 output and the same combine (0.f + rows in ascending lane order, one bf16 rounding).
+//   An output row depends only on its own input row, so neither BLOCK_M (the composed planner may pick 64 or 128
+//   independently of the fused plan) nor the pool row order (atomic slots, dispatch.cuh) can change a bit.
+//   Where it would NOT hold: a token with a single routed lane whose L2 value is -0.0 gives +0.0 in both paths (0.f
+//   + -0.f), so still equal; none other known. A mismatch therefore means a wrong row, scale, weight or source.
+// - fused vs golden model: the composed test's tolerances (moe_fixture.hpp / test_moe.cu header): relative
+//   Frobenius <= 2e-2 vs faithful, <= 1.25 x the model's own error + 5e-3 vs exact (~0.027 measured), all-masked
+//   tokens exactly zero.
+// - repeated calls (y = null, then into poisoned y, then again) and CUDA-graph replays: bitwise stable, which also
+//   checks that every counter is back at zero after a call.
+// - received counts per local expert vs the host's count of the routing.
+// - a planted stalled peer (one rank's kernel not launched): PeerTimeout naming that peer at site "barrier".
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpu/moe_fixture.hpp"
+#include "symmoe/mega_moe.hpp"
+
+namespace symmoe {
+namespace {
+
+struct Param {
+  int ranks;  // 0: one per GPU
+  bool from_host;
+  float clamp;
+  int block_m;  // 0: the planner's; else forced through SYMMOE_BLOCK_M (64 or 128)
+};
+
+std::unique_ptr<MegaMoe> make_mega(Setup& s, int block_m, const MegaMoeOptions& o) {
+  if (block_m) ::setenv("SYMMOE_BLOCK_M", std::to_string(block_m).c_str(), 1);
+  auto layer = std::make_unique<MegaMoe>(*s.comm, s.shape, s.store.views(), o);
+  if (block_m) ::unsetenv("SYMMOE_BLOCK_M");
+  std::printf("  fused plan (rank %d): %s\n", s.comm->local_ranks()[0].rank, layer->plan(0).to_string().c_str());
+  return layer;
+}
+
+std::vector<std::vector<uint16_t>> download_all(const Setup& s, const std::vector<const uint16_t*>& ptrs,
+                                                const Inputs& in) {
+  std::vector<std::vector<uint16_t>> out;
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    out.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
+  return out;
+}
+
+// Host count of (token, expert) pairs per local expert of every local rank.
+std::vector<std::vector<int32_t>> expected_counts(const Setup& s, const Inputs& in) {
+  const int R = s.shape.num_ranks, K = s.shape.num_topk, El = s.shape.num_local_experts();
+  std::vector<std::vector<int32_t>> counts(R, std::vector<int32_t>(El, 0));
+  for (int r = 0; r < R; ++r)
+    for (size_t i = 0; i < in.host[r].routing.topk_idx.size(); ++i) {
+      const int64_t e = in.host[r].routing.topk_idx[i];
+      if (e >= 0) counts[e / El][e % El] += 1;
+    }
+  (void)K;
+  return counts;
+}
+
+// Composed once, fused three times (own buffer, poisoned y, poisoned y again): all bitwise equal; then golden.
+void run_case(Setup& s, MegaMoe& mega, const Case& c) {
+  const std::string what = case_name(c) + " R=" + std::to_string(s.shape.num_ranks);
+  SCOPED_TRACE(what);
+  const int R = s.shape.num_ranks, H = s.shape.hidden;
+  Inputs in = make_inputs(s, c);
+  for (int i = 0; i < R; ++i) poison(s.devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+  s.layer->forward(in.args);
+  s.layer->synchronize();
+  std::vector<const uint16_t*> y_ptrs;
+  for (const auto& a : in.args) y_ptrs.push_back(a.y);
+  const auto composed = download_all(s, y_ptrs, in);
+
+  auto no_y = in.args;
+  for (auto& a : no_y) a.y = nullptr;
+  const auto own = mega.forward(no_y);
+  mega.synchronize();
+  const auto first = download_all(s, own, in);
+  for (int i = 0; i < R; ++i)
+    EXPECT_TRUE(test::bitwise_equal(composed[i], first[i], what + " rank " + std::to_string(i) + ": fused vs composed"));
+  for (int rep = 0; rep < 2 && !::testing::Test::HasFailure(); ++rep) {
+    for (int i = 0; i < R; ++i) {
+      poison(s.devices[i], own[i], size_t(c.tokens) * H * 2);
+      poison(s.devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+    }
+    const auto ys = mega.forward(in.args);
+    mega.synchronize();
+    for (int i = 0; i < R; ++i) {
+      EXPECT_EQ(ys[i], in.args[i].y) << what << ": forward must return the caller's y";
+      EXPECT_TRUE(test::bitwise_equal(first[i], download_bf16(s.devices[i], in.args[i].y, size_t(c.tokens) * H),
+                                      what + " rank " + std::to_string(i) + ": call " + std::to_string(rep + 2) +
+                                          " vs call 1"));
+    }
+  }
+  if (mega.options().count_received) {
+    const auto want = expected_counts(s, in);
+    for (int i = 0; i < R; ++i) {
+      const int rank = s.comm->local_ranks()[i].rank;
+      std::vector<int32_t> got(s.shape.num_local_experts());
+      SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[i]));
+      SYMMOE_CUDA_CHECK(cudaMemcpy(got.data(), mega.received_counts(i), got.size() * 4, cudaMemcpyDeviceToHost));
+      EXPECT_TRUE(test::bitwise_equal(want[rank], got, what + " rank " + std::to_string(rank) + ": received counts"));
+    }
+  }
+  expect_matches_golden(s, in, first, what, "fused layer");
+}
+
+class MegaFused : public ::testing::TestWithParam<Param> {};
+
+TEST_P(MegaFused, MatchesComposedBitwiseAndGoldenModel) {
+  const Param p = GetParam();
+  const int R = p.ranks == 0 ? num_gpus() : p.ranks;
+  auto s = make_setup(small_shape(R, 128), p.from_host, 128, p.clamp, true);
+  MegaMoeOptions o;
+  o.clamp = p.clamp, o.count_received = true;
+  auto mega = make_mega(*s, p.block_m, o);
+  const uint64_t base = fresh_seed();
+  std::printf("  case seed base %llu\n", (unsigned long long)base);
+  const struct {
+    ref::RoutingKind kind;
+    double mask;
+  } routings[] = {{ref::RoutingKind::kUniform, 0.0},
+                  {ref::RoutingKind::kZipf, 0.0},
+                  {ref::RoutingKind::kHotExpert, 0.0},
+                  {ref::RoutingKind::kUniform, 0.3}};
+  int n = 0;
+  for (const auto& rt : routings)
+    for (const int T : {1, 8, 128}) {
+      Case c;
+      c.kind = rt.kind, c.mask = rt.mask, c.tokens = T, c.seed = base + uint64_t(n++);
+      run_case(*s, *mega, c);
+      if (HasFailure()) return;  // the first failing case is the informative one
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
+                         ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},
+                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64}),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           const Param& p = info.param;
+                           return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
+                                  (p.from_host ? "_host_weights" : "_synthetic_weights") +
+                                  (p.block_m ? "_block_m" + std::to_string(p.block_m) : std::string()) +
+                                  (p.clamp > 0 ? "_clamp" : "");
+                         });
+
+// CUDA-graph capture of the fused forward on every rank's stream, replayed: bitwise the eager result every time.
+class MegaGraph : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaGraph, CaptureReplayBitwise) {
+  const int R = GetParam() == 0 ? num_gpus() : GetParam();
+  auto s = make_setup(small_shape(R, 128), false, 128, 0.f, true);
+  auto mega = make_mega(*s, 0, {});
+  Case c;
+  c.kind = ref::RoutingKind::kZipf, c.mask = 0.2, c.tokens = 128, c.seed = fresh_seed();
+  Inputs in = make_inputs(*s, c);
+  const int H = s->shape.hidden;
+  for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+  mega->forward(in.args);
+  mega->synchronize();
+  std::vector<const uint16_t*> y_ptrs;
+  for (const auto& a : in.args) y_ptrs.push_back(a.y);
+  const auto eager = download_all(*s, y_ptrs, in);
+  expect_matches_golden(*s, in, eager, "eager", "fused layer");
+  std::vector<cudaGraphExec_t> execs(R);
+  for (int i = 0; i < R; ++i) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
+    SYMMOE_CUDA_CHECK(cudaStreamBeginCapture(s->comm->stream(i), cudaStreamCaptureModeRelaxed));
+  }
+  mega->forward(in.args);
+  for (int i = 0; i < R; ++i) {
+    cudaGraph_t graph;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
+    SYMMOE_CUDA_CHECK(cudaStreamEndCapture(s->comm->stream(i), &graph));
+    SYMMOE_CUDA_CHECK(cudaGraphInstantiate(&execs[i], graph, 0));
+    SYMMOE_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  for (int rep = 0; rep < 5; ++rep) {
+    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+    for (int i = 0; i < R; ++i) {
+      SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
+      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[i], s->comm->stream(i)));
+    }
+    mega->synchronize();
+    for (int i = 0; i < R; ++i)
+      EXPECT_TRUE(test::bitwise_equal(eager[i], download_bf16(s->devices[i], in.args[i].y, size_t(c.tokens) * H),
+                                      "replay " + std::to_string(rep) + " rank " + std::to_string(i)));
+    if (HasFailure()) break;
+  }
+  for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MegaGraph, ::testing::Values(0, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+                         });
+
+// Two virtual ranks on one GPU; rank 1's kernel is never launched: rank 0's first barrier times out and the host
+// raises PeerTimeout naming rank 1 at site "barrier" (not a hang, not a generic error).
+TEST(MegaErrors, StalledPeerIsNamed) {
+  MoeShape shape = small_shape(2, 8);
+  auto s = std::make_unique<::symmoe::Setup>();  // qualified: gtest has a private Test::Setup
+  s->comm = Communicator::in_process(2, 2000);
+  s->shape = shape;
+  s->weight_seed = fresh_seed();
+  s->synthetic = true;
+  for (const auto& p : s->comm->local_ranks()) s->devices.push_back(p.device);
+  s->store = MoeWeightStore::synthetic(*s->comm, shape, s->weight_seed);
+  MegaMoeOptions o;
+  o.skip_rank_for_test = 1;
+  MegaMoe mega(*s->comm, shape, s->store.views(), o);
+  Case c;
+  c.tokens = 8, c.seed = fresh_seed();
+  Inputs in = make_inputs(*s, c);
+  mega.forward(in.args);
+  try {
+    mega.synchronize();
+    ADD_FAILURE() << "a stalled peer was not reported";
+  } catch (const PeerTimeout& e) {
+    EXPECT_EQ(e.peer(), 1) << e.what();
+    EXPECT_EQ(e.wait_site(), "barrier") << e.what();
+    std::printf("  reported: %s\n", e.what());
+  }
+  s->comm->reset_sync_state();
+}
+
+// Host checks fire before anything is launched.
+TEST(MegaErrors, BadArgumentsRaiseBeforeLaunch) {
+  auto s = make_setup(small_shape(num_gpus(), 8), false, 128, 0.f, true);
+  auto mega = make_mega(*s, 0, {});
+  Case c;
+  c.tokens = 8, c.seed = fresh_seed();
+  Inputs in = make_inputs(*s, c);
+  auto bad = in.args;
+  bad.back().num_tokens = 9;
+  try {
+    mega->forward(bad);
+    ADD_FAILURE() << "num_tokens > T_max was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_tokens 9"), std::string::npos) << e.what();
+  }
+  bad = in.args;
+  bad.pop_back();
+  EXPECT_THROW(mega->forward(bad), Error);
+  run_case(*s, *mega, c);  // still works afterwards
+}
+
+}  // namespace
+}  // namespace symmoe
