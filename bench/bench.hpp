@@ -37,6 +37,10 @@ class JsonLine {
   JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
   JsonLine& add(const std::string& key, double value);
   JsonLine& add(const std::string& key, int value) { return add(key, double(value)); }
+  JsonLine& add(const std::string& key, bool value) {  // JSON true / false
+    fields_.emplace_back(key, value ? "true" : "false");
+    return *this;
+  }
   std::string str() const;
 
  private:

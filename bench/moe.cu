@@ -1,8 +1,15 @@
-// `symmoe bench moe`: the composed MoE layer (EP dispatch expand -> grouped GEMM L1 + SwiGLU/FP8 -> grouped GEMM L2
-// -> EP combine, include/symmoe/moe.hpp) on every visible GPU as ranks (in-process; --ranks for virtual ranks),
-// with its stage breakdown measured in the same run. The fused layer's rows ("op": "fused") come later.
+// `symmoe bench moe`: the MoE layer on every visible GPU as ranks (in-process; --ranks for virtual ranks), same
+// weights and inputs for both implementations (--layers, default both):
+//   composed ("op": "composed")  EP dispatch expand -> grouped GEMM L1 + SwiGLU/FP8 -> grouped GEMM L2 -> EP combine
+//                                (include/symmoe/moe.hpp), with its stage breakdown measured in the same run;
+//   fused    ("op": "fused")     the single persistent kernel per rank (MegaMoe, include/symmoe/mega_moe.hpp), timed
+//                                on inputs staged in its workspace in place (no copy-in, like the composed layer);
+//                                speedup_vs_composed = composed time / fused time of this run. Before timing, its y
+//                                is compared with the composed y bitwise (bitwise_equal_composed; a mismatch is
+//                                printed and recorded, the bench goes on). The composed layer is always built (the
+//                                check needs it), timed only when listed.
 // Inputs: synthetic weights generated on the GPUs, FP8 x (per-128 fp32 scales), routing from ref::make_routing.
-// Metrics (DESIGN.md 8), for rank 0 (the rank whose stream is timed; the layer is collective):
+// Metrics (DESIGN.md 8), for rank 0 (the rank whose stream is timed; the layer is collective), for both layers:
 //   tflops      2 * recv_pairs * H * I * 3 / t, recv_pairs = (token, expert) pairs rank 0 computes
 //   hbm_gbps    (touched local experts' weights incl. scales + recv_pairs * (H + 4H/128) FP8 rows in
 //               + recv_pairs * 2H bf16 rows out) / t — the layer's minimum traffic, not every intermediate
@@ -12,13 +19,16 @@
 // Times: medians of CUDA-graph replays (bench/rank_timer.hpp), host launch overhead excluded.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "bench.hpp"
 #include "moe_inputs.hpp"
 #include "rank_timer.hpp"
 #include "symmoe/cuda_check.hpp"
+#include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/routing.hpp"
@@ -27,16 +37,47 @@ namespace symmoe::bench {
 namespace {
 
 struct Row {
-  int tokens;
+  int tokens = 0;
   RankTraffic traffic;
-  double forward_us, dispatch_us, l1_us, l2_us, combine_us;
+  double forward_us = 0, dispatch_us = 0, l1_us = 0, l2_us = 0, combine_us = 0;  // composed (0: not timed)
+  double fused_us = 0;                                                            // 0: not timed
+  bool fused_equal = false;
 };
 
+std::vector<std::vector<uint16_t>> download_rows(const Communicator& comm, const std::vector<const uint16_t*>& y,
+                                                 int T, int H) {
+  std::vector<std::vector<uint16_t>> out;
+  for (size_t i = 0; i < y.size(); ++i) {
+    out.emplace_back(size_t(T) * H);
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
+    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
+  }
+  return out;
+}
+
+// "" when equal, else where the first bf16 differs and how many do.
+std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
+                           const Communicator& comm, int H) {
+  std::string first;
+  size_t count = 0;
+  for (size_t r = 0; r < want.size(); ++r)
+    for (size_t i = 0; i < want[r].size(); ++i)
+      if (want[r][i] != got[r][i] && count++ == 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "rank %d token %zu col %zu: composed 0x%04x fused 0x%04x",
+                      comm.local_ranks()[r].rank, i / H, i % H, want[r][i], got[r][i]);
+        first = buf;
+      }
+  return count ? first + " (" + std::to_string(count) + " values differ)" : "";
+}
+
 int run_moe_bench(int argc, char** argv) {
-  cli::Args args("bench moe", "the composed MoE layer (dispatch -> L1 -> L2 -> combine) with its stage breakdown");
+  cli::Args args("bench moe", "the MoE layer: composed (dispatch -> L1 -> L2 -> combine, with its stage breakdown) "
+                              "and fused (one kernel), checked bitwise against each other");
   args.option("out", "bench/results", "directory of the JSON-lines result file")
       .option("shape", "flash", "flash | pro | v3 | tiny")
       .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank")
+      .option("layers", "composed,fused", "layers to time: composed | fused | composed,fused")
       .option("ranks", "0", "EP ranks (0: one per visible GPU; more: virtual ranks, round-robin over the GPUs)")
       .option("routing", "uniform", "uniform | zipf | hot")
       .option("alignment", "128", "expert alignment of the expand layout")
@@ -47,6 +88,13 @@ int run_moe_bench(int argc, char** argv) {
   const std::string out = args.str("out"), shape_name = args.str("shape");
   const auto token_list = args.int_list("tokens");
   SYMMOE_CHECK(!token_list.empty(), "bench", "--tokens is empty");
+  bool time_composed = false, time_fused = false;
+  for (const auto& l : args.str_list("layers")) {
+    SYMMOE_CHECK(l == "composed" || l == "fused", "bench", "--layers: unknown layer '", l,
+                 "' (composed | fused | composed,fused)");
+    (l == "composed" ? time_composed : time_fused) = true;
+  }
+  SYMMOE_CHECK(time_composed || time_fused, "bench", "--layers is empty");
   const int reps = args.integer("reps");
   const uint64_t seed = uint64_t(args.integer("seed"));
   int num_gpus = 0;
@@ -64,6 +112,11 @@ int run_moe_bench(int argc, char** argv) {
   ComposedMoeOptions opt;
   opt.expert_alignment = args.integer("alignment"), opt.ep_sms = args.integer("ep-sms");
   ComposedMoe layer(*comm, shape, weights.views(), opt);
+  std::unique_ptr<MegaMoe> fused;
+  if (time_fused) {
+    fused = std::make_unique<MegaMoe>(*comm, shape, weights.views());
+    std::printf("fused plan (rank %d): %s\n", comm->local_ranks()[0].rank, fused->plan(0).to_string().c_str());
+  }
   DeviceLayerInputs inputs(*comm, shape);
   ref::RoutingOptions ro;
   ro.kind = ref::parse_routing_kind(args.str("routing")), ro.seed = seed;
@@ -81,20 +134,65 @@ int run_moe_bench(int argc, char** argv) {
     // y = null: the result stays in the layer's buffer (no extra copy timed, as the fused layer will write it).
     auto fargs = inputs.upload(host);
     for (auto& a : fargs) a.y = nullptr;
-    layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
+    const auto composed_ptrs = layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
     layer.synchronize();
     const int calls = T >= 2048 ? 2 : 10;
     Row row;
     row.tokens = T;
     row.traffic = rank_traffic(shape, routings, 0);
-    row.forward_us = graph_time_all_ranks_us(*comm, [&] { layer.forward(fargs); }, calls, reps);
-    row.dispatch_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_dispatch(fargs); }, calls, reps);
-    row.l1_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_experts_l1(fargs); }, calls, reps);
-    row.l2_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_experts_l2(fargs); }, calls, reps);
-    row.combine_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_combine(fargs); }, calls, reps);
-    layer.synchronize();
-    const double t = row.forward_us;
     const RankTraffic& tr = row.traffic;
+    std::vector<MoeForwardArgs> margs;
+    if (fused) {
+      // Check before timing: warm-up call, poison its y, call again, compare with the composed y (same inputs).
+      const auto composed_y = download_rows(*comm, composed_ptrs, T, shape.hidden);
+      margs = stage_in_mega_workspace(*comm, shape, *fused, fargs);
+      const auto fused_ptrs = fused->forward(margs);
+      fused->synchronize();
+      for (size_t i = 0; i < fused_ptrs.size(); ++i) {
+        SYMMOE_CUDA_CHECK(cudaSetDevice(comm->local_ranks()[i].device));
+        SYMMOE_CUDA_CHECK(cudaMemset(const_cast<uint16_t*>(fused_ptrs[i]), 0xFF, size_t(T) * shape.hidden * 2));
+      }
+      fused->forward(margs);
+      fused->synchronize();
+      const std::string diff = first_mismatch(composed_y, download_rows(*comm, fused_ptrs, T, shape.hidden), *comm,
+                                              shape.hidden);
+      row.fused_equal = diff.empty();
+      std::printf("tokens %d: fused == composed (bitwise): %s%s\n", T, row.fused_equal ? "yes" : "NO, ", diff.c_str());
+    }
+    if (time_composed) {
+      row.forward_us = graph_time_all_ranks_us(*comm, [&] { layer.forward(fargs); }, calls, reps);
+      row.dispatch_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_dispatch(fargs); }, calls, reps);
+      row.l1_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_experts_l1(fargs); }, calls, reps);
+      row.l2_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_experts_l2(fargs); }, calls, reps);
+      row.combine_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_combine(fargs); }, calls, reps);
+      layer.synchronize();
+    }
+    if (fused) {
+      row.fused_us = graph_time_all_ranks_us(*comm, [&] { fused->forward(margs); }, calls, reps);
+      fused->synchronize();
+      const double t = row.fused_us;
+      JsonLine line = common_fields("moe", argc, argv);
+      line.add("op", "fused")
+          .add("shape", shape_name)
+          .add("ranks", R)
+          .add("tokens", T)
+          .add("sms", sms)
+          .add("time_us", t)
+          .add("tflops", tr.flops(shape) / t / 1e6)
+          .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
+          .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
+          .add("recv_pairs", double(tr.recv_pairs))
+          .add("experts_touched", tr.experts_touched)
+          .add("bitwise_equal_composed", row.fused_equal)
+          .add("routing", args.str("routing"))
+          .add("plan", fused->plan(0).to_string());
+      if (time_composed) line.add("speedup_vs_composed", row.forward_us / t);
+      line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
+      append_result(out, "moe", line);
+    }
+    rows.push_back(row);
+    if (!time_composed) continue;
+    const double t = row.forward_us;
     JsonLine line = common_fields("moe", argc, argv);
     line.add("op", "composed")
         .add("shape", shape_name)
@@ -117,21 +215,33 @@ int run_moe_bench(int argc, char** argv) {
         .add("alignment", opt.expert_alignment)
         .add("note", "composed pipeline (EP dispatch expand + grouped GEMMs + EP combine); metrics for rank 0");
     append_result(out, "moe", line);
-    rows.push_back(row);
   }
-  std::printf("\ncomposed pipeline, %s, %d ranks (rank 0's view; stage times each measured alone)\n",
+  // Composed columns from time_us on; fused: its time, speedup over composed, bitwise check ("-": not run).
+  std::printf("\n%s, %d ranks (rank 0's view; TFLOPS/HBM of the composed layer, stage times each measured alone)\n",
               shape_name.c_str(), R);
-  std::printf("%7s %8s %10s %8s %8s %9s %9s %9s %9s %9s\n", "tokens", "pairs", "time_us", "TFLOPS", "HBM_GB/s",
-              "disp_us", "l1_us", "l2_us", "comb_us", "sum_us");
-  for (const auto& r : rows)
-    std::printf("%7d %8lld %10.1f %8.1f %8.0f %9.1f %9.1f %9.1f %9.1f %9.1f\n", r.tokens, r.traffic.recv_pairs,
-                r.forward_us, r.traffic.flops(shape) / r.forward_us / 1e6, r.traffic.hbm_bytes(shape) / r.forward_us / 1e3,
-                r.dispatch_us, r.l1_us, r.l2_us, r.combine_us, r.dispatch_us + r.l1_us + r.l2_us + r.combine_us);
+  std::printf("%7s %8s %10s %8s %8s %9s %9s %9s %9s %9s %10s %8s %7s\n", "tokens", "pairs", "time_us", "TFLOPS",
+              "HBM_GB/s", "disp_us", "l1_us", "l2_us", "comb_us", "sum_us", "fused_us", "speedup", "bitwise");
+  for (const auto& r : rows) {
+    const double t = r.forward_us;
+    std::printf("%7d %8lld", r.tokens, r.traffic.recv_pairs);
+    if (t > 0)
+      std::printf(" %10.1f %8.1f %8.0f %9.1f %9.1f %9.1f %9.1f %9.1f", t, r.traffic.flops(shape) / t / 1e6,
+                  r.traffic.hbm_bytes(shape) / t / 1e3, r.dispatch_us, r.l1_us, r.l2_us, r.combine_us,
+                  r.dispatch_us + r.l1_us + r.l2_us + r.combine_us);
+    else
+      std::printf(" %10s %8s %8s %9s %9s %9s %9s %9s", "-", "-", "-", "-", "-", "-", "-", "-");
+    if (r.fused_us > 0 && t > 0)
+      std::printf(" %10.1f %7.2fx %7s\n", r.fused_us, t / r.fused_us, r.fused_equal ? "yes" : "NO");
+    else if (r.fused_us > 0)
+      std::printf(" %10.1f %8s %7s\n", r.fused_us, "-", r.fused_equal ? "yes" : "NO");
+    else
+      std::printf(" %10s %8s %7s\n", "-", "-", "-");
+  }
   return 0;
 }
 
 }  // namespace
 }  // namespace symmoe::bench
 
-SYMMOE_BENCH(moe, "moe", "composed MoE layer: time, TFLOPS, HBM GB/s and the dispatch/L1/L2/combine breakdown",
+SYMMOE_BENCH(moe, "moe", "MoE layer, composed and fused: time, TFLOPS, HBM GB/s, stage breakdown, fused speedup",
              symmoe::bench::run_moe_bench);

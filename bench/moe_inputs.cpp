@@ -2,9 +2,37 @@
 #include "moe_inputs.hpp"
 
 #include "symmoe/cuda_check.hpp"
+#include "symmoe/mega_moe.hpp"
 #include "symmoe/moe_weights.hpp"
 
 namespace symmoe::bench {
+
+std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
+                                                    const MegaMoe& layer, const std::vector<MoeForwardArgs>& args) {
+  const auto& local = comm.local_ranks();
+  SYMMOE_CHECK(args.size() == local.size(), "bench", "expected one MoeForwardArgs per local rank (", local.size(),
+               "), got ", args.size());
+  const size_t H = size_t(shape.hidden), K = size_t(shape.num_topk);
+  std::vector<MoeForwardArgs> staged = args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const MoeForwardArgs& a = args[i];
+    const MegaInputView in = layer.input(i);
+    const size_t T = size_t(a.num_tokens);
+    SYMMOE_CHECK(a.num_tokens >= 0 && a.num_tokens <= shape.num_max_tokens_per_rank, "bench", "rank ", local[i].rank,
+                 ": num_tokens ", a.num_tokens, " outside [0, ", shape.num_max_tokens_per_rank, "]");
+    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
+    if (T > 0) {
+      SYMMOE_CUDA_CHECK(cudaMemcpy(in.x, a.x, T * H, cudaMemcpyDeviceToDevice));
+      SYMMOE_CUDA_CHECK(cudaMemcpy2D(in.x_scales, size_t(in.x_scales_stride) * 4, a.x_scales, (H / 128) * 4,
+                                     (H / 128) * 4, T, cudaMemcpyDeviceToDevice));
+      SYMMOE_CUDA_CHECK(cudaMemcpy(in.topk_idx, a.topk_idx, T * K * 8, cudaMemcpyDeviceToDevice));
+      SYMMOE_CUDA_CHECK(cudaMemcpy(in.topk_weights, a.topk_weights, T * K * 4, cudaMemcpyDeviceToDevice));
+    }
+    staged[i].x = in.x, staged[i].x_scales = in.x_scales;
+    staged[i].topk_idx = in.topk_idx, staged[i].topk_weights = in.topk_weights;
+  }
+  return staged;
+}
 
 DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& shape) : comm_(comm), shape_(shape) {
   const size_t T = size_t(shape.num_max_tokens_per_rank), H = size_t(shape.hidden), K = size_t(shape.num_topk);

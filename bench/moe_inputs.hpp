@@ -8,6 +8,10 @@
 #include "symmoe/moe.hpp"
 #include "symmoe/reference/mlp.hpp"
 
+namespace symmoe {
+class MegaMoe;
+}
+
 namespace symmoe::bench {
 
 // Buffers for T_max tokens on every local rank (x, scales, topk_idx, topk_weights, y).
@@ -33,6 +37,12 @@ class DeviceLayerInputs {
   std::vector<Rank> ranks_;
   std::vector<MoeForwardArgs> args_;
 };
+
+// Copies every local rank's inputs of `args` (x, x_scales, topk_idx, topk_weights; num_tokens rows) into the fused
+// layer's workspace (MegaMoe::input, where its peers pull from) and returns args pointing there (y, stream kept):
+// a forward on them skips the copy-in, so the fused layer is timed on the same footing as the composed one.
+std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
+                                                    const MegaMoe& layer, const std::vector<MoeForwardArgs>& args);
 
 // Benchmark input of one rank: x codes e4m3(448 u), u uniform in [-1, 1) from the synthetic hash, scales 2/448
 // (x ~ U(-2, 2)); routing from ref::make_routing(options, rank). ~10x faster than ref::make_random_layer_input.

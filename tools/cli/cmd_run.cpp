@@ -3,9 +3,11 @@
 // CPU path (no GPU, or --cpu): the golden model (src/reference) on R simulated ranks: random FP8 inputs and
 // routing -> dispatch (expand) -> per-expert MLP -> combine, plus the direct per-token formula and the fp64 exact
 // model. Prints the shape, per-stage timings and every check; exits 1 when a check fails.
-// GPU path (a GPU visible and no --cpu): the COMPOSED layer (include/symmoe/moe.hpp) on all visible GPUs as ranks
-// (in-process; --ranks asks for virtual ranks), checked against the golden model on sampled tokens, timed
-// (tools/cli/run_gpu.cpp). Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
+// GPU path (a GPU visible and no --cpu): the MoE layer on all visible GPUs as ranks (in-process; --ranks asks for
+// virtual ranks), checked against the golden model on sampled tokens, timed (tools/cli/run_gpu.cpp). --layer picks
+// the layer: composed (default; include/symmoe/moe.hpp) or fused (MegaMoe, include/symmoe/mega_moe.hpp, also
+// checked bitwise against one composed call). The default stays composed until the fused layer has been verified on
+// a GPU at the Flash shape. Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -191,11 +193,11 @@ int run_cpu_path(const RunOptions& o) {
   return report.all_ok() ? 0 : 1;
 }
 
-// The composed layer on the GPUs (tools/cli/run_gpu.cpp); the fused kernel comes later.
-int run_gpu_path(const RunOptions& o, int check_tokens, int reps) {
+// The composed or fused layer on the GPUs (tools/cli/run_gpu.cpp).
+int run_gpu_path(const RunOptions& o, int check_tokens, int reps, bool fused) {
   cli::GpuRunOptions g;
   g.shape = o.shape, g.shape_name = o.shape_name, g.routing = o.routing, g.alignment = o.alignment;
-  g.clamp = o.clamp, g.check_tokens = check_tokens, g.reps = reps;
+  g.clamp = o.clamp, g.check_tokens = check_tokens, g.reps = reps, g.fused = fused;
   return cli::run_gpu_layer(g);
 }
 
@@ -223,8 +225,12 @@ int run_layer(int argc, char** argv) {
       .option("clamp", "0", "SwiGLU clamp (0 = off)")
       .option("check-tokens", "4", "GPU path: tokens per rank compared with the golden model")
       .option("reps", "20", "GPU path: timed repetitions (CUDA-graph replays)")
+      .option("layer", "composed", "GPU path: composed (pipeline of kernels) | fused (single kernel, also checked "
+                                   "bitwise against composed)")
       .flag("cpu", "run the CPU golden model even where a GPU is available");
   if (!args.parse(argc, argv)) return 0;
+  const std::string layer = args.str("layer");
+  SYMMOE_CHECK(layer == "composed" || layer == "fused", "cli", "--layer must be composed or fused, got '", layer, "'");
   const bool use_gpu = gpu_available() && !args.has("cpu");
   int num_gpus = 0;
   if (use_gpu) SYMMOE_CHECK(cudaGetDeviceCount(&num_gpus) == cudaSuccess, "cli", "cudaGetDeviceCount failed");
@@ -252,12 +258,13 @@ int run_layer(int argc, char** argv) {
   if (!use_gpu && o.shape.hidden > 1024)
     std::printf("  note: %s on the CPU costs ~%.0f M multiply-adds per routed pair and mode; keep --tokens small\n",
                 o.shape_name.c_str(), 3.0 * o.shape.hidden * o.shape.intermediate / 1e6);
-  if (use_gpu) return run_gpu_path(o, args.integer("check-tokens"), args.integer("reps"));
+  if (use_gpu) return run_gpu_path(o, args.integer("check-tokens"), args.integer("reps"), layer == "fused");
   std::printf("%s\n", args.has("cpu") ? "CPU path (--cpu)" : "CPU path (no GPU visible)");
+  if (args.has("layer")) std::printf("  note: --layer %s applies to the GPU path only\n", layer.c_str());
   return run_cpu_path(o);
 }
 
 }  // namespace
 
-SYMMOE_CLI_COMMAND(run, "run", "run one MoE layer across R ranks with its checks (GPUs: composed pipeline; else CPU)",
+SYMMOE_CLI_COMMAND(run, "run", "run one MoE layer across R ranks with its checks (GPUs: composed or --layer fused; else CPU)",
                    run_layer);

@@ -1,5 +1,7 @@
-// `symmoe run` on the GPUs (see run_gpu.hpp). The layer is the COMPOSED pipeline (EP dispatch expand -> grouped
-// GEMM L1 + SwiGLU/FP8 -> grouped GEMM L2 -> EP combine); the fused single-kernel layer does not exist yet.
+// `symmoe run` on the GPUs (see run_gpu.hpp). The layer under test is the COMPOSED pipeline (EP dispatch expand ->
+// grouped GEMM L1 + SwiGLU/FP8 -> grouped GEMM L2 -> EP combine) or, with options.fused, the FUSED single-kernel
+// layer (MegaMoe), which must also equal one composed call bitwise (same weights and inputs). Every other check
+// and the timing apply to the layer under test; the fused one reads its inputs from its workspace (staged once).
 // Weights are synthetic, generated on the GPUs from a counter hash the host re-runs for the few experts that the
 // sampled tokens touch, so the golden model (ref::moe_forward_faithful / _exact) checks those tokens without the
 // host ever holding all the weights.
@@ -12,12 +14,15 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "moe_inputs.hpp"
 #include "rank_timer.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
+#include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/mlp.hpp"
@@ -58,6 +63,25 @@ std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const st
   return out;
 }
 
+// "bitwise equal", or the first differing value and how many differ.
+std::string compare_bitwise(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
+                            int H) {
+  std::string first;
+  size_t count = 0, values = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    values += want[r].size();
+    for (size_t i = 0; i < want[r].size(); ++i)
+      if (want[r][i] != got[r][i] && count++ == 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "first difference: local rank %zu token %zu col %zu: composed %g fused %g", r,
+                      i / H, i % H, fmt::bf16_to_float(want[r][i]), fmt::bf16_to_float(got[r][i]));
+        first = buf;
+      }
+  }
+  if (count == 0) return "bitwise equal (" + std::to_string(values) + " values)";
+  return first + " (" + std::to_string(count) + " of " + std::to_string(values) + " values differ)";
+}
+
 }  // namespace
 
 int run_gpu_layer(const GpuRunOptions& o) {
@@ -72,8 +96,19 @@ int run_gpu_layer(const GpuRunOptions& o) {
   ComposedMoeOptions lo;
   lo.expert_alignment = o.alignment, lo.clamp = o.clamp;
   ComposedMoe layer(*comm, shape, weights.views(), lo);
-  std::printf("GPU path: COMPOSED pipeline (EP dispatch expand -> grouped GEMM L1+SwiGLU/FP8 -> grouped GEMM L2 -> "
-              "EP combine); the fused single-kernel layer is not built yet.\n");
+  std::unique_ptr<MegaMoe> mega;
+  if (o.fused) {
+    MegaMoeOptions mo;
+    mo.clamp = o.clamp;
+    mega = std::make_unique<MegaMoe>(*comm, shape, weights.views(), mo);
+    std::printf("GPU path: FUSED single-kernel layer (MegaMoe: one persistent kernel per rank and call), checked "
+                "bitwise against one call of the composed pipeline.\n  fused plan (rank %d): %s\n",
+                comm->local_ranks()[0].rank, mega->plan(0).to_string().c_str());
+  } else {
+    std::printf("GPU path: COMPOSED pipeline (EP dispatch expand -> grouped GEMM L1+SwiGLU/FP8 -> grouped GEMM L2 -> "
+                "EP combine); --layer fused runs the single-kernel layer.\n");
+  }
+  const char* layer_name = o.fused ? "fused single-kernel layer" : "composed pipeline";
   std::printf("  %d ranks on %d GPUs (in-process), synthetic weights %.2f GB per rank, set up in %.1f s\n", R,
               num_gpus, double(MoeWeightStore::expert_bytes(shape)) * shape.num_local_experts() / 1e9,
               seconds_since(t0));
@@ -87,19 +122,35 @@ int run_gpu_layer(const GpuRunOptions& o) {
   }
   bench::DeviceLayerInputs inputs(*comm, shape);
   const auto args = inputs.upload(host);
+  // The fused layer reads its inputs from its workspace (peers pull from there): staged once, y stays args' y.
+  const auto mega_args = mega ? bench::stage_in_mega_workspace(*comm, shape, *mega, args) : args;
   std::printf("  inputs (x FP8 per-128, routing %s, mask %g) in %.1f s\n", ref::routing_kind_name(o.routing.kind),
               o.routing.mask_prob, seconds_since(t0));
+  const auto forward = [&] { return mega ? mega->forward(mega_args) : layer.forward(args); };
+  const auto synchronize = [&] { mega ? mega->synchronize() : layer.synchronize(); };
+  const auto poison_y = [&] {
+    for (size_t i = 0; i < args.size(); ++i) {
+      SYMMOE_CUDA_CHECK(cudaSetDevice(comm->local_ranks()[i].device));
+      SYMMOE_CUDA_CHECK(cudaMemset(args[i].y, 0xFF, size_t(T) * H * 2));
+    }
+  };
+
+  std::vector<std::vector<uint16_t>> composed_y;
+  if (mega) {  // the reference call of the verified composed layer, then y poisoned for the fused one
+    const auto c_ptrs = layer.forward(args);
+    layer.synchronize();
+    composed_y = download_y(*comm, c_ptrs, T, H);
+    poison_y();
+  }
 
   // Eager forward twice (the second into poisoned y): bitwise the same.
-  auto y_ptrs = layer.forward(args);
-  layer.synchronize();
+  auto y_ptrs = forward();
+  synchronize();
   const auto y = download_y(*comm, y_ptrs, T, H);
-  for (size_t i = 0; i < args.size(); ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm->local_ranks()[i].device));
-    SYMMOE_CUDA_CHECK(cudaMemset(args[i].y, 0xFF, size_t(T) * H * 2));
-  }
-  y_ptrs = layer.forward(args);
-  layer.synchronize();
+  if (mega) checks.push_back({"fused == composed (bitwise)", y == composed_y, compare_bitwise(composed_y, y, H)});
+  poison_y();
+  y_ptrs = forward();
+  synchronize();
   checks.push_back({"repeated forward bitwise equal", download_y(*comm, y_ptrs, T, H) == y, "second call into poisoned y"});
 
   // Golden model on sampled tokens (only their experts' weights are regenerated on the host).
@@ -165,8 +216,8 @@ int run_gpu_layer(const GpuRunOptions& o) {
 
   // Timing: CUDA-graph replays of the whole layer (capturable, no host sync), then y must still be the eager y.
   const int calls = T >= 2048 ? 2 : 10;
-  const double us = bench::graph_time_all_ranks_us(*comm, [&] { layer.forward(args); }, calls, o.reps);
-  layer.synchronize();
+  const double us = bench::graph_time_all_ranks_us(*comm, [&] { forward(); }, calls, o.reps);
+  synchronize();
   checks.push_back({"graph replays bitwise equal eager", download_y(*comm, y_ptrs, T, H) == y,
                     "y after the timed CUDA-graph replays"});
   const bench::RankTraffic tr = bench::rank_traffic(shape, routings, 0);
@@ -174,7 +225,7 @@ int run_gpu_layer(const GpuRunOptions& o) {
   std::printf("\n  %-8s %6s %8s %10s %10s %9s %9s %s\n", "shape", "ranks", "tokens", "pairs(r0)", "time_us", "TFLOPS",
               "HBM_GB/s", "layer");
   std::printf("  %-8s %6d %8d %10lld %10.1f %9.1f %9.0f %s\n", o.shape_name.c_str(), R, T, tr.recv_pairs, us,
-              tr.flops(shape) / us / 1e6, tr.hbm_bytes(shape) / us / 1e3, "composed pipeline");
+              tr.flops(shape) / us / 1e6, tr.hbm_bytes(shape) / us / 1e3, layer_name);
   std::printf("  (rank 0's (token, expert) pairs; TFLOPS = 2*pairs*H*I*3/t; time = median CUDA-graph replay)\n");
   std::printf("\n  %-48s %-5s %s\n", "check", "", "detail");
   bool all_ok = true;
@@ -182,7 +233,7 @@ int run_gpu_layer(const GpuRunOptions& o) {
     std::printf("  %-48s %-5s %s\n", c.name.c_str(), c.ok ? "ok" : "FAIL", c.detail.c_str());
     all_ok &= c.ok;
   }
-  std::printf("\n%s\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED");
+  std::printf("\n%s (%s)\n", all_ok ? "all checks passed" : "SOME CHECKS FAILED", layer_name);
   return all_ok ? 0 : 1;
 }
 

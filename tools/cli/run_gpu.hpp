@@ -1,5 +1,6 @@
-// `symmoe run` on the GPUs: the composed MoE layer on every rank, checked against the golden model on a sample of
-// tokens, timed, and summarised (tools/cli/run_gpu.cpp). The CPU path stays in cmd_run.cpp.
+// `symmoe run` on the GPUs: the MoE layer (composed pipeline, or with `fused` the single-kernel MegaMoe, then also
+// checked bitwise against the composed one) on every rank, checked against the golden model on a sample of tokens,
+// timed, and summarised (tools/cli/run_gpu.cpp). The CPU path stays in cmd_run.cpp.
 #pragma once
 
 #include <string>
@@ -17,6 +18,7 @@ struct GpuRunOptions {
   float clamp = 0.f;
   int check_tokens = 4;  // tokens per rank compared with the golden model
   int reps = 20;         // timed repetitions
+  bool fused = false;    // false: ComposedMoe; true: MegaMoe (+ one composed call for the bitwise comparison)
 };
 
 // Returns the process exit code: 0 when every check passed, 1 otherwise.
