@@ -167,12 +167,10 @@ int run_moe_bench(int argc, char** argv) {
       row.combine_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_combine(fargs); }, calls, reps);
       layer.synchronize();
     }
-    if (fused) {
-      row.fused_us = graph_time_all_ranks_us(*comm, [&] { fused->forward(margs); }, calls, reps);
-      fused->synchronize();
-      const double t = row.fused_us;
+    // The fields every row of one token count shares (DESIGN.md "Result files", bench moe), for a layer timed at t us.
+    const auto layer_line = [&](const char* op, double t) {
       JsonLine line = common_fields("moe", argc, argv);
-      line.add("op", "fused")
+      line.add("op", op)
           .add("shape", shape_name)
           .add("ranks", R)
           .add("tokens", T)
@@ -182,8 +180,15 @@ int run_moe_bench(int argc, char** argv) {
           .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
           .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
           .add("recv_pairs", double(tr.recv_pairs))
-          .add("experts_touched", tr.experts_touched)
-          .add("bitwise_equal_composed", row.fused_equal)
+          .add("experts_touched", tr.experts_touched);
+      return line;
+    };
+    if (fused) {
+      row.fused_us = graph_time_all_ranks_us(*comm, [&] { fused->forward(margs); }, calls, reps);
+      fused->synchronize();
+      const double t = row.fused_us;
+      JsonLine line = layer_line("fused", t);
+      line.add("bitwise_equal_composed", row.fused_equal)
           .add("routing", args.str("routing"))
           .add("plan", fused->plan(0).to_string());
       if (time_composed) line.add("speedup_vs_composed", row.forward_us / t);
@@ -193,19 +198,8 @@ int run_moe_bench(int argc, char** argv) {
     rows.push_back(row);
     if (!time_composed) continue;
     const double t = row.forward_us;
-    JsonLine line = common_fields("moe", argc, argv);
-    line.add("op", "composed")
-        .add("shape", shape_name)
-        .add("ranks", R)
-        .add("tokens", T)
-        .add("sms", sms)
-        .add("time_us", t)
-        .add("tflops", tr.flops(shape) / t / 1e6)
-        .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
-        .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
-        .add("recv_pairs", double(tr.recv_pairs))
-        .add("experts_touched", tr.experts_touched)
-        .add("dispatch_us", row.dispatch_us)
+    JsonLine line = layer_line("composed", t);
+    line.add("dispatch_us", row.dispatch_us)
         .add("l1_us", row.l1_us)
         .add("l2_us", row.l2_us)
         .add("combine_us", row.combine_us)
