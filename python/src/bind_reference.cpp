@@ -74,18 +74,8 @@ void bind_handle(py::module_& m) {
   const auto tokens_by_lanes = [](const EpHandle& e) { return Dims{e.num_tokens, e.num_topk}; };
   const auto recv_by_metadata = [](const EpHandle& e) { return Dims{e.num_recv_tokens, e.metadata_stride()}; };
   py::class_<EpHandle> h(m, "RefEPHandle", "golden-model EPHandle of one rank (DeepEP field names; arrays are copies)");
-  h.def_readonly("rank", &EpHandle::rank)
-      .def_readonly("num_ranks", &EpHandle::num_ranks)
-      .def_readonly("do_expand", &EpHandle::do_expand)
-      .def_readonly("num_experts", &EpHandle::num_experts)
-      .def_readonly("num_topk", &EpHandle::num_topk)
-      .def_readonly("expert_alignment", &EpHandle::expert_alignment)
-      .def_readonly("num_max_tokens_per_rank", &EpHandle::num_max_tokens_per_rank)
-      .def_readonly("num_tokens", &EpHandle::num_tokens)
-      .def_readonly("num_recv_tokens", &EpHandle::num_recv_tokens)
-      .def_readonly("num_expanded_tokens", &EpHandle::num_expanded_tokens)
-      .def_readonly("num_recv_tokens_per_expert_list", &EpHandle::num_recv_tokens_per_expert_list)
-      .def_property_readonly("num_local_experts", &EpHandle::num_local_experts)
+  def_handle_scalars(h);
+  h.def_property_readonly("num_local_experts", &EpHandle::num_local_experts)
       .def_property_readonly("num_tokens_per_rank", array_field(&EpHandle::num_tokens_per_rank, ranks))
       .def_property_readonly("num_tokens_per_expert", array_field(&EpHandle::num_tokens_per_expert, experts))
       .def_property_readonly("dst_buffer_slot_idx", array_field(&EpHandle::dst_buffer_slot_idx, tokens_by_lanes))

@@ -38,20 +38,10 @@ EpBufferConfig make_config(int num_max_tokens_per_rank, int hidden, int num_topk
 }
 
 void bind_handle(py::module_& m) {
-  py::class_<EpHandle>(m, "EpHandle", "device EPHandle of one local rank (DeepEP field names; pointers as ints)")
-      .def(py::init<>())
-      .def_readonly("rank", &EpHandle::rank)
-      .def_readonly("num_ranks", &EpHandle::num_ranks)
-      .def_readonly("do_expand", &EpHandle::do_expand)
-      .def_readonly("num_experts", &EpHandle::num_experts)
-      .def_readonly("num_topk", &EpHandle::num_topk)
-      .def_readonly("expert_alignment", &EpHandle::expert_alignment)
-      .def_readonly("num_max_tokens_per_rank", &EpHandle::num_max_tokens_per_rank)
-      .def_readonly("num_tokens", &EpHandle::num_tokens)
-      .def_readonly("num_recv_tokens", &EpHandle::num_recv_tokens)
-      .def_readonly("num_expanded_tokens", &EpHandle::num_expanded_tokens)
-      .def_readonly("num_recv_tokens_per_expert_list", &EpHandle::num_recv_tokens_per_expert_list)
-      .def_readonly("device", &EpHandle::device)
+  py::class_<EpHandle> h(m, "EpHandle", "device EPHandle of one local rank (DeepEP field names; pointers as ints)");
+  h.def(py::init<>());
+  def_handle_scalars(h);
+  h.def_readonly("device", &EpHandle::device)
       .def_property_readonly("num_local_experts",
                              [](const EpHandle& h) { return h.num_ranks ? h.num_local_experts() : 0; })
       .def_property_readonly("ptrs", [](const EpHandle& h) {

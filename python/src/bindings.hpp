@@ -44,6 +44,21 @@ py::array_t<T> to_numpy(const std::vector<T>& v, const std::vector<py::ssize_t>&
   SYMMOE_CHECK(n == v.size(), "python", "internal: ", v.size(), " elements do not fill shape of ", n);
   return to_numpy(v.data(), shape);
 }
+// The scalar fields both EPHandles (golden model's ref::EpHandle and the device EpHandle) share, with DeepEP's names.
+template <typename Handle, typename... Extra>
+void def_handle_scalars(py::class_<Handle, Extra...>& c) {
+  c.def_readonly("rank", &Handle::rank)
+      .def_readonly("num_ranks", &Handle::num_ranks)
+      .def_readonly("do_expand", &Handle::do_expand)
+      .def_readonly("num_experts", &Handle::num_experts)
+      .def_readonly("num_topk", &Handle::num_topk)
+      .def_readonly("expert_alignment", &Handle::expert_alignment)
+      .def_readonly("num_max_tokens_per_rank", &Handle::num_max_tokens_per_rank)
+      .def_readonly("num_tokens", &Handle::num_tokens)
+      .def_readonly("num_recv_tokens", &Handle::num_recv_tokens)
+      .def_readonly("num_expanded_tokens", &Handle::num_expanded_tokens)
+      .def_readonly("num_recv_tokens_per_expert_list", &Handle::num_recv_tokens_per_expert_list);
+}
 template <typename T>
 std::vector<T> to_vector(const CArray<T>& a) {
   return std::vector<T>(a.data(), a.data() + a.size());
