@@ -10,6 +10,7 @@
 //   ceiling_gbps  same run: a plain peer-copy kernel, all SMs, both directions at once, per direction
 //   baseline      NCCL send/recv all-to-all (ncclGroupStart + ncclSend/ncclRecv to every rank incl. self) of the
 //                 same logical bytes per rank pair, on the same streams
+// --skip: phase-skip masks (SYMMOE_EP_SKIP) timed at every point, to see where the time goes (outputs wrong).
 // Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls captured per graph
 // (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is the
 // collective's). NCCL is timed the same way (its group captured into the graphs: baseline_timing "cuda_graph");
@@ -18,6 +19,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <cstdio>
 #include <random>
@@ -95,7 +97,7 @@ struct RankData {
 
 struct Row {
   std::string shape, op;
-  int tokens, sms;
+  int tokens, sms, skip;
   double time_us, gbps, nvl_gbps, ceiling, nccl_us;
 };
 
@@ -106,11 +108,15 @@ int run_ep_bench(int argc, char** argv) {
       .option("tokens", "128,512,4096,8192", "tokens per rank")
       .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine")
       .option("reps", "30", "timed repetitions per point")
-      .option("variant", "round2", "variant tag written to every result line (kernel generation)");
+      .option("variant", "round3", "variant tag written to every result line (kernel generation)")
+      .option("skip", "0",
+              "phase-skip masks to time at every point (SYMMOE_EP_SKIP bits, kernels/ep/params.hpp; 0 = full "
+              "kernels; any other value gives wrong outputs and is tagged variant-skipN)");
   if (!args.parse(argc, argv)) return 0;
   const std::string out = args.str("out");
   const auto token_list = args.int_list("tokens");
   const auto sm_list = args.int_list("sms");
+  const auto skip_list = args.int_list("skip");
   const int reps = args.integer("reps");
   int num_gpus = 0;
   SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&num_gpus));
@@ -250,48 +256,55 @@ int run_ep_bench(int argc, char** argv) {
         on(0);
       }
       for (const int sms : sm_list) {
-        opt.cpu_sync = false, opt.num_sms = sms;
-        const int calls = T >= 4096 ? 4 : 20;
-        const double d_us = graph_time_us(*comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
-        std::vector<EpCombineArgs> cargs(R);
-        for (int r = 0; r < R; ++r) cargs[r].x = data[r].combine_x;
-        EpCombineOptions co;
-        co.cpu_sync = false, co.num_sms = sms;
-        const double c_us = graph_time_us(*comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
-        comm->synchronize();
-        buffer.synchronize();
-        const double d_gbps = double(recv_rows0) * logical_row / d_us / 1e3;
-        const double d_remote = double(remote_rows0) * logical_row / d_us / 1e3;
-        const double d_nvl = remote_rows_per_rank * record / d_us / 1e3;
-        const double c_gbps = double(recv_rows0) * H * 2 / c_us / 1e3;
-        const double c_remote = double(remote_rows0) * H * 2 / c_us / 1e3;
-        const double c_nvl = remote_rows_per_rank * H * 2 / c_us / 1e3;
-        for (int op = 0; op < 2; ++op) {
-          JsonLine line = common_fields("ep", argc, argv);
-          line.add("op", op == 0 ? "dispatch" : "combine")
-              .add("shape", shape_name)
-              .add("ranks", R)
-              .add("tokens", T)
-              .add("sms", sms)
-              .add("time_us", op == 0 ? d_us : c_us)
-              .add("gbps", op == 0 ? d_gbps : c_gbps)
-              .add("gbps_remote", op == 0 ? d_remote : c_remote)
-              .add("local_traffic", "included in gbps")
-              .add("nvl_gbps", op == 0 ? d_nvl : c_nvl)
-              .add("ceiling_gbps", ceiling)
-              .add("nvl_fraction_of_ceiling", (op == 0 ? d_nvl : c_nvl) / ceiling)
-              .add("dtype", op == 0 ? "fp8_e4m3+fp32_per128" : "bf16")
-              .add("baseline", "nccl")
-              .add("baseline_time_us", nccl_us)
-              .add("baseline_timing", nccl_timing)
-              .add("baseline_eager_us", nccl_eager_us)
-              .add("variant", args.str("variant"))
-              .add("baseline_gbps_remote", remote_rows_per_rank * logical_row / nccl_us / 1e3);
-          append_result(out, "ep", line);
+        for (const int skip : skip_list) {
+          // The EP buffer reads SYMMOE_EP_SKIP on every call (the graphs below capture it at capture time).
+          if (skip) setenv("SYMMOE_EP_SKIP", std::to_string(skip).c_str(), 1); else unsetenv("SYMMOE_EP_SKIP");
+          const std::string variant = args.str("variant") + (skip ? "-skip" + std::to_string(skip) : "");
+          opt.cpu_sync = false, opt.num_sms = sms;
+          const int calls = T >= 4096 ? 4 : 20;
+          const double d_us = graph_time_us(*comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
+          std::vector<EpCombineArgs> cargs(R);
+          for (int r = 0; r < R; ++r) cargs[r].x = data[r].combine_x;
+          EpCombineOptions co;
+          co.cpu_sync = false, co.num_sms = sms;
+          const double c_us = graph_time_us(*comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
+          comm->synchronize();
+          buffer.synchronize();
+          const double d_gbps = double(recv_rows0) * logical_row / d_us / 1e3;
+          const double d_remote = double(remote_rows0) * logical_row / d_us / 1e3;
+          const double d_nvl = remote_rows_per_rank * record / d_us / 1e3;
+          const double c_gbps = double(recv_rows0) * H * 2 / c_us / 1e3;
+          const double c_remote = double(remote_rows0) * H * 2 / c_us / 1e3;
+          const double c_nvl = remote_rows_per_rank * H * 2 / c_us / 1e3;
+          for (int op = 0; op < 2; ++op) {
+            JsonLine line = common_fields("ep", argc, argv);
+            line.add("op", op == 0 ? "dispatch" : "combine")
+                .add("shape", shape_name)
+                .add("ranks", R)
+                .add("tokens", T)
+                .add("sms", sms)
+                .add("time_us", op == 0 ? d_us : c_us)
+                .add("gbps", op == 0 ? d_gbps : c_gbps)
+                .add("gbps_remote", op == 0 ? d_remote : c_remote)
+                .add("local_traffic", "included in gbps")
+                .add("nvl_gbps", op == 0 ? d_nvl : c_nvl)
+                .add("ceiling_gbps", ceiling)
+                .add("nvl_fraction_of_ceiling", (op == 0 ? d_nvl : c_nvl) / ceiling)
+                .add("dtype", op == 0 ? "fp8_e4m3+fp32_per128" : "bf16")
+                .add("baseline", "nccl")
+                .add("baseline_time_us", nccl_us)
+                .add("baseline_timing", nccl_timing)
+                .add("baseline_eager_us", nccl_eager_us)
+                .add("variant", variant)
+                .add("skip", skip)
+                .add("baseline_gbps_remote", remote_rows_per_rank * logical_row / nccl_us / 1e3);
+            append_result(out, "ep", line);
+          }
+          rows.push_back({shape_name, "dispatch", T, sms, skip, d_us, d_gbps, d_nvl, ceiling, nccl_us});
+          rows.push_back({shape_name, "combine", T, sms, skip, c_us, c_gbps, c_nvl, ceiling, nccl_us});
         }
-        rows.push_back({shape_name, "dispatch", T, sms, d_us, d_gbps, d_nvl, ceiling, nccl_us});
-        rows.push_back({shape_name, "combine", T, sms, c_us, c_gbps, c_nvl, ceiling, nccl_us});
       }
+      unsetenv("SYMMOE_EP_SKIP");
     }
     for (int r = 0; r < R; ++r) {
       on(r);
@@ -302,11 +315,11 @@ int run_ep_bench(int argc, char** argv) {
   }
   for (auto& c : nccl) ncclCommDestroy(c);
 
-  std::printf("\n%-6s %-9s %6s %4s %10s %9s %9s %7s %10s\n", "shape", "op", "tokens", "sms", "time_us", "GB/s",
-              "nvl_GB/s", "%ceil", "nccl_us");
+  std::printf("\n%-6s %-9s %6s %4s %4s %10s %9s %9s %7s %10s\n", "shape", "op", "tokens", "sms", "skip", "time_us",
+              "GB/s", "nvl_GB/s", "%ceil", "nccl_us");
   for (const auto& r : rows)
-    std::printf("%-6s %-9s %6d %4d %10.2f %9.1f %9.1f %6.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(), r.tokens,
-                r.sms, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling, r.nccl_us);
+    std::printf("%-6s %-9s %6d %4d %4d %10.2f %9.1f %9.1f %6.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(), r.tokens,
+                r.sms, r.skip, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling, r.nccl_us);
   return 0;
 }
 

@@ -8,6 +8,8 @@
 //   SYMMOE_BLOCK_M      planner: force BLOCK_M (tokens per tile: 16, 32, 64 or 128) of MegaMoE / grouped GEMM
 //   SYMMOE_NUM_STAGES   planner: force the pipeline stages (must fit shared memory)
 //   SYMMOE_EP_SMS       planner: force the SMs of EP dispatch and combine
+//   SYMMOE_EP_SKIP      benchmark only: EP phases to leave out (bits of kernels/ep/params.hpp SkipPhase; outputs
+//                       are wrong when set; `symmoe bench ep --skip` sets it per measurement)
 //   SYMMOE_EXPERTS_PER_WAVE  planner: force MegaMoE experts per wave (must divide E / R)
 #pragma once
 

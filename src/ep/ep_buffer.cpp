@@ -6,6 +6,7 @@
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/ep/params.hpp"
 #include "symmoe/cuda_check.hpp"
+#include "symmoe/env.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/plan.hpp"
 
@@ -132,6 +133,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
     st.workspace.allocate(p.device, c.cursor);
     st.warp_counts = reinterpret_cast<int32_t*>(st.workspace.base() + wc);
     st.error_key = reinterpret_cast<unsigned long long*>(st.workspace.base() + ek);
+    // "No error" (all ones); each dispatch kernel resets it after reading it (no memset node per call).
+    SYMMOE_CUDA_CHECK(cudaMemset(st.error_key, 0xff, 8));
     SYMMOE_CUDA_CHECK(cudaHostAlloc(&st.error_host, sizeof(ep::InputError), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(st.error_host, 0, sizeof(ep::InputError));
     SYMMOE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&st.error_dev), st.error_host, 0));
@@ -176,6 +179,12 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
                    ": the handle was not filled by a dispatch of this rank");
       SYMMOE_CHECK(h.num_tokens == args[i].num_tokens, "ep", "cached dispatch rank ", rank, ": num_tokens ",
                    args[i].num_tokens, " differs from the handle's ", h.num_tokens);
+      // A handle of another buffer of the same shape is fine (e.g. combine's backward: a BF16 cached dispatch with
+      // the handle of an FP8 forward dispatch); only the routing shape must match.
+      SYMMOE_CHECK(h.num_ranks == R && h.num_experts == E && h.num_topk == K && h.num_max_tokens_per_rank == T_max,
+                   "ep", "cached dispatch rank ", rank, ": the handle was made for another shape (R ", h.num_ranks,
+                   ", E ", h.num_experts, ", K ", h.num_topk, ", T_max ", h.num_max_tokens_per_rank,
+                   "), this buffer has R ", R, ", E ", E, ", K ", K, ", T_max ", T_max);
     }
   }
   const bool expand = options.cached ? handles[0].do_expand : options.expand;
@@ -237,6 +246,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     }
   }
 
+  const uint32_t skip = uint32_t(env::get_int("EP_SKIP", 0));  // benchmark-only (kernels/ep/params.hpp)
   std::vector<EpDispatchResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     Impl::RankState& st = im.ranks[i];
@@ -262,11 +272,11 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     const layout::EpLayout& lay = p.layout;
     p.recv_x = st.recv_x, p.recv_sf = st.recv_sf, p.recv_topk_idx = st.recv_topk_idx;
     p.recv_topk_weights = st.recv_topk_weights;
+    p.skip = skip;
     p.warp_counts = st.warp_counts;
     p.error_key = st.error_key;
     p.error = st.error_dev;
     cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
-    SYMMOE_CUDA_CHECK(cudaMemsetAsync(st.error_key, 0xff, 8, stream));
     ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
@@ -307,6 +317,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     SYMMOE_CHECK((args[i].topk_weights != nullptr) == with_weights, "ep",
                  "combine: topk_weights must be given on every rank or on none (rank ",
                  im.ranks[i].placement.rank, " differs from rank ", im.ranks[0].placement.rank, ")");
+  const uint32_t skip = uint32_t(env::get_int("EP_SKIP", 0));  // benchmark-only (kernels/ep/params.hpp)
   std::vector<EpCombineResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     Impl::RankState& st = im.ranks[i];
@@ -327,6 +338,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
                 h.device_counts};
     p.combined_x = st.combined_x;
     p.combined_topk_weights = with_weights ? st.combined_topk_weights : nullptr;
+    p.skip = skip;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
     cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
     ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);

@@ -118,8 +118,9 @@ void check_ep(const MoeShape& s, layout::TokenDtype dtype) {
   ASSERT_TRUE(
       inside(l, EpLayout::kCombineRecv, l.get_combine_recv_row(T - 1, K - 1), uint64_t(H) * 2, 16, "combine row"));
   ASSERT_TRUE(inside(l, EpLayout::kCombineRecv, l.get_combine_recv_row(0, 0), uint64_t(H) * 2, 128, "combine row 0"));
-  ASSERT_TRUE(inside(l, EpLayout::kRecvRankCounts, l.get_recv_rank_count(R - 1), 8, 8, "recv rank count"));
-  ASSERT_TRUE(inside(l, EpLayout::kRecvExpertCounts, l.get_recv_expert_count(R - 1, El - 1), 8, 8, "recv expert"));
+  ASSERT_TRUE(inside(l, EpLayout::kRecvRankCounts, l.get_recv_rank_count(1, R - 1, R - 1), 8, 8, "recv rank count"));
+  ASSERT_TRUE(inside(l, EpLayout::kRecvArrivals, l.get_recv_arrivals(R - 1), 4, 4, "recv arrivals"));
+  ASSERT_TRUE(inside(l, EpLayout::kRecvExpertCounts, l.get_recv_expert_count(1, R - 1, El - 1), 8, 8, "recv expert"));
   const layout::SyncArea sync = l.get_sync_area();
   ASSERT_TRUE(
       inside(l, EpLayout::kSyncArea, sync.base, layout::SyncArea::num_bytes(R), layout::SyncArea::kAlign, "sync area"));

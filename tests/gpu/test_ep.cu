@@ -1,12 +1,14 @@
 // EP dispatch/combine on the GPUs against the golden model (symmoe::ref), BITWISE: received rows and scales, every
 // EpHandle field, expand segments, cached == fresh, combine results and combined_topk_weights; over uniform, Zipf,
-// one-hot-expert and 30%-masked routings, alignment 1 and 128, BF16 and FP8 (fp32 and packed UE8M0 scales), with
-// and without biases. Also: 100 repeated fresh dispatches identical, 10,000 dispatch+combine calls and 1,000
+// one-hot-expert and 30%-masked routings, alignment 1 and 128, BF16 and FP8 (fp32 and packed UE8M0 scales per 32
+// and 128), with and without biases; backward duality (dispatch backward = combine, combine backward = cached
+// dispatch) against the golden model and the written-out adjoint. Also: 100 repeated fresh dispatches identical, 10,000 dispatch+combine calls and 1,000
 // CUDA-graph replays stable, device-detected bad expert ids / duplicates raise symmoe::Error naming the token.
 // Ranks: one per GPU and 8 virtual ranks (in-process backend). Outputs and handles are poisoned before each
 // compared call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -200,9 +202,12 @@ std::vector<char> valid_rows(const ref::EpHandle& h) {
 }
 
 // Compares one rank's dispatch outputs (and, if check_handle, its handle) with the golden model.
+// `buffer`: the buffer that ran the dispatch when it is not s.buffer (row sizes).
 void expect_dispatch_equal(const EpSetup& s, int i, const ref::DispatchOutput& want, const EpDispatchResult& got,
-                           const EpHandle& h, bool check_handle, bool zero_padding, const std::string& what) {
-  const int dev = s.devices[i], K = s.config.num_topk, xb = s.buffer->x_row_bytes(), sb = s.buffer->scale_row_bytes();
+                           const EpHandle& h, bool check_handle, bool zero_padding, const std::string& what,
+                           const EpBuffer* buffer = nullptr) {
+  if (!buffer) buffer = s.buffer.get();
+  const int dev = s.devices[i], K = s.config.num_topk, xb = buffer->x_row_bytes(), sb = buffer->scale_row_bytes();
   const ref::EpHandle& wh = want.handle;
   const std::string tag = what + " rank " + std::to_string(i);
   const int rows = wh.do_expand ? wh.num_expanded_tokens : wh.num_recv_tokens;
@@ -371,10 +376,55 @@ INSTANTIATE_TEST_SUITE_P(Ranks, EpGolden,
                          ::testing::Values(Param{0, EpDtype::kBf16, EpScales::kNone},
                                            Param{0, EpDtype::kFp8E4m3, EpScales::kFp32Per128},
                                            Param{0, EpDtype::kFp8E4m3, EpScales::kUe8m0Per128},
+                                           Param{0, EpDtype::kFp8E4m3, EpScales::kUe8m0Per32},
                                            Param{8, EpDtype::kBf16, EpScales::kNone},
                                            Param{8, EpDtype::kFp8E4m3, EpScales::kFp32Per128},
                                            Param{8, EpDtype::kFp8E4m3, EpScales::kUe8m0Per32}),
                          param_name);
+
+// Larger batches (~1000 tokens per rank: several tokens per warp, bases across many CTAs): the same comparisons,
+// and a bad id far into the batch is still found (the error key is reset in the kernel afterwards).
+class EpLargeBatch : public ::testing::TestWithParam<int> {};
+
+TEST_P(EpLargeBatch, MatchesGoldenModelAndFindsLateBadIds) {
+  EpSetup s = make_setup(GetParam() == 0 ? num_gpus() : GetParam(), EpDtype::kFp8E4m3, EpScales::kFp32Per128, 512,
+                         32, 6, 1024);
+  uint64_t seed = 70;
+  for (const auto kind : {ref::RoutingKind::kUniform, ref::RoutingKind::kZipf, ref::RoutingKind::kHotExpert}) {
+    Case c;
+    c.kind = kind, c.mask = kind == ref::RoutingKind::kZipf ? 0.3 : 0.0, c.seed = seed++;
+    c.expand = kind != ref::RoutingKind::kUniform, c.alignment = c.expand ? 128 : 1;
+    c.biases = kind == ref::RoutingKind::kHotExpert;
+    run_case(s, c);
+    if (HasFailure()) return;
+  }
+  Case c;
+  c.seed = 80;
+  Inputs in = make_inputs(s, c, 1);
+  const int K = s.config.num_topk, bad_rank = s.R - 1, token = 700, lane = 4;
+  ASSERT_GT(in.host[bad_rank].num_tokens, token);
+  std::vector<int64_t> idx = in.host[bad_rank].topk_idx;
+  idx[size_t(token) * K + lane] = s.config.num_experts;
+  SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[bad_rank]));
+  SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
+  std::vector<EpHandle> handles(s.R);
+  try {
+    s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
+    ADD_FAILURE() << "bad expert id at token " << token << " was not reported";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank " + std::to_string(bad_rank) + " token 700 lane 4"), std::string::npos) << msg;
+  }
+  Inputs good = make_inputs(s, c, 3);  // the buffer keeps working (the error key was reset in the kernel)
+  const auto want = ref::dispatch(ref_config(s, c), good.host);
+  auto res = s.buffer->dispatch(good.args, EpDispatchOptions{}, handles);
+  for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, EpLargeBatch, ::testing::Values(0, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+                         });
 
 // Fresh dispatch repeated 100 times: every output and handle field identical to the golden model each time
 // (checked on the first, last and every 10th call; the others must equal the first).
@@ -470,6 +520,143 @@ TEST_P(EpStability, TenThousandCallsAndGraphReplays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, EpStability, ::testing::Values(0, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+                         });
+
+// Backward duality (issue 4): dispatch's backward is combine with the forward handle (the gradients of the received
+// rows summed back per token, those of recv_topk_weights returned as combined_topk_weights); combine's backward is
+// a cached dispatch of the output gradient with that handle, here on a second, BF16 buffer while the forward
+// dispatch is FP8 with packed UE8M0 scales per 32 channels. Each is compared bitwise with the golden model AND with
+// the adjoint written out from the forward handle's recv_src_metadata: the rows a token was copied to are exactly
+// the rows its gradient sums (ascending top-k lane, fp32, one bf16 rounding), and every copy of a token receives
+// exactly its gradient row.
+class EpBackward : public ::testing::TestWithParam<int> {};
+
+TEST_P(EpBackward, DispatchAndCombineBackwardAreDual) {
+  EpSetup s = make_setup(GetParam() == 0 ? num_gpus() : GetParam(), EpDtype::kFp8E4m3, EpScales::kUe8m0Per32);
+  EpBufferConfig grad_config = s.config;
+  grad_config.dtype = EpDtype::kBf16, grad_config.scales = EpScales::kNone;
+  EpBuffer grad_buffer(*s.comm, grad_config);
+  const int K = s.config.num_topk, H = s.config.hidden, T_max = s.config.num_max_tokens_per_rank;
+  const int El = s.config.num_experts / s.R;
+  for (const bool expand : {false, true}) {
+    Case c;
+    c.kind = ref::RoutingKind::kZipf, c.mask = 0.3, c.expand = expand, c.alignment = expand ? 128 : 1;
+    c.seed = expand ? 41 : 40;
+    SCOPED_TRACE(case_name(c) + " ranks=" + std::to_string(s.R));
+    Inputs in = make_inputs(s, c, 1);
+    const auto fwd = ref::dispatch(ref_config(s, c), in.host);
+    EpDispatchOptions opt;
+    opt.expand = expand, opt.expert_alignment = c.alignment;
+    std::vector<EpHandle> handles(s.R);
+    const auto res = s.buffer->dispatch(in.args, opt, handles);
+    for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, fwd[i], res[i], handles[i], true, true, "forward");
+    if (HasFailure()) return;
+
+    // ---- dispatch backward = combine(gradient rows, handle) ----
+    std::mt19937_64 rng(c.seed * 131 + 7);
+    std::vector<ref::CombineInput> gin(s.R);
+    std::vector<DevMem> gx, gw;
+    std::vector<EpCombineArgs> gargs(s.R);
+    for (int d = 0; d < s.R; ++d) {
+      const ref::EpHandle& h = fwd[d].handle;
+      const int rows = expand ? h.num_expanded_tokens : h.num_recv_tokens;
+      gin[d].x = random_bf16(size_t(rows) * H, rng);
+      std::vector<float> w(size_t(rows) * (expand ? 1 : K));
+      for (auto& v : w) v = float(int(rng() % 2001) - 1000) / 512.f;
+      gin[d].topk_weights = w;
+      gx.push_back(upload(s.devices[d], gin[d].x));
+      gw.push_back(upload(s.devices[d], w));
+      gargs[d].x = gx[d].as<uint16_t>();
+      gargs[d].topk_weights = gw[d].as<float>();
+    }
+    const auto want_grad = ref::combine(ref_handles(fwd), H, gin);
+    // The adjoint of "copy token (s, t) to these rows": (lane, row of rank d) pairs per source token.
+    struct Copy { int lane, d; int64_t row; };
+    std::vector<std::vector<std::vector<Copy>>> copies(s.R);
+    for (int r = 0; r < s.R; ++r) copies[r].resize(in.host[r].num_tokens);
+    for (int d = 0; d < s.R; ++d) {
+      const ref::EpHandle& h = fwd[d].handle;
+      for (int i = 0; i < h.num_recv_tokens; ++i) {
+        const int32_t* meta = &h.recv_src_metadata[size_t(i) * (2 + K)];
+        const int src = meta[0] / T_max, t = meta[0] % T_max;
+        if (!expand) copies[src][t].push_back({meta[1] - src * K, d, i});
+        for (int k = 0; expand && k < K; ++k)
+          if (meta[2 + k] >= 0) copies[src][t].push_back({k, d, meta[2 + k]});
+      }
+    }
+    auto grad = s.buffer->combine(gargs, EpCombineOptions{}, handles);
+    for (int r = 0; r < s.R; ++r) {
+      const int T = in.host[r].num_tokens;
+      const auto got_x = download<uint16_t>(s.devices[r], grad[r].combined_x, size_t(T) * H);
+      const auto got_w = download<float>(s.devices[r], grad[r].combined_topk_weights, size_t(T) * K);
+      const std::string tag = "dispatch backward rank " + std::to_string(r);
+      EXPECT_TRUE(test::bitwise_equal(want_grad[r].combined_x, got_x, tag + " grad x (golden)"));
+      EXPECT_TRUE(test::bitwise_equal(want_grad[r].combined_topk_weights, got_w, tag + " grad weights (golden)"));
+      std::vector<uint16_t> adj_x(size_t(T) * H);
+      std::vector<float> adj_w(size_t(T) * K, 0.f);
+      for (int t = 0; t < T; ++t) {
+        auto list = copies[r][t];
+        std::sort(list.begin(), list.end(), [](const Copy& a, const Copy& b) { return a.lane < b.lane; });
+        for (int j = 0; j < H; ++j) {
+          float acc = 0.f;
+          for (const Copy& cp : list) acc += fmt::bf16_to_float(gin[cp.d].x[size_t(cp.row) * H + j]);
+          adj_x[size_t(t) * H + j] = fmt::float_to_bf16(acc);
+        }
+        for (int k = 0; k < K; ++k) {  // lane k's weight gradient comes from the rank that owns its expert
+          const int64_t e = in.host[r].topk_idx[size_t(t) * K + k];
+          for (const Copy& cp : list) {
+            if (e < 0 || cp.d != int(e / El)) continue;
+            if (expand && cp.lane == k) adj_w[size_t(t) * K + k] = (*gin[cp.d].topk_weights)[cp.row];
+            if (!expand) adj_w[size_t(t) * K + k] = (*gin[cp.d].topk_weights)[size_t(cp.row) * K + k];
+          }
+        }
+      }
+      EXPECT_TRUE(test::bitwise_equal(adj_x, got_x, tag + " grad x (adjoint)"));
+      EXPECT_TRUE(test::bitwise_equal(adj_w, got_w, tag + " grad weights (adjoint)"));
+    }
+    if (HasFailure()) return;
+
+    // ---- combine backward = cached dispatch of the output gradient (BF16 buffer, the FP8 dispatch's handle) ----
+    std::vector<ref::DispatchInput> gy(s.R);
+    std::vector<DevMem> gy_dev;
+    std::vector<EpDispatchArgs> yargs(s.R);
+    for (int r = 0; r < s.R; ++r) {
+      gy[r] = in.host[r];
+      const auto v = random_bf16(size_t(in.host[r].num_tokens) * H, rng);
+      gy[r].x.resize(v.size() * 2);
+      std::memcpy(gy[r].x.data(), v.data(), gy[r].x.size());
+      gy[r].x_row_bytes = H * 2, gy[r].sf_row_bytes = 0, gy[r].x_sf.clear();
+      gy_dev.push_back(upload(s.devices[r], gy[r].x));
+      yargs[r] = in.args[r];
+      yargs[r].x = gy_dev[r].ptr, yargs[r].x_scales = nullptr;
+    }
+    const auto want_gy = ref::dispatch_cached(ref_handles(fwd), gy, true);
+    EpDispatchOptions copt;
+    copt.cached = true;
+    const auto gres = grad_buffer.dispatch(yargs, copt, handles);
+    for (int d = 0; d < s.R; ++d) {
+      expect_dispatch_equal(s, d, want_gy[d], gres[d], handles[d], false, true, "combine backward (golden)",
+                            &grad_buffer);
+      const ref::EpHandle& h = fwd[d].handle;
+      const int rows = expand ? h.num_expanded_tokens : h.num_recv_tokens;
+      const auto got = download<uint8_t>(s.devices[d], gres[d].recv_x, size_t(rows) * H * 2);
+      std::vector<uint8_t> adj = got;  // rows no token was copied to (expand padding) are not the adjoint's business
+      for (int i = 0; i < h.num_recv_tokens; ++i) {
+        const int32_t* meta = &h.recv_src_metadata[size_t(i) * (2 + K)];
+        const uint8_t* g = &gy[meta[0] / T_max].x[size_t(meta[0] % T_max) * H * 2];
+        if (!expand) std::memcpy(&adj[size_t(i) * H * 2], g, size_t(H) * 2);
+        for (int k = 0; expand && k < K; ++k)
+          if (meta[2 + k] >= 0) std::memcpy(&adj[size_t(meta[2 + k]) * H * 2], g, size_t(H) * 2);
+      }
+      EXPECT_TRUE(test::bitwise_equal(adj, got, "combine backward (adjoint) rank " + std::to_string(d) + " rows"));
+    }
+    if (HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, EpBackward, ::testing::Values(0, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
                          });

@@ -7,8 +7,18 @@
 //   recv_scales        R*T scale rows            [row], same rows (FP8 only)
 //   recv_meta          R*T metadata records      [src_rank][slot]: the routing part of the token record
 //   combine_recv       T*K bf16 rows of H        [token][topk lane]: rows sent back to this (source) rank
-//   recv_rank_counts   R u64                     [src_rank] tokens src sends here (plain value), written by src
-//   recv_expert_counts R*El u64                  [src_rank][local expert] tokens (plain value), written by src
+//   recv_rank_counts   2*R*R u64                 [parity][src_rank][dst_rank] tokens src sends to dst (plain value),
+//                                                written by src into EVERY rank: a sender finds its first output
+//                                                row on dst (rows of earlier sources) locally, no remote read
+//   recv_expert_counts 2*R*El u64                [parity][src_rank][local expert] tokens (plain value), written by src
+//                                                Both count regions are double-buffered by the barrier epoch's
+//                                                parity: a peer writes call n+1's counts BEFORE its entry barrier,
+//                                                possibly while this rank still reads call n's (no second barrier)
+//   recv_arrivals      R u32                     [src_rank] tokens of src that have landed here (red.add by each
+//                                                sending CTA after its pushes); reset by this rank at the start of
+//                                                each dispatch, before its entry barrier
+//   departures         u32 (own 128-B line)      CTAs of this rank's current EP kernel past the entry barrier; the
+//                                                last one advances the barrier epoch (kernels/ep/entry_barrier.cuh)
 // No slot counters: slots come from a deterministic token-order scan (kernels/ep/notify.cuh) and expand rows from
 // the records' expert positions, so nothing here needs resetting between calls.
 //   sync                                         layout::SyncArea (runtime's): barrier slots, grid-sync state
@@ -107,6 +117,8 @@ class EpLayout {
     kCombineRecv,
     kRecvRankCounts,
     kRecvExpertCounts,
+    kRecvArrivals,
+    kDepartures,
     kSyncArea,
     kCombineWeights,
     kCombineFlags,
@@ -161,13 +173,22 @@ class EpLayout {
   }
 
   // ---- notify counters (plain values written by the source rank) ----
-  SYMMOE_HD uint64_t* get_recv_rank_count(int src_rank) const {
-    return at_offset<uint64_t>(base_, regions_.offset(kRecvRankCounts)) + src_rank;
+  SYMMOE_HD uint64_t* get_recv_rank_count(uint32_t parity, int src_rank, int dst_rank) const {
+    const uint64_t R = dims_.num_ranks;
+    return at_offset<uint64_t>(base_, regions_.offset(kRecvRankCounts)) + (parity & 1u) * R * R +
+           static_cast<uint64_t>(src_rank) * R + dst_rank;
   }
-  SYMMOE_HD uint64_t* get_recv_expert_count(int src_rank, int local_expert_idx) const {
-    return at_offset<uint64_t>(base_, regions_.offset(kRecvExpertCounts)) +
-           static_cast<uint64_t>(src_rank) * dims_.num_local_experts() + local_expert_idx;
+  SYMMOE_HD uint64_t* get_recv_expert_count(uint32_t parity, int src_rank, int local_expert_idx) const {
+    const uint64_t El = dims_.num_local_experts();
+    return at_offset<uint64_t>(base_, regions_.offset(kRecvExpertCounts)) + (parity & 1u) * dims_.num_ranks * El +
+           static_cast<uint64_t>(src_rank) * El + local_expert_idx;
   }
+
+  // Tokens of `src_rank` landed here in the current dispatch (see recv_arrivals above).
+  SYMMOE_HD uint32_t* get_recv_arrivals(int src_rank) const {
+    return at_offset<uint32_t>(base_, regions_.offset(kRecvArrivals)) + src_rank;
+  }
+  SYMMOE_HD uint32_t* get_departures() const { return at_offset<uint32_t>(base_, regions_.offset(kDepartures)); }
 
   // ---- runtime areas (sized by the runtime's sync layout) ----
   // The cross-rank barrier slots and grid-sync state of this buffer (one kernel at a time uses it).
@@ -184,8 +205,10 @@ class EpLayout {
     regions_.add(kRecvScales, "recv_scales", R * T * record_.scales_bytes, kAlignBulk);
     regions_.add(kRecvMeta, "recv_meta", R * T * record_.meta_stride(), kAlignBulk);
     regions_.add(kCombineRecv, "combine_recv", T * K * H * 2, kAlignBulk);
-    regions_.add(kRecvRankCounts, "recv_rank_counts", R * 8, kAlignBulk);
-    regions_.add(kRecvExpertCounts, "recv_expert_counts", R * El * 8, kAlignBulk);
+    regions_.add(kRecvRankCounts, "recv_rank_counts", 2 * R * R * 8, kAlignBulk);
+    regions_.add(kRecvExpertCounts, "recv_expert_counts", 2 * R * El * 8, kAlignBulk);
+    regions_.add(kRecvArrivals, "recv_arrivals", R * 4, kAlignBulk);
+    regions_.add(kDepartures, "departures", 4, 128);
     regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
     regions_.add(kCombineWeights, "combine_weights", T * K * K * 4, kAlignBulk);
     regions_.add(kCombineFlags, "combine_flags", T * K * 4, kAlignBulk);

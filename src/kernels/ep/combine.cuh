@@ -42,22 +42,30 @@ __device__ __forceinline__ int4 pack_bf16x8(const float* acc) {
   return make_int4(int(w[0]), int(w[1]), int(w[2]), int(w[3]));
 }
 
-// One warp, after writing rows (and weights) of token t into source s: raises the arrival flags of `lanes`.
-// Release pattern: the warp's stores, __syncwarp, then lane 0 fences (sys scope, cumulative over the warp's
-// stores ordered before it by the warp barrier) and stores the flags.
-__device__ __forceinline__ void publish_rows(const CombineParams& p, int s, int t, uint32_t lanes) {
+// Arrival flags one sent token still has to raise: `lanes` of token t on source s (none when lanes == 0).
+struct PendingFlags {
+  int s = 0, t = 0;
+  uint32_t lanes = 0;
+};
+
+// One warp, after writing the rows (and weights) of one token: raises its flags. Release pattern: the warp's
+// stores, __syncwarp, then lane 0 fences (sys scope, cumulative over the warp's stores ordered before it by the
+// warp barrier) and stores the flags. NOTES: one fence per row. Measured (bench ep, x2, 2026-11-30, V3, 8192
+// tokens, 24 SMs): one fence per 4 rows was SLOWER (693 vs 630 us): the reducers wait longer for each flag.
+__device__ __forceinline__ void publish_rows(const CombineParams& p, const PendingFlags& f) {
+  if (!f.lanes) return;  // warp-uniform
   __syncwarp();
   if (lane_id() == 0) {
     ptx::fence_acq_rel_sys();
-    for (uint32_t rest = lanes; rest; rest &= rest - 1)
-      ptx::st_relaxed_sys(p.sym.map(p.layout.get_combine_flag(t, __ffs(rest) - 1), uint32_t(s)), 1u);
+    for (uint32_t rest = f.lanes; rest; rest &= rest - 1)
+      ptx::st_relaxed_sys(p.sym.map(p.layout.get_combine_flag(f.t, __ffs(rest) - 1), uint32_t(f.s)), 1u);
   }
   __syncwarp();
 }
 
-// One warp: received token i of this rank back to its source.
+// One warp: received token i of this rank back to its source; returns the flags to raise (publish_rows).
 // list: this warp's 32 ints of shared scratch.
-__device__ __forceinline__ void combine_send_token(const CombineParams& p, int i, int* list) {
+__device__ __forceinline__ PendingFlags combine_send_token(const CombineParams& p, int i, int* list) {
   const auto& dims = p.layout.dims();
   const int K = dims.num_topk, H = dims.hidden, T_max = dims.num_max_tokens_per_rank, lane = lane_id();
   const int32_t* meta = p.handle.recv_src_metadata + int64_t(i) * (2 + K);
@@ -65,31 +73,32 @@ __device__ __forceinline__ void combine_send_token(const CombineParams& p, int i
   const int s = src / T_max, t = src % T_max, master = meta[1] - s * K;
   const uint32_t row_bytes = uint32_t(H) * 2;
   if (!p.expand) {
-    if (s == p.rank) return;  // the reduce reads this row and its weights from x / topk_weights directly
+    if (s == p.rank) return {};  // the reduce reads this row and its weights from x / topk_weights directly
     uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s));
-    warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(i) * H), row_bytes,
-                              reinterpret_cast<uint8_t*>(dst), 1u);
+    if (!(p.skip & kSkipCombineRows))
+      warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(i) * H), row_bytes,
+                                reinterpret_cast<uint8_t*>(dst), 1u);
     if (p.topk_weights && lane < K)
       p.sym.map(p.layout.get_combine_weights(t, master), uint32_t(s))[lane] = p.topk_weights[int64_t(i) * K + lane];
-    publish_rows(p, s, t, 1u << master);
-    return;
+    return {s, t, 1u << master};
   }
   const int row = lane < K ? meta[2 + lane] : -1;
   const uint32_t lanes_here = __ballot_sync(0xffffffffu, row >= 0);
   if (p.topk_weights && row >= 0)
     p.sym.map(p.layout.get_combine_weights(t, lane), uint32_t(s))[lane] = p.topk_weights[row];
   if (!p.reduce_local_experts) {
-    for (uint32_t rest = lanes_here; rest; rest &= rest - 1) {
+    for (uint32_t rest = (p.skip & kSkipCombineRows) ? 0u : lanes_here; rest; rest &= rest - 1) {
       const int k = __ffs(rest) - 1;
       const int r = __shfl_sync(0xffffffffu, row, k);
       uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, k), uint32_t(s));
       warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(r) * H), row_bytes,
                                 reinterpret_cast<uint8_t*>(dst), 1u);
     }
-    publish_rows(p, s, t, lanes_here);
-    return;
+    return {s, t, lanes_here};
   }
-  // Row list in shared memory: broadcast reads, no dynamically indexed registers.
+  // Row list in shared memory: broadcast reads, no dynamically indexed registers. The warp barrier first: lanes
+  // may still read the previous row's list.
+  __syncwarp();
   for (uint32_t rest = lanes_here, n = 0; rest; rest &= rest - 1, ++n) {
     const int r = __shfl_sync(0xffffffffu, row, __ffs(rest) - 1);
     if (lane == 0) list[n] = r;
@@ -102,7 +111,13 @@ __device__ __forceinline__ void combine_send_token(const CombineParams& p, int i
     for (int j = 0; j < n; ++j) add_bf16x8(acc, __ldg(reinterpret_cast<const int4*>(p.x + int64_t(list[j]) * H) + c));
     dst[c] = pack_bf16x8(acc);
   }
-  publish_rows(p, s, t, 1u << master);
+  return {s, t, 1u << master};
+}
+
+// One sender warp (g of num_warps): received rows g, g + num_warps, ...
+__device__ __forceinline__ void combine_send_rows(const CombineParams& p, int g, int num_warps, int num_recv,
+                                                  int* list) {
+  for (int i = g; i < num_recv; i += num_warps) publish_rows(p, combine_send_token(p, i, list));
 }
 
 }  // namespace symmoe::ep

@@ -1,13 +1,14 @@
-// The combine kernel: rank barrier -> half the warps send rows back (combine.cuh), the other half reduce each
-// token as soon as its rows' arrival flags are up (reduce_epilogue.cuh). The barrier guarantees every source
-// finished its previous reduce (and reset its flags) before its combine_recv is overwritten.
+// The combine kernel: entry barrier (entry_barrier.cuh) -> half the warps send rows back (combine.cuh), the other
+// half reduce each token as soon as its rows' arrival flags are up (reduce_epilogue.cuh). The barrier guarantees
+// every source finished its previous reduce (and reset its flags) before its combine_recv is overwritten.
 // NOTES: senders never wait, so reducers (bounded flag waits) cannot deadlock; all CTAs are co-resident.
 // NOTES: round 1 (bench ep, nvidia-h200-x2, 2026-11-29, V3 BF16, 2 ranks, 8192 tokens/rank, 24 SMs): 851 us, 38%
 // of the ceiling, with rows relayed through shared memory one bulk load at a time per warp. Now: 16-byte register
 // copies (8 KB per warp in flight, 12 warps), and in non-expand mode the local rows are not copied at all (the
 // reduce reads them from x): 665 us. Then per-row arrival flags instead of the second barrier, reduce overlapped
-// with the sends: 625 us at 24 SMs (51.6% of the ceiling), 527 us at 32, 20.5 us at 128 tokens/rank.
-#include "kernels/comm/barrier.cuh"
+// with the sends: 625 us at 24 SMs (51.6% of the ceiling), 527 us at 32, 20.5 us at 128 tokens/rank. Round 3:
+// the entry barrier without grid syncs: 18.1 us at 128 tokens/rank (measured with one fence per 4 rows, dropped).
+#include "kernels/ep/entry_barrier.cuh"
 #include "kernels/ep/reduce_epilogue.cuh"
 #include "symmoe/cuda_check.hpp"
 
@@ -15,18 +16,22 @@ namespace symmoe::ep {
 namespace {
 
 // Warps per CTA that send (the others reduce). NOTES: a sender warp moves ~14 KB per row and waits for one
-// sys-scope fence per row (~3 GB/s per warp); half the warps of 24 SMs cover NVLink, the other half reduce as
-// rows arrive (HBM-bound).
+// sys-scope fence per row; half the warps of 24 SMs send, the other half reduce as rows arrive. Both halves are
+// latency-bound (bench ep --skip, x2, 2026-11-30, V3 8192 tokens, 24 SMs: sends alone 414-469 us, reduces alone
+// 516-522 us, both 630 us): per warp a few dependent round trips per row/token, 6 warps per SM.
 constexpr int kSendWarps = kNumWarps / 2;
 
 __global__ void __launch_bounds__(kNumThreads, 1) combine_kernel(const __grid_constant__ CombineParams p) {
   __shared__ const int4* lists[kNumWarps][32];  // per warp: row lists (send: ints, reduce: row pointers)
   const int warp = warp_id();
-  if (!comm::rank_barrier(p.sym, p.sync, p.wait)) return;
+  const uint32_t epoch = *p.sync.barrier_epoch();  // advanced only by this kernel's last departing CTA
+  const bool ok = entry_barrier(p.sym, p.sync, p.wait, epoch);
+  depart(p.layout.get_departures(), p.sync, epoch, [] {});
+  if (!ok) return;
   if (warp < kSendWarps) {
     const int g = blockIdx.x * kSendWarps + warp, num_warps = gridDim.x * kSendWarps;
     const int num_recv = p.handle.device_counts[0];
-    for (int i = g; i < num_recv; i += num_warps) combine_send_token(p, i, reinterpret_cast<int*>(lists[warp]));
+    combine_send_rows(p, g, num_warps, num_recv, reinterpret_cast<int*>(lists[warp]));
   } else {
     constexpr int kReduceWarps = kNumWarps - kSendWarps;
     const int g = blockIdx.x * kReduceWarps + (warp - kSendWarps), num_warps = gridDim.x * kReduceWarps;

@@ -1,7 +1,8 @@
 // Copy epilogue of dispatch (receiver side).
-// receive_metadata (between the two barriers: the counts are published by the first and rewritten by the next call
-// only after the second): prefix sums over sources, per-expert unaligned/aligned counts and segment starts.
-// copy_epilogue (after the barrier that publishes every source's rows and metadata records):
+// receive_metadata (after the entry barrier, which publishes the counts; notify.cuh says why they stay valid to the
+// end of the kernel): prefix sums over sources, per-expert unaligned/aligned counts and segment starts.
+// copy_epilogue: a row of source s is placed once all of s's rows have landed here (recv_arrivals[s] reaches the
+// count s sent; every lane that reads a row waits itself, an acquire, so no cross-lane ordering is needed):
 //   non-expand: x and scales are already in their rows (senders pushed them there); per row only the metadata:
 //               recv_topk_idx / recv_topk_weights (local ids) and recv_src_metadata. Several rows per warp at once
 //               (lane groups of kGroup >= K lanes), so the per-row load latency overlaps.
@@ -12,6 +13,7 @@
 // NOTES: shared scratch needs R + E + 3 El ints (receive_scratch_ints).
 #pragma once
 
+#include "kernels/comm/timeout.cuh"
 #include "kernels/ep/common.cuh"
 #include "kernels/ptx/sync.cuh"
 
@@ -31,7 +33,7 @@ __host__ __device__ constexpr int receive_scratch_ints(const layout::EpDims& d) 
 }
 
 // Whole CTA. Builds RecvMeta in shared `scratch`; CTA 0 of a fresh dispatch writes the handle's receive fields.
-__device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, int* scratch) {
+__device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, int* scratch, uint32_t parity) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, El = dims.num_local_experts();
   RecvMeta m;
@@ -42,9 +44,9 @@ __device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, in
   m.expert_base = m.aligned + El;  // [R][El]
   if (!p.cached) {
     for (int i = threadIdx.x; i < R * El; i += blockDim.x)
-      m.expert_base[i] = int(ptx::ld_acquire_sys(p.layout.get_recv_expert_count(i / El, i % El)));
+      m.expert_base[i] = int(__ldcg(p.layout.get_recv_expert_count(parity, i / El, i % El)));
     for (int s = threadIdx.x; s < R; s += blockDim.x)
-      m.psum_rank[s] = int(ptx::ld_acquire_sys(p.layout.get_recv_rank_count(s)));
+      m.psum_rank[s] = int(__ldcg(p.layout.get_recv_rank_count(parity, s, p.rank)));
     __syncthreads();
     for (int el = threadIdx.x; el < El; el += blockDim.x) {
       int total = 0;
@@ -90,6 +92,16 @@ __device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, in
   return m;
 }
 
+// One lane: true once every row source s sent here has landed (bounded wait, acquire). landed: this lane's cache of
+// sources already seen complete (s < 64).
+__device__ __forceinline__ bool source_landed(const DispatchParams& p, const RecvMeta& m, int s, uint64_t& landed) {
+  if (s < 64 && ((landed >> s) & 1u)) return true;
+  const uint32_t expected = uint32_t(m.psum_rank[s] - (s == 0 ? 0 : m.psum_rank[s - 1]));
+  const bool ok = comm::wait_eq_sys(p.wait, layout::WaitSite::kFlag, s, p.layout.get_recv_arrivals(s), expected);
+  if (ok && s < 64) landed |= uint64_t(1) << s;
+  return ok;
+}
+
 // Source rank whose inclusive prefix range holds row i (one lane, any lane: R is small, shared memory).
 __device__ __forceinline__ int lane_find_source(const int* psum_inclusive, int num_ranks, int row) {
   int s = 0;
@@ -98,13 +110,16 @@ __device__ __forceinline__ int lane_find_source(const int* psum_inclusive, int n
 }
 
 // One warp, non-expand: the metadata of rows [i0, i0 + 32 / group) (group = lanes per row, a power of two >= K).
-__device__ __forceinline__ void place_metadata_rows(const DispatchParams& p, const RecvMeta& m, int i0, int group) {
+__device__ __forceinline__ bool place_metadata_rows(const DispatchParams& p, const RecvMeta& m, int i0, int group,
+                                                    uint64_t& landed) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, K = dims.num_topk, El = dims.num_local_experts(), lane = lane_id();
   const int k = lane & (group - 1), i = i0 + lane / group;
   const bool row_ok = i < m.num_recv;
   const int s = row_ok ? lane_find_source(m.psum_rank, R, i) : 0;
   const int slot = row_ok ? i - (s == 0 ? 0 : m.psum_rank[s - 1]) : 0;
+  const bool ok = !row_ok || source_landed(p, m, s, landed);
+  if (!__all_sync(0xffffffffu, ok)) return false;
   const layout::TokenMetaView mv = p.layout.get_recv_meta(s, slot);
   const int e = row_ok && k < K ? __ldcg(mv.topk_idx() + k) : -1;
   const float w = row_ok && k < K ? __ldcg(mv.topk_weights() + k) : 0.f;
@@ -113,7 +128,7 @@ __device__ __forceinline__ void place_metadata_rows(const DispatchParams& p, con
   const uint32_t group_mask = (group == 32 ? 0xffffffffu : ((1u << group) - 1u)) << (lane & ~(group - 1));
   const uint32_t lanes_here = __ballot_sync(0xffffffffu, on_rank) & group_mask;
   const int master = lanes_here ? (31 - __clz(lanes_here)) - (lane & ~(group - 1)) : -1;
-  if (!row_ok || k >= K) return;
+  if (!row_ok || k >= K) return true;
   p.recv_topk_idx[int64_t(i) * K + k] = on_rank ? e - p.rank * El : -1;
   p.recv_topk_weights[int64_t(i) * K + k] = w;
   if (!p.cached) {
@@ -121,14 +136,17 @@ __device__ __forceinline__ void place_metadata_rows(const DispatchParams& p, con
     meta[2 + k] = -1;
     if (k == 0) meta[0] = src, meta[1] = s * K + master;
   }
+  return true;
 }
 
 // One warp, expand: received row i -> one output row per local lane, metadata.
-__device__ __forceinline__ void place_expanded_row(const DispatchParams& p, const RecvMeta& m, int i) {
+__device__ __forceinline__ bool place_expanded_row(const DispatchParams& p, const RecvMeta& m, int i,
+                                                   uint64_t& landed) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, K = dims.num_topk, El = dims.num_local_experts(), lane = lane_id();
   const int s = find_source(m.psum_rank, R, i);
   const int slot = i - (s == 0 ? 0 : m.psum_rank[s - 1]);
+  if (!__all_sync(0xffffffffu, source_landed(p, m, s, landed))) return false;
   const layout::TokenMetaView mv = p.layout.get_recv_meta(s, slot);
   const int e = lane < K ? __ldcg(mv.topk_idx() + lane) : -1;
   const bool on_rank = e >= 0 && e / El == p.rank;
@@ -152,6 +170,7 @@ __device__ __forceinline__ void place_expanded_row(const DispatchParams& p, cons
   if (sb)
     warp_copy4_fanout<true>(p.layout.get_recv_scales_row(i), sb, on_rank ? p.recv_sf + int64_t(row) * sb : nullptr,
                             lanes_here);
+  return true;
 }
 
 // One warp: the padding rows of local expert el (expand only).
@@ -169,16 +188,25 @@ __device__ __forceinline__ void place_padding(const DispatchParams& p, const Rec
 // Whole grid: every received row and padding row, warps strided over the grid.
 __device__ __forceinline__ void copy_epilogue(const DispatchParams& p, const RecvMeta& m) {
   const int g = blockIdx.x * kNumWarps + warp_id(), num_warps = gridDim.x * kNumWarps;
+  if (p.skip & kSkipEpilogue) {  // benchmark: only wait, so no arrival of this call lands in the next one
+    uint64_t landed = 0;
+    for (int s = g; s < p.layout.dims().num_ranks; s += num_warps)
+      if (m.psum_rank[s] != (s == 0 ? 0 : m.psum_rank[s - 1])) source_landed(p, m, s, landed);
+    return;
+  }
   if (!p.expand) {
     const int K = p.layout.dims().num_topk;
     int group = 1;
     while (group < K) group <<= 1;
     const int rows_per_warp = 32 / group;
+    uint64_t landed = 0;
     for (int i0 = g * rows_per_warp; i0 < m.num_recv; i0 += num_warps * rows_per_warp)
-      place_metadata_rows(p, m, i0, group);
+      if (!place_metadata_rows(p, m, i0, group, landed)) return;
     return;
   }
-  for (int i = g; i < m.num_recv; i += num_warps) place_expanded_row(p, m, i);
+  uint64_t landed = 0;
+  for (int i = g; i < m.num_recv; i += num_warps)
+    if (!place_expanded_row(p, m, i, landed)) return;
   for (int el = g; el < p.layout.dims().num_local_experts(); el += num_warps) place_padding(p, m, el);
 }
 

@@ -8,18 +8,21 @@
 // serial epilogue, half of the time). Why 16-byte register copies and not bulk copies through shared memory: a
 // warp keeps kCopyVecs x 512 B of loads in flight without waiting on an mbarrier per token, stores need no proxy
 // fences, and a row loaded once is stored to every destination (DESIGN.md 2: SM-store push reaches 293 GB/s with
-// 8 SMs). The caller's barrier publishes the plain stores (its sys-scope fence is cumulative).
+// 8 SMs). Each CTA counts the tokens it pushed per destination (`pushed`, shared) and, after its last push, adds
+// them to the destination's recv_arrivals[src] behind one sys-scope fence (signal_arrivals): the receiver places a
+// source's rows as soon as all of them have landed, with no second barrier.
 #pragma once
 
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/ep/common.cuh"
 #include "kernels/ep/notify.cuh"
+#include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
 
 // Pushes token t (whole warp). lane < K carries its lane's routing; master lanes carry their destination slot.
-__device__ __forceinline__ void push_token(const DispatchParams& p, const int* row_base, int t, const LaneRoute& r,
-                                           int slot, int expert_pos, float weight) {
+__device__ __forceinline__ void push_token(const DispatchParams& p, const int* row_base, int* pushed, int t,
+                                           const LaneRoute& r, int slot, int expert_pos, float weight) {
   const int K = p.layout.dims().num_topk, lane = lane_id();
   const uint32_t masters = __ballot_sync(0xffffffffu, r.master);
   uint8_t *x_dst = nullptr, *sf_dst = nullptr, *meta_dst = nullptr;
@@ -29,11 +32,12 @@ __device__ __forceinline__ void push_token(const DispatchParams& p, const int* r
     x_dst = p.sym.map(p.layout.get_recv_x_row(row), d);
     sf_dst = p.sym.map(p.layout.get_recv_scales_row(row), d);
     meta_dst = p.sym.map(p.layout.get_recv_meta(p.rank, slot).record(), d);
+    atomicAdd(pushed + d, 1);
   }
   // Metadata record: lane k < K writes its fields to every destination, lane 0 the source index.
   const layout::TokenMetaView mv{0, p.layout.token_record()};
   const int32_t src_idx = p.rank * p.layout.dims().num_max_tokens_per_rank + t;
-  for (uint32_t rest = masters; rest; rest &= rest - 1) {
+  for (uint32_t rest = (p.skip & kSkipMetaRecords) ? 0u : masters; rest; rest &= rest - 1) {
     const uint64_t base = __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(meta_dst), __ffs(rest) - 1);
     const layout::TokenMetaView v{base, mv.rec};
     if (lane < K) {
@@ -43,15 +47,17 @@ __device__ __forceinline__ void push_token(const DispatchParams& p, const int* r
     }
     if (lane == 0) *v.src_token_global_idx() = src_idx;
   }
-  warp_copy16_fanout<false>(p.x + int64_t(t) * p.x_row_bytes, uint32_t(p.x_row_bytes), x_dst, masters);
-  if (p.sf_row_bytes > 0)
-    warp_copy4_fanout<false>(p.x_sf + int64_t(t) * p.sf_row_bytes, uint32_t(p.sf_row_bytes), sf_dst, masters);
+  const uint32_t row_dsts =
+      (p.skip & kSkipRemoteRows) ? __ballot_sync(0xffffffffu, r.master && r.dst_rank == p.rank) : masters;
+  warp_copy16_fanout<false>(p.x + int64_t(t) * p.x_row_bytes, uint32_t(p.x_row_bytes), x_dst, row_dsts);
+  if (p.sf_row_bytes > 0 && !(p.skip & kSkipScaleRows))
+    warp_copy4_fanout<false>(p.x_sf + int64_t(t) * p.sf_row_bytes, uint32_t(p.sf_row_bytes), sf_dst, row_dsts);
 }
 
 // Fresh dispatch, one warp over [begin, end): slots and expert positions from the warp's bases (notify.cuh),
 // handle's dst_buffer_slot_idx and topk_idx copy, then the push. bases: this warp's [R + E] row (shared).
 __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
-                                                     int* bases, int begin, int end) {
+                                                     int* pushed, int* bases, int begin, int end) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, E = dims.num_experts, K = dims.num_topk, El = dims.num_local_experts();
   const int T_max = dims.num_max_tokens_per_rank, lane = lane_id(), per_chunk = route_chunk_tokens(K);
@@ -70,14 +76,14 @@ __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, Ro
         p.handle.dst_buffer_slot_idx[int64_t(t) * K + lane] = r.master ? p.rank * T_max + slot : -1;
         p.handle.topk_idx[int64_t(t) * K + lane] = e;
       }
-      if (__any_sync(0xffffffffu, r.master)) push_token(p, row_base, t, r, slot, expert_pos, weight);
+      if (__any_sync(0xffffffffu, r.master)) push_token(p, row_base, pushed, t, r, slot, expert_pos, weight);
     }
   }
 }
 
 // Cached dispatch, one warp over [begin, end): routing and slots from the handle.
 __device__ __forceinline__ void dispatch_cached_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
-                                                      int begin, int end) {
+                                                      int* pushed, int begin, int end) {
   const auto& dims = p.layout.dims();
   const int E = dims.num_experts, K = dims.num_topk, El = dims.num_local_experts();
   const int T_max = dims.num_max_tokens_per_rank, lane = lane_id(), per_chunk = route_chunk_tokens(K);
@@ -90,9 +96,21 @@ __device__ __forceinline__ void dispatch_cached_range(const DispatchParams& p, R
       const int slot_idx = lane < K ? chunk.slot(t, lane) : -1;
       r.master = slot_idx >= 0;
       const float weight = lane < K ? chunk.weight(t, lane) : 0.f;
-      if (__any_sync(0xffffffffu, r.master)) push_token(p, row_base, t, r, slot_idx - p.rank * T_max, -1, weight);
+      if (__any_sync(0xffffffffu, r.master))
+        push_token(p, row_base, pushed, t, r, slot_idx - p.rank * T_max, -1, weight);
     }
   }
+}
+
+// Whole CTA after its pushes: pushed[d] tokens -> d's recv_arrivals[rank]. Release pattern: the CTA barrier orders
+// every warp's stores before warp 0's sys-scope fence (cumulative), then relaxed reductions.
+__device__ __forceinline__ void signal_arrivals(const DispatchParams& p, const int* pushed) {
+  __syncthreads();
+  if (warp_id() != 0) return;
+  ptx::fence_acq_rel_sys();
+  for (int d = lane_id(); d < p.layout.dims().num_ranks; d += 32)
+    if (pushed[d] > 0)
+      ptx::red_add_relaxed_sys(p.sym.map(p.layout.get_recv_arrivals(p.rank), uint32_t(d)), uint32_t(pushed[d]));
 }
 
 }  // namespace symmoe::ep

@@ -1,22 +1,31 @@
 // The dispatch kernel: wires notify (count + bases + count exchange), dispatch (push) and the copy epilogue.
-//   fresh:  count -> grid sync -> bases, counts to the destinations -> counts barrier -> row bases, receive
-//           metadata, push (x straight into the destinations' output rows) -> rank barrier -> copy epilogue
-//   cached: handle's counts to the destinations -> counts barrier -> the same push with the handle's slots -> ...
-// The first barrier publishes the counts and guarantees every peer finished the previous EP call (its epilogue
-// read its rows), so each call's writes into peer memory are safe without counters to reset (CUDA graphs replay
-// freely). Counts are written before it: every reader reads them before the second barrier (notify.cuh NOTES).
-// NOTES: all CTAs must be co-resident (grid syncs): the host clamps the grid to the rank's SM share.
+//   fresh:  count -> grid sync -> bases, counts to every rank -> entry barrier (CTA 0 arrives, every CTA waits)
+//           -> row bases (local) -> push (x straight into the destinations' output rows) -> per-CTA arrival
+//           counts to the destinations -> receive metadata -> copy epilogue (each source's rows once they landed)
+//   cached: handle's counts to every rank -> entry barrier -> the same push with the handle's slots -> ...
+// The entry barrier (entry_barrier.cuh) publishes the counts and guarantees every peer entered this call, i.e.
+// finished reading its outputs of the previous one, so each call's writes into peer memory are safe without
+// counters to reset by the host (CUDA graphs replay freely). One barrier and one grid sync per call.
+// NOTES: all CTAs must be co-resident (grid sync, waits on other ranks' CTAs): the host clamps the grid to the
+// rank's SM share.
 // Round 1 (bench ep, nvidia-h200-x2, 2026-11-29, V3 FP8, 2 ranks, 8192 tokens/rank, 24 SMs): 556 us, 30% of the
-// peer-copy ceiling: serial per-token global loads (routing) and bulk-load waits, and a copy epilogue moving every
-// received record again after all pushes. This version: routing chunks in shared memory, register copies with
-// 8 KB per warp in flight (12 warps), no copy in non-expand mode. Measured (same bench, 2026-11-29): 282 us at
-// 24 SMs (NVLink 218 GB/s, 60% of 363), 258 us at 32, ~26 us at 128 tokens/rank. Time no longer scales with SMs
-// (16 SMs: 272 us): the remaining gap is the fixed part (~25 us: 2 barriers, 2 grid syncs, the remote count read)
-// and a push that reaches ~245 GB/s per direction; per-row arrival flags (as combine) would drop the second
-// barrier and overlap the metadata epilogue.
-#include "kernels/comm/barrier.cuh"
+// peer-copy ceiling. Round 2: routing chunks in shared memory, register copies with 8 KB per warp in flight
+// (12 warps), no copy in non-expand mode: 282 us at 24 SMs (60% of 363 GB/s), ~26 us at 128 tokens/rank, with
+// 2 barriers, 4 grid syncs and a remote count read per call. Round 3: one barrier (no grid syncs around it),
+// per-source arrival counts instead of the second barrier, local count matrix, in-kernel error-key reset:
+// 19.4-20.0 us at 128 tokens (same bench, 2026-11-30), 278 us at 8192 (unchanged). Where 8192 goes (bench ep
+// --skip, 24 SMs): without the remote x/scale rows 154 us, without scale rows 265, without records 269, without
+// the epilogue 267, without all four 112 (the dropped variant below, same push: without local rows 250): each
+// warp walks its tokens serially (load -> local + remote stores), so remote stores stall the same warps that copy
+// locally; more bytes in flight per warp (bulk copies, several tokens per warp) is the next lever, not the
+// protocol.
+// Tried and dropped (same run series): count words tagged with the epoch as the barrier plus every CTA counting
+// all tokens for T*K <= 4096 (no grid sync): 27.4 us at 128 tokens, 73 us at 512 (vs 30.6): the per-CTA count
+// of all tokens costs more than the grid sync it saves.
+#include "kernels/comm/grid_sync.cuh"
 #include "kernels/ep/copy_epilogue.cuh"
 #include "kernels/ep/dispatch.cuh"
+#include "kernels/ep/entry_barrier.cuh"
 #include "kernels/ep/notify.cuh"
 #include "symmoe/cuda_check.hpp"
 
@@ -35,19 +44,9 @@ __host__ __device__ constexpr size_t scratch_offset(const layout::EpDims& d) {
   return row_base_offset(d) + align_up<size_t>(size_t(d.num_ranks) * 4, 16);
 }
 
-// The first barrier: only CTA 0 wrote what it publishes (the counts), and every CTA of this rank finished the
-// previous call (kernel order), so CTA 0 meets the peers and one grid sync releases the others: rank_barrier
-// without its leading grid sync (~1.5 us less at every size).
-__device__ __forceinline__ bool counts_barrier(const DispatchParams& p) {
-  if (blockIdx.x == 0) {
-    __syncthreads();  // CTA 0's count stores (any warp) before warp 0's releasing fence
-    comm::cross_rank_barrier_block(p.sym, p.sync, p.wait);
-  }
-  return comm::grid_sync(p.sync.grid_sync_counter(), p.wait) && !comm::aborted(p.wait);
-}
-
 __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_constant__ DispatchParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int pushed[layout::kMaxRanks];  // tokens this CTA pushed per destination
   const auto& dims = p.layout.dims();
   const int n = dims.num_ranks + dims.num_experts;
   const int warp = warp_id(), g = blockIdx.x * kNumWarps + warp, num_warps = gridDim.x * kNumWarps;
@@ -55,30 +54,41 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
   RouteChunk chunk = make_route_chunk(smem + chunks_offset(dims) + size_t(warp) * route_chunk_bytes(), dims.num_topk);
   int* row_base = reinterpret_cast<int*>(smem + row_base_offset(dims));
   int* scratch = reinterpret_cast<int*>(smem + scratch_offset(dims));
+  const uint32_t epoch = *p.sync.barrier_epoch();  // advanced only by this kernel's last departing CTA
+  const uint32_t parity = epoch & 1u;
+  for (int d = threadIdx.x; d < dims.num_ranks; d += blockDim.x) pushed[d] = 0;
+  if (blockIdx.x == 0)  // this call's arrivals start from 0 (peers add only after the entry barrier below)
+    for (int s = threadIdx.x; s < dims.num_ranks; s += blockDim.x) *p.layout.get_recv_arrivals(s) = 0u;
 
   int begin, end;
   warp_token_range(p.num_tokens, g, num_warps, &begin, &end);
-  bool input_error = false;
+  bool input_error = false, ok = true;
   if (!p.cached) {
     count_tokens(p, chunk, counters + warp * n, begin, end);
     publish_cta_counts(p, counters);
-    if (!comm::grid_sync(p.sync.grid_sync_counter(), p.wait)) return;
-    const unsigned long long key = __ldcg(p.error_key);
-    input_error = key != ~0ull;
-    if (input_error && blockIdx.x == 0 && threadIdx.x == 0) publish_input_error(p, key);
-    compute_bases(p, counters, input_error);
+    ok = comm::grid_sync(p.sync.grid_sync_counter(), p.wait);
+    if (ok) {
+      const unsigned long long key = __ldcg(p.error_key);
+      input_error = key != ~0ull;
+      if (input_error && blockIdx.x == 0 && threadIdx.x == 0) publish_input_error(p, key);
+      compute_bases(p, counters, input_error, parity);
+    }
   } else {
-    publish_cached_counts(p);
+    publish_cached_counts(p, parity);
+    __syncthreads();  // CTA 0's count stores (any warp) before warp 0's releasing fence
   }
-  if (!counts_barrier(p)) return;
-  dest_row_bases(p, row_base);
-  const RecvMeta m = receive_metadata(p, scratch);
+  ok = ok && entry_barrier(p.sym, p.sync, p.wait, epoch);
+  // Every CTA read the error key above: the last to depart resets it for the next call.
+  depart(p.layout.get_departures(), p.sync, epoch, [&] { *p.error_key = ~0ull; });
+  if (!ok) return;
+  dest_row_bases(p, row_base, parity);
   if (!p.cached) {
-    if (!input_error) dispatch_fresh_range(p, chunk, row_base, counters + warp * n, begin, end);
+    if (!input_error) dispatch_fresh_range(p, chunk, row_base, pushed, counters + warp * n, begin, end);
   } else {
-    dispatch_cached_range(p, chunk, row_base, begin, end);
+    dispatch_cached_range(p, chunk, row_base, pushed, begin, end);
   }
-  if (!comm::rank_barrier(p.sym, p.sync, p.wait)) return;
+  signal_arrivals(p, pushed);
+  const RecvMeta m = receive_metadata(p, scratch, parity);
   copy_epilogue(p, m);
 }
 

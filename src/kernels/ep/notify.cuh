@@ -9,12 +9,14 @@
 // earlier warps of its CTA (shared memory), so the warp's serial walk over its range (dispatch.cuh) hands out
 // slot = rank of the token among the tokens this source sends to d, in token order: exactly the golden model's
 // order, deterministic at no extra cost. CTA 0 also sums the totals, writes the handle's source-side counts and
-// stores the counts into every destination's recv_rank_counts[src] / recv_expert_counts[src][*] (plain
-// system-scope stores, published by the barrier that follows).
+// stores the counts into every rank's recv_rank_counts[src][*] and the destinations' recv_expert_counts[src][*]
+// (plain system-scope stores, published by the entry barrier that follows).
 // Routing is read in chunks of kRouteChunk (token, lane) entries per warp with all loads in flight, then walked
 // from shared memory: the serial per-token walk never waits on a global load.
-// NOTES: writing the counts BEFORE the barrier is safe because every reader reads them between that barrier and
-// the next one (dest_row_bases, receive_metadata), and no rank writes the next call's counts before passing it.
+// NOTES: the counts are written BEFORE the entry barrier, into the half of the count regions selected by the
+// barrier epoch's parity: a peer may already write call n+1's counts while this rank still reads call n's (it
+// reads them after call n's barrier, anywhere in its kernel), but never call n+2's (that needs this rank's
+// arrival at n+1's barrier).
 #pragma once
 
 #include "kernels/comm/sym_buffer.cuh"
@@ -156,59 +158,67 @@ __device__ __forceinline__ void publish_input_error(const DispatchParams& p, uns
 
 // Phase 2, whole CTA (after a grid-wide sync): counts[w][R + E] (the warps' own counts, shared) become
 // bases[w][R + E] = counts of all tokens before warp w's range. CTA 0 also writes the totals to the handle and to
-// the destinations (zeros when the input was bad).
-__device__ __forceinline__ void compute_bases(const DispatchParams& p, int* counts, bool input_error) {
+// the destinations (zeros when the input was bad): per-rank totals into EVERY rank's recv_rank_counts[rank][*],
+// per-expert totals into the owning rank's recv_expert_counts[rank][*].
+// NOTES: every CTA reads all num_ctas rows with kBatch loads in flight per thread (one L2 round trip per batch):
+// CTA 0, whose totals gate the barrier, no longer walks the rows one load at a time.
+__device__ __forceinline__ void compute_bases(const DispatchParams& p, int* counts, bool input_error, uint32_t parity) {
+  constexpr int kBatch = 16;
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, E = dims.num_experts, El = dims.num_local_experts(), n = R + E;
   const int32_t* wc = p.warp_counts;
+  const int num_ctas = int(gridDim.x), first = int(blockIdx.x);
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    int run = 0, c = 0;
-    const int first = blockIdx.x;
-    for (; c + 8 <= first; c += 8) {
-      int v[8];
+    int before = 0, total = 0;
+    for (int c0 = 0; c0 < num_ctas; c0 += kBatch) {
+      int v[kBatch];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = __ldcg(wc + int64_t(c + u) * n + j);
+      for (int u = 0; u < kBatch; ++u) v[u] = c0 + u < num_ctas ? __ldcg(wc + int64_t(c0 + u) * n + j) : 0;
 #pragma unroll
-      for (int u = 0; u < 8; ++u) run += v[u];
+      for (int u = 0; u < kBatch; ++u) {
+        total += v[u];
+        if (c0 + u < first) before += v[u];
+      }
     }
-    for (; c < first; ++c) run += __ldcg(wc + int64_t(c) * n + j);
     for (int w = 0; w < kNumWarps; ++w) {
       const int mine = counts[w * n + j];
-      counts[w * n + j] = run;
-      run += mine;
+      counts[w * n + j] = before;
+      before += mine;
     }
     if (blockIdx.x != 0) continue;
-    for (c = 1; c < int(gridDim.x); ++c) run += __ldcg(wc + int64_t(c) * n + j);
-    const uint64_t total = input_error ? 0 : uint64_t(run);
+    const uint64_t sent = input_error ? 0 : uint64_t(total);
     if (j < R) {
-      p.handle.num_tokens_per_rank[j] = int32_t(total);
-      ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_rank_count(p.rank), uint32_t(j)), total);
+      p.handle.num_tokens_per_rank[j] = int32_t(sent);
+      for (int d = 0; d < R; ++d)
+        ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_rank_count(parity, p.rank, j), uint32_t(d)), sent);
     } else {
       const int e = j - R, d = e / El;
-      p.handle.num_tokens_per_expert[e] = int32_t(total);
-      ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_expert_count(p.rank, e - d * El), uint32_t(d)), total);
+      p.handle.num_tokens_per_expert[e] = int32_t(sent);
+      ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_expert_count(parity, p.rank, e - d * El), uint32_t(d)), sent);
     }
   }
   __syncthreads();
 }
 
-// Cached dispatch, CTA 0: the handle's per-rank counts -> every destination's recv_rank_counts[src] (the senders
+// Cached dispatch, CTA 0: the handle's per-rank counts -> every rank's recv_rank_counts[rank][*] (the senders
 // need them for their output rows; the receivers use the handle's prefix sums).
-__device__ __forceinline__ void publish_cached_counts(const DispatchParams& p) {
+__device__ __forceinline__ void publish_cached_counts(const DispatchParams& p, uint32_t parity) {
   if (blockIdx.x != 0) return;
-  for (int d = threadIdx.x; d < p.layout.dims().num_ranks; d += blockDim.x)
-    ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_rank_count(p.rank), uint32_t(d)),
-                        uint64_t(p.handle.num_tokens_per_rank[d]));
+  const int R = p.layout.dims().num_ranks;
+  for (int i = threadIdx.x; i < R * R; i += blockDim.x) {
+    const int j = i % R, d = i / R;
+    ptx::st_relaxed_sys(p.sym.map(p.layout.get_recv_rank_count(parity, p.rank, j), uint32_t(d)),
+                        uint64_t(p.handle.num_tokens_per_rank[j]));
+  }
 }
 
-// Whole CTA, after the barrier that publishes the counts: row_base[d] = tokens that sources < this rank send to d
-// (the first output row of this rank's tokens on d), read from d's recv_rank_counts.
-__device__ __forceinline__ void dest_row_bases(const DispatchParams& p, int* row_base) {
+// Whole CTA, after the entry barrier (which publishes the counts): row_base[d] = tokens that sources < this rank
+// send to d (the first output row of this rank's tokens on d), from the local copy of the count matrix.
+__device__ __forceinline__ void dest_row_bases(const DispatchParams& p, int* row_base, uint32_t parity) {
   const int R = p.layout.dims().num_ranks;
   for (int d = threadIdx.x; d < R; d += blockDim.x) {
     uint64_t sum = 0;
-    for (int s = 0; s < p.rank; ++s)
-      sum += ptx::ld_acquire_sys(p.sym.map(p.layout.get_recv_rank_count(s), uint32_t(d)));
+    for (int s = 0; s < p.rank; ++s) sum += __ldcg(p.layout.get_recv_rank_count(parity, s, d));
     row_base[d] = int(sum);
   }
   __syncthreads();

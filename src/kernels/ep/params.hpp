@@ -20,6 +20,18 @@ constexpr int kNumWarps = plan::kEpWarpsPerCta;
 constexpr int kCopyVecs = 16;
 constexpr int kNumThreads = kNumWarps * 32;
 
+// Benchmark-only (SYMMOE_EP_SKIP, read on every call; `symmoe bench ep --skip`): phases left out to see where
+// the time goes. Outputs are WRONG when a bit is set; the protocol (counts, barrier, arrival counts, flags) always
+// runs, so no call can hang, and the handle metadata stays valid for later calls with the same routing.
+enum SkipPhase : uint32_t {
+  kSkipRemoteRows = 1,    // dispatch: x / scale rows go to the local destination only
+  kSkipScaleRows = 2,     // dispatch: no scale rows
+  kSkipMetaRecords = 4,   // dispatch: no metadata records (the epilogue reads the previous call's)
+  kSkipEpilogue = 8,      // dispatch: receivers wait for the arrival counts, then place nothing
+  kSkipCombineRows = 16,  // combine: senders send weights and flags only
+  kSkipReduce = 32,       // combine: reducers wait for (and reset) the flags, then add nothing
+};
+
 // A bad routing entry found on the device while counting. `valid` is written last (host-mapped memory).
 enum class InputErrorKind : int32_t { kNone = 0, kOutOfRange = 1, kDuplicate = 2 };
 struct InputError {
@@ -60,6 +72,7 @@ struct DispatchParams {
   uint8_t* recv_sf;
   int64_t* recv_topk_idx;
   float* recv_topk_weights;
+  uint32_t skip;                         // SkipPhase bits (0 outside benchmarks)
   int32_t* warp_counts;                  // [num_ctas * kNumWarps][R + E] workspace
   unsigned long long* error_key;         // min over (token << 32 | lane << 8 | kind); all ones = none
   InputError* error;                     // host-mapped
@@ -79,6 +92,7 @@ struct CombineParams {
   HandleArrays handle;
   uint16_t* combined_x;
   float* combined_topk_weights;
+  uint32_t skip;  // SkipPhase bits (0 outside benchmarks)
 };
 
 // Dynamic shared memory of the dispatch kernel (per-warp counters and routing chunks, receive metadata).

@@ -45,6 +45,7 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
     if (ok) *flag = 0u;  // consumed (see the header)
   }
   if (!__all_sync(0xffffffffu, ok)) return false;  // acquire by the waiting lanes + warp barrier: rows visible
+  if (p.skip & kSkipReduce) return true;           // benchmark: flags only
 
   if (p.combined_topk_weights && lane < K) {
     float w = 0.f;
