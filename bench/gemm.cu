@@ -1,6 +1,6 @@
 // `symmoe bench gemm`: the SM90 FP8 grouped GEMM vs cuBLASLt (FP8 with 128-block scaling: activations
 // VEC128_32F, weights BLK128x128_32F) in the same run. cuBLASLt runs one matmul per expert in a loop (grouped
-// shapes) or one dense GEMM (one-group shapes).
+// shapes) or one dense GEMM (one-group shapes). Ours, the --alt variants and cuBLASLt are timed round-robin.
 // NOTES: libcublasLt.so.13 is loaded with dlopen at run time (its header is used for types only), so the CLI
 // starts on machines without cuBLASLt or a GPU; without it the baseline columns are 0 and say so.
 // Metrics (DESIGN.md 8): tflops = 2 * rows * n * k / t over the experts' valid rows; weight_gbps = bytes of the
@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -130,6 +131,36 @@ struct LtGemm {
   }
 };
 
+// Median time of each function, timed round-robin (each round launches every function once), so all of them see
+// the same clock and thermal state. NOTES: why: timed one after the other, an identical kernel measured 16-18%
+// slower as the second of two variants on the compute-bound shapes (H200, 2026-11-30, l1_swiglu: 2674 vs 3142 us),
+// as the GPU lowers its clocks under sustained FP8 load; that biased every variant and baseline ratio.
+std::vector<double> interleaved_median_us(cudaStream_t stream, const std::vector<std::function<void()>>& fns,
+                                          int warmup, int reps) {
+  const size_t n = fns.size();
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& fn : fns) fn();
+  std::vector<cudaEvent_t> events(2 * n * reps);
+  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventCreate(&e));
+  for (int r = 0; r < reps; ++r)
+    for (size_t f = 0; f < n; ++f) {
+      SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * (r * n + f)], stream));
+      fns[f]();
+      SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * (r * n + f) + 1], stream));
+    }
+  SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> medians(n);
+  std::vector<float> ms(reps);
+  for (size_t f = 0; f < n; ++f) {
+    for (int r = 0; r < reps; ++r)
+      SYMMOE_CUDA_CHECK(cudaEventElapsedTime(&ms[r], events[2 * (r * n + f)], events[2 * (r * n + f) + 1]));
+    std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
+    medians[f] = ms[reps / 2] * 1000.0;
+  }
+  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventDestroy(e));
+  return medians;
+}
+
 struct Case {
   std::string name, op;  // op: contiguous | masked | l1
   int experts, tokens, n, k;
@@ -159,8 +190,10 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
     else if (key == "block_m") v.opt.block_m = value;
     else if (key == "unordered") v.opt.ordered_issue = false;
     else if (key == "direct") v.opt.direct_store = true;
+    else if (key == "no_promotion") v.opt.skip_promotion = true;  // timing only: wrong results
+    else if (key == "no_epilogue") v.opt.skip_epilogue = true;    // timing only: nothing stored
     else SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                     "' (cluster=N, block_n=N, block_m=N, unordered, direct)");
+                     "' (cluster=N, block_n=N, block_m=N, unordered, direct, no_promotion, no_epilogue)");
     pos = end + 1;
   }
   return v;
@@ -168,7 +201,8 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
 
 int run_gemm_bench(int argc, char** argv) {
   cli::Args args("bench gemm", "grouped FP8 GEMM vs cuBLASLt (same run)");
-  args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, decode (or all)")
+  args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode "
+                      "(or all)")
       .option("decode-tokens", "1,8,16,64", "tokens per expert of the masked decode cases")
       .option("reps", "30", "timed repetitions (median)")
       .option("k", "0", "override k of every case (0: the case's own)")
@@ -180,7 +214,7 @@ int run_gemm_bench(int argc, char** argv) {
       .flag("unordered", "math warpgroups issue WGMMA without taking turns (comparison)")
       .flag("direct-store", "epilogue stores from registers instead of staged bulk stores (comparison)")
       .option("alt", "", "';'-separated variants timed in the same run, e.g. 'cluster=1;direct' (items: cluster=N, "
-                         "block_n=N, block_m=N, unordered, direct); columns alt/ours = variant time / ours")
+                         "block_n=N, block_m=N, unordered, direct, no_promotion, no_epilogue (these two timing only)); columns alt/ours = variant time / ours")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
@@ -197,6 +231,9 @@ int run_gemm_bench(int argc, char** argv) {
   if (want("l1_swiglu_wide")) cases.push_back({"l1_swiglu_wide", "l1", 32, 1536, 4096, 7168, 1.f / 64});
   if (want("l2")) cases.push_back({"l2", "contiguous", 32, 1536, 7168, 2048});
   if (want("e128")) cases.push_back({"e128", "contiguous", 128, 384, 4096, 4096});
+  // Flash at 8192 tokens per rank on 2 ranks: 128 local experts x ~386 rows (4 m-blocks of 128, the last with 2 rows).
+  if (want("flash_l1")) cases.push_back({"flash_l1", "l1", 128, 386, 4096, 4096, 1.f / 1024});
+  if (want("flash_l2")) cases.push_back({"flash_l2", "contiguous", 128, 386, 4096, 2048});
   if (want("decode"))
     for (int t : args.int_list("decode-tokens")) cases.push_back({"decode", "masked", 128, t, 4096, 7168});
   const int reps = args.integer("reps");
@@ -273,37 +310,34 @@ int run_gemm_bench(int argc, char** argv) {
     opt.direct_store = args.has("direct-store");
     for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
     const std::string config = gemm::describe_launch(in, swiglu, opt);
-    const double t_ours = median_time_us(stream, [&] {
+    auto run_ours = [&](const gemm::LaunchOptions& o_opt) {
       if (swiglu)
-        gemm::grouped_gemm_swiglu_fp8(in, o, stream, opt);
+        gemm::grouped_gemm_swiglu_fp8(in, o, stream, o_opt);
       else
-        gemm::grouped_gemm_bf16(in, d.ptr, stream, opt);
-    }, 3, reps);
-    std::vector<double> t_alt;
-    for (const AltVariant& v : alts) {
-      t_alt.push_back(median_time_us(stream, [&] {
-        if (swiglu)
-          gemm::grouped_gemm_swiglu_fp8(in, o, stream, v.opt);
-        else
-          gemm::grouped_gemm_bf16(in, d.ptr, stream, v.opt);
-      }, 3, reps));
-    }
-
-    double t_lt = 0;
+        gemm::grouped_gemm_bf16(in, d.ptr, stream, o_opt);
+    };
+    // Ours, the --alt variants and cuBLASLt, timed round-robin (interleaved_median_us says why).
+    std::vector<std::function<void()>> timed{[&] { run_ours(opt); }};
+    for (const AltVariant& v : alts) timed.push_back([&run_ours, &v] { run_ours(v.opt); });
+    std::unique_ptr<LtGemm> lt_gemm;
     if (lt && lt->ok()) {
       // cuBLASLt's scale tensors: sized generously (values are all equal), one per expert.
-      LtGemm g(*lt, c.n, c.tokens, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
-      if (g.ok) {
-        t_lt = median_time_us(stream, [&] {
+      lt_gemm = std::make_unique<LtGemm>(*lt, c.n, c.tokens, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
+      if (lt_gemm->ok) {
+        timed.push_back([&] {
           for (int e = 0; e < c.experts; ++e)
-            g.run(*lt, b.ptr + size_t(e) * c.n * c.k, sfb.ptr, a.ptr + size_t(e) * rows_per_expert * c.k, sfa.ptr,
-                  d.ptr + size_t(e) * rows_per_expert * c.n, workspace.ptr, workspace_bytes, stream);
-        }, 3, reps);
+            lt_gemm->run(*lt, b.ptr + size_t(e) * c.n * c.k, sfb.ptr, a.ptr + size_t(e) * rows_per_expert * c.k,
+                         sfa.ptr, d.ptr + size_t(e) * rows_per_expert * c.n, workspace.ptr, workspace_bytes, stream);
+        });
       } else {
         std::printf("[bench gemm] cuBLASLt found no algorithm for n=%d tokens=%d k=%d (status %d)\n", c.n, c.tokens,
-                    c.k, int(g.status));
+                    c.k, int(lt_gemm->status));
       }
     }
+    const std::vector<double> times = interleaved_median_us(stream, timed, 3, reps);
+    const double t_ours = times[0];
+    const std::vector<double> t_alt(times.begin() + 1, times.begin() + 1 + alts.size());
+    const double t_lt = times.size() > alts.size() + 1 ? times.back() : 0.0;
     SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
     const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
     const double weight_bytes = double(c.experts) * c.n * c.k;

@@ -71,6 +71,9 @@ struct LaunchOptions {
   int expected_rows_per_expert = 0;  // hint for the planner (default: contiguous num_rows / E, masked max_m / 2)
   bool ordered_issue = true;         // math warpgroups take turns issuing WGMMA (false: for comparisons)
   bool direct_store = false;         // epilogue stores from registers, not staged + bulk-stored (for comparisons)
+  // Timing only (leave-one-out in bench gemm; results are WRONG when set): no promotion FFMAs / no stores.
+  bool skip_promotion = false;
+  bool skip_epilogue = false;
 };
 
 inline int sfa_stride_for(int num_total_rows) { return (num_total_rows + 3) / 4 * 4; }

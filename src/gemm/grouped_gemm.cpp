@@ -104,14 +104,21 @@ void check_output(const GroupedGemmInput& in, const SwigluFp8Output& out) {
                in.num_total_rows(), ", got ", out.out_scale_stride);
 }
 
+// LaunchOptions' comparison and timing-only switches.
+static void set_comparison_options(kernel::GemmParams& params, const LaunchOptions& opt) {
+  params.ordered_issue = opt.ordered_issue;
+  params.direct_store = opt.direct_store;
+  params.skip_promotion = opt.skip_promotion;
+  params.skip_epilogue = opt.skip_epilogue;
+}
+
 void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t stream, const LaunchOptions& opt) {
   check_input(in, false);
   SYMMOE_CHECK(d && aligned(d, 16), "gemm", "d must be a non-null 16-byte aligned device pointer");
   if (in.num_total_rows() == 0) return;
   kernel::GemmParams params = make_params(in);
   params.d = d;
-  params.ordered_issue = opt.ordered_issue;
-  params.direct_store = opt.direct_store;
+  set_comparison_options(params, opt);
   launch(in, params, plan_launch(in, false, opt), stream);
 }
 
@@ -126,8 +133,7 @@ void grouped_gemm_swiglu_fp8(const GroupedGemmInput& in, const SwigluFp8Output& 
   params.out_scale_stride = out.out_scale_stride;
   params.row_weights = out.row_weights;
   params.clamp = out.clamp;
-  params.ordered_issue = opt.ordered_issue;
-  params.direct_store = opt.direct_store;
+  set_comparison_options(params, opt);
   launch(in, params, plan_launch(in, true, opt), stream);
 }
 

@@ -7,8 +7,16 @@
 //   128 x 256: warpgroup w takes rows [64w, 64w + 64), all 256 columns, as two 128-column halves that share one
 //              partial accumulator (issue half, wait, promote, next half).
 // NOTES: registers: 64 partial + kWgN / 2 accumulators per thread (128 + 64 for 128 x 256). Each warp releases a
-// stage right after its last WGMMAs of the stage complete, before the last promotion: one arrive per warp on every
-// CTA of the cluster (lane c arrives on CTA c), since the peer's producer multicasts into this CTA's stage.
+// stage right after its last WGMMAs of the stage complete, before the last promotion.
+// NOTES: two partial accumulators for 64 x 128 slices (K block kb + 1 issued before kb is promoted, so the tensor
+// core always holds the warpgroup's next batch) were built and measured against this loop (H200, 2026-11-30,
+// same device call, old/new time): 128 x 128 0.97-0.99x on four shapes (1.14x on one), 64 x 256 0.84-1.08x,
+// decode 1.00-1.03x: no consistent gain, so the issue -> wait -> promote latency is not what limits; not kept.
+// Also measured and not kept (same device call, round-robin timing, 2026-11-30): an issue lag (warpgroup 1 trailing
+// by 1-3 K blocks, so the two epilogues do not coincide): 0.90-1.0x of lockstep turns; skipping the WGMMAs of a
+// warpgroup whose 64 rows are all padding (an expert's last m-block with <= 64 rows): 0.99-1.00x on 128 experts x
+// 386 rows, i.e. one warpgroup alone takes as long per tile as two. Under this load the H200 runs at its 700 W cap
+// (nvidia-smi: 690 W, SM clock 1455-1770 MHz of 1980, throttle reason SW power cap).
 // NOTES: issue order. Both warpgroups wake on the same full barrier; issuing their WGMMA batches at the same time
 // makes them finish together and then promote together, leaving the tensor cores idle. With ordered_issue they
 // take turns (named barriers kIssueBarrier0/1: warpgroup w waits for its turn, issues its batch, hands the turn
@@ -58,7 +66,50 @@ __device__ __forceinline__ float2 load_b_scales(const GemmParams& p, const Tile&
   }
 }
 
-// Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return.
+// This warp's arrive on the stage's empty barrier once its WGMMAs reading the stage have completed: one arrive per
+// warp on every CTA of the cluster (lane c arrives on CTA c: the peer's producer multicasts into this CTA's stage).
+template <int kClusterM>
+__device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
+  __syncwarp();
+  if constexpr (kClusterM == 1) {
+    if (lane == 0) ptx::mbarrier_arrive(empty);
+  } else {
+    if (lane < kClusterM) ptx::mbarrier_arrive_remote_release_cta(empty, lane);
+  }
+}
+
+// One 64 x 128 x 128 WGMMA batch (4 x k32) into `partial` (zeroed by the first), in this warpgroup's issue turn
+// (when turns are taken).
+__device__ __forceinline__ void issue_batch(bool turns, int wg, float (&partial)[64], uint64_t desc_a,
+                                            uint64_t desc_b) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
+  if (turns) wait_issue_turn(wg);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) ptx::wgmma_m64n128k32_e4m3(partial, desc_a + 2 * k, desc_b + 2 * k, k > 0);
+  ptx::wgmma_commit_group();
+  if (turns) pass_issue_turn(wg);
+}
+
+// acc += scale * partial for one 128-column half; scale[r] per thread row r, chunk c (8 columns) of the SwiGLU tile
+// is gate when c is even, up when odd (interleave by 8); for bf16 gate == up.
+__device__ __forceinline__ void promote(const GemmParams& p, float* acc_half, const float (&partial)[64],
+                                        const float (&s_gate)[2], const float (&s_up)[2]) {
+  if (p.skip_promotion) return;  // timing only (GemmParams)
+#pragma unroll
+  for (int c = 0; c < 16; ++c)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int i = 4 * c + 2 * r + b;
+        acc_half[i] = fmaf((c & 1) ? s_up[r] : s_gate[r], partial[i], acc_half[i]);
+      }
+}
+
+// Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return. A 64 x 256 slice
+// is two 128-column halves sharing one partial accumulator (issue half, wait, promote, next half).
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
 __device__ __forceinline__ void math_mainloop(const GemmParams& p, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
                                               const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
@@ -68,11 +119,11 @@ __device__ __forceinline__ void math_mainloop(const GemmParams& p, const GemmSme
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const int sfa_row = slice.row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   const int num_k_blocks = p.k / 128;
+#pragma unroll
+  for (int i = 0; i < Slice::kNumAcc; ++i) acc[i] = 0.f;
   float partial[64];  // local to the K loop, so it is dead during the epilogue
 #pragma unroll
   for (int i = 0; i < 64; ++i) partial[i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < Slice::kNumAcc; ++i) acc[i] = 0.f;
   // NOTES: the B-scale loads are issued per K block and used after the first WGMMA batch (ptxas places them
   // inside it). Prefetching them one K block ahead measured 5-15% slower on the L1 shape (2026-11-29), so no.
   for (int kb = 0; kb < num_k_blocks; ++kb) {
@@ -85,39 +136,15 @@ __device__ __forceinline__ void math_mainloop(const GemmParams& p, const GemmSme
     const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + slice.row0 * 128));
 #pragma unroll
     for (int h = 0; h < Slice::kNumHalves; ++h) {
-      const uint64_t desc_b =
-          ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage) + (slice.col0 + 128 * h) * 128));
-#pragma unroll
-      for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
-      if (p.ordered_issue) wait_issue_turn(wg);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) ptx::wgmma_m64n128k32_e4m3(partial, desc_a + 2 * k, desc_b + 2 * k, k > 0);
-      ptx::wgmma_commit_group();
-      if (p.ordered_issue) pass_issue_turn(wg);
+      issue_batch(p.ordered_issue, wg, partial, desc_a,
+                  ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage) + (slice.col0 + 128 * h) * 128)));
       ptx::wgmma_wait_group<0>();
 #pragma unroll
       for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
-      if (h == Slice::kNumHalves - 1) {
-        __syncwarp();
-        if constexpr (kClusterM == 1) {
-          if (lane == 0) ptx::mbarrier_arrive(smem.empty(pipe.stage));
-        } else {
-          if (lane < kClusterM) ptx::mbarrier_arrive_remote_release_cta(smem.empty(pipe.stage), lane);
-        }
-      }
-      // Chunk c (8 columns) of the SwiGLU tile is gate when c is even, up when odd (interleave by 8).
+      if (h == Slice::kNumHalves - 1) release_stage<kClusterM>(smem.empty(pipe.stage), lane);
       const float s_gate[2] = {sa0 * sb[h].x, sa1 * sb[h].x};
       const float s_up[2] = {sa0 * sb[h].y, sa1 * sb[h].y};
-#pragma unroll
-      for (int c = 0; c < 16; ++c)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int b = 0; b < 2; ++b) {
-            const int i = 4 * c + 2 * r + b;
-            acc[64 * h + i] = fmaf((c & 1) ? s_up[r] : s_gate[r], partial[i], acc[64 * h + i]);
-          }
+      promote(p, acc + 64 * h, partial, s_gate, s_up);
     }
     pipe.advance();
   }

@@ -48,6 +48,10 @@ struct GemmParams {
   // Epilogue stores straight from registers instead of staging rows in shared memory and bulk-storing them
   // (epilogue_staging.cuh); for comparisons.
   bool direct_store = false;
+  // Timing only (bench gemm --alt, leave-one-out): results are wrong when set. skip_promotion: no promotion FFMAs
+  // (the WGMMAs, waits and scale loads stay); skip_epilogue: tiles are computed and never stored.
+  bool skip_promotion = false;
+  bool skip_epilogue = false;
 };
 
 }  // namespace symmoe::gemm::kernel
