@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -88,6 +89,7 @@ JsonLine common_fields(const std::string& bench_name, int argc, char** argv) {
 void append_result(const std::string& dir, const std::string& bench_name, const JsonLine& line) {
   const std::string path =
       dir + "/" + utc_date() + "-" + env::get_string("GPU_KIND", "unknown") + "-" + bench_name + ".jsonl";
+  std::filesystem::create_directories(dir);  // a fresh $OUT/results on the GPU machine
   std::ofstream out(path, std::ios::app);
   SYMMOE_CHECK(out.good(), "bench", "cannot open result file ", path);
   out << line.str() << "\n";

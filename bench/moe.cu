@@ -71,6 +71,35 @@ std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want, const
   return count ? first + " (" + std::to_string(count) + " values differ)" : "";
 }
 
+// One traced fused call, the last of a CUDA graph of 3 (as timed: no launch skew between the ranks): rank 0's
+// per-CTA stage stamps as min / median / max over the CTAs, in us from the earliest kernel entry (the producer's
+// summed wait in us, tiles as counts).
+void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwardArgs>& margs, int T) {
+  fused.set_trace(true);
+  graph_time_all_ranks_us(comm, [&] { fused.forward(margs); }, 3, 1);
+  fused.synchronize();
+  const std::vector<unsigned long long> v = fused.trace(0);
+  fused.set_trace(false);
+  const int num_ctas = int(v.size()) / mega::kNumTracePoints;
+  unsigned long long start = ~0ull;
+  for (int c = 0; c < num_ctas; ++c) start = std::min(start, v[size_t(c) * mega::kNumTracePoints + mega::kTraceStart]);
+  std::printf("trace tokens %d, rank 0, %d CTAs (%s): point min / median / max\n", T, num_ctas,
+              fused.plan_for_tokens(0, T).to_string().substr(0, 120).c_str());
+  for (int point = 0; point < mega::kNumTracePoints; ++point) {
+    std::vector<double> x;
+    for (int c = 0; c < num_ctas; ++c) {
+      const unsigned long long raw = v[size_t(c) * mega::kNumTracePoints + point];
+      if (point == mega::kTraceNumTiles) x.push_back(double(raw));
+      else if (point == mega::kTraceProducerWaitNs) x.push_back(raw / 1e3);
+      else if (raw != 0) x.push_back((raw - start) / 1e3);
+    }
+    if (x.empty()) continue;
+    std::sort(x.begin(), x.end());
+    std::printf("  %-18s %10.1f %10.1f %10.1f\n", mega::kTracePointNames[point], x.front(), x[x.size() / 2],
+                x.back());
+  }
+}
+
 int run_moe_bench(int argc, char** argv) {
   cli::Args args("bench moe", "the MoE layer: composed (dispatch -> L1 -> L2 -> combine, with its stage breakdown) "
                               "and fused (one kernel), checked bitwise against each other");
@@ -83,7 +112,8 @@ int run_moe_bench(int argc, char** argv) {
       .option("alignment", "128", "expert alignment of the expand layout")
       .option("ep-sms", "0", "CTAs of dispatch/combine per rank (0: the EP plan)")
       .option("reps", "20", "timed repetitions per point")
-      .option("seed", "1", "seed of weights, inputs and routing");
+      .option("seed", "1", "seed of weights, inputs and routing")
+      .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)");
   if (!args.parse(argc, argv)) return 0;
   const std::string out = args.str("out"), shape_name = args.str("shape");
   const auto token_list = args.int_list("tokens");
@@ -190,8 +220,9 @@ int run_moe_bench(int argc, char** argv) {
       JsonLine line = layer_line("fused", t);
       line.add("bitwise_equal_composed", row.fused_equal)
           .add("routing", args.str("routing"))
-          .add("plan", fused->plan(0).to_string());
+          .add("plan", fused->plan_for_tokens(0, T).to_string());
       if (time_composed) line.add("speedup_vs_composed", row.forward_us / t);
+      if (args.has("trace")) print_trace(*comm, *fused, margs, T);
       line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
       append_result(out, "moe", line);
     }

@@ -1,10 +1,10 @@
 // The fused MoE layer (MegaMoE, seed 000; DESIGN.md 4.3): one persistent kernel per rank and call that pulls
 // tokens (dispatch), runs the L1 GEMM + SwiGLU + top-k weight + FP8 re-quantisation, the L2 GEMM, writes the L2
 // rows back to the tokens' ranks and combines them.
-// STATUS (2026-11-29): bitwise equal to the composed path (include/symmoe/moe.hpp) in tests/gpu/test_mega.cu on
-// nvidia-h200-x2 (1 GPU, 2 GPUs, 8 virtual ranks; small shape H=512 I=256 E=32 K=6). Not yet run at the Flash/Pro/V3
-// shapes: `symmoe run --layer fused` and `symmoe bench moe` (fused rows) exist but have not run on a GPU yet, so the
-// main job's default layer is still the composed one.
+// STATUS (2026-11-30, nvidia-h200-x2): bitwise equal to the composed path (include/symmoe/moe.hpp) at the small
+// test shape and at Flash, Pro and V3 (tests/gpu/test_mega.cu: 2 GPUs and 8 virtual ranks, tokens/rank 1/8/128/2048,
+// uniform/Zipf/hot/masked routings, 1,000 repeated calls and 1,000 graph replays), in-process and (Python,
+// torchrun) multi-process; `symmoe run` runs it by default. Speed vs composed: bench/results/2026-11-30-*-moe.jsonl.
 //
 // Contract:
 // - Construction is collective (all ranks of the Communicator, same shape and options): plans the kernel per local
@@ -12,7 +12,7 @@
 //   zero-filled: every counter starts at 0 and every call leaves it at 0) and builds the TMA descriptors. forward()
 //   allocates nothing and is CUDA-graph capturable.
 // - Weights: as ComposedMoe (MoeRankWeights per local rank, L1 ALREADY TRANSFORMED); not owned, must outlive the
-//   layer.
+//   layer (or the next bind_weights). Given to the constructor or bound later with bind_weights().
 // - Inputs live in the symmetric workspace (peers pull from there). Either fill them in place through input(i)
 //   (x e4m3 [T, H] rows H apart; x_scales fp32 rows x_scales_stride floats apart; topk_idx int64 [T, K];
 //   topk_weights fp32 [T, K]) and pass those pointers in MoeForwardArgs, or pass your own device arrays (as for
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "symmoe/moe.hpp"
+#include "symmoe/mega_trace.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/runtime.hpp"
@@ -64,13 +65,24 @@ class MegaMoe {
  public:
   MegaMoe(Communicator& comm, const MoeShape& shape, const std::vector<MoeRankWeights>& weights,
           const MegaMoeOptions& options = {});
+  // Without weights: bind_weights() must run before the first forward() (DeepGEMM-style callers pass weights per
+  // call; the Python fp8_mega_moe binds when their pointers change).
+  MegaMoe(Communicator& comm, const MoeShape& shape, const MegaMoeOptions& options);
+  // One MoeRankWeights per local rank (same contract as the constructor's). Host only and cheap (rebuilds the TMA
+  // descriptors); not collective; must not run while a forward() that reads the old weights is being captured.
+  void bind_weights(const std::vector<MoeRankWeights>& weights);
+  // SwiGLU clamp of the following forward() calls (<= 0: off); host only, like options().clamp at construction.
+  void set_clamp(float clamp) { options_.clamp = clamp; }
   ~MegaMoe();
   MegaMoe(const MegaMoe&) = delete;
   MegaMoe& operator=(const MegaMoe&) = delete;
 
   const MoeShape& shape() const { return shape_; }
   const MegaMoeOptions& options() const { return options_; }
-  const plan::MegaPlan& plan(size_t local_index = 0) const;  // printable: plan(i).to_string()
+  const plan::MegaPlan& plan(size_t local_index = 0) const;  // for T_max tokens per rank; printable: to_string()
+  // The plan forward() uses for a call with num_tokens tokens on this rank (BLOCK_M and experts per wave follow the
+  // batch; workspace and layout are the T_max plan's). Cached per num_tokens; host only.
+  const plan::MegaPlan& plan_for_tokens(size_t local_index, int num_tokens);
   MegaInputView input(size_t local_index) const;
 
   std::vector<const uint16_t*> forward(const std::vector<MoeForwardArgs>& args);
@@ -79,6 +91,11 @@ class MegaMoe {
   // [El] int32 on the rank's device: (token, expert) pairs received per local expert by the last forward
   // (options.count_received); nullptr otherwise.
   const int32_t* received_counts(size_t local_index) const;
+
+  // Stage timeline of the following forward() calls (symmoe/mega_trace.hpp), for benchmarks; trace(i) downloads
+  // the last call's [num_sms][kNumTracePoints] values of local rank i (after synchronize()).
+  void set_trace(bool on);
+  std::vector<unsigned long long> trace(size_t local_index) const;
 
  private:
   struct Impl;

@@ -164,10 +164,17 @@ static_assert(kNumMegaKernels == layout::kMegaNumBlockMCandidates &&
                   kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1],
               "the fused kernels' BLOCK_M values must be layout::kMegaBlockMCandidates");
 // Beyond the GEMM core: per (source rank, local expert) received counts (E int32) and per local expert the pool
-// segment start (El + 1) and valid rows (El), read by the scheduler and the dispatch warps.
+// segment start (El + 1), valid rows (El) and a wave-end bit per expert (El / 32 words), read by the scheduler and
+// the dispatch warps.
 constexpr int mega_extra_smem_bytes(int num_experts, int num_local_experts) {
-  return (num_experts + 2 * num_local_experts + 1) * 4 / 16 * 16 + 16;
+  return (num_experts + 2 * num_local_experts + 1 + (num_local_experts + 31) / 32) * 4 / 16 * 16 + 16;
 }
+// Register split of the fused kernel's warpgroups (setmaxnreg; 128 x data + 256 x math <= 64512 = 168 x 384).
+// The 64 x 256 warpgroup tile of BLOCK_M 128 needs 232 in the math warps, which leaves the producer and dispatch
+// warps 40; BLOCK_M 64 (64 x 128 per warpgroup) needs less, so they get 56. ptxas -v (nvcc 13.0, 2026-11-30):
+// BLOCK_M 64 no spills; BLOCK_M 128 ~50 B of spill stores, all in the 40-register data roles (producer, pull).
+constexpr int mega_data_registers(int block_m) { return block_m == 64 ? 56 : 40; }
+constexpr int mega_math_registers(int block_m) { return block_m == 64 ? 224 : 232; }
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts) {
   return gemm_smem_bytes(block_m, block_n, num_stages) + mega_extra_smem_bytes(num_experts, num_local_experts);
 }
@@ -175,6 +182,7 @@ constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_
 struct MegaPlan {
   MoeShape shape;
   int num_sms = 0;
+  int num_tokens = 0;  // tokens per rank the plan is for (T_max unless planned per call)
   double expected_tokens_per_expert = 0;
   // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale
   // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
@@ -182,13 +190,17 @@ struct MegaPlan {
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
   int l1_blocks_per_expert = 0;  // expected m-blocks x L1 n-blocks (no imbalance)
-  int num_experts_per_wave = 0, num_waves = 0;
+  int num_experts_per_wave = 0, num_waves = 0;  // at the expected load (printed; tests)
+  // The kernel's wave rule: wave w holds the experts whose ACTUAL L1 tiles (from the received counts, on the device)
+  // start in [w, w + 1) x wave_l1_tiles, so cold or untouched experts do not stretch the pipeline: with few tokens every
+  // touched expert lands in one wave (all L1 tiles first, then all L2 tiles).
+  int wave_l1_tiles = 0;  // = num_experts_per_wave * l1_blocks_per_expert
   // Warp roles per CTA (one persistent CTA per SM), as the GEMM core: warpgroups 0..1 = math (WGMMA, L1
   // SwiGLU/FP8 epilogue, L2 epilogue + NVLink write-back); warpgroup 2 = 1 TMA producer warp + dispatch warps
   // (pull). Every warp joins the counting and the final combine.
   int num_producer_warps = 1, num_dispatch_warps = 3, num_math_warpgroups = 2;
   int num_threads = 0;
-  int data_registers = 40, math_registers = 232, math_registers_needed = 0;
+  int data_registers = 0, math_registers = 0, math_registers_needed = 0;  // mega_*_registers(block_m)
   // Shared memory
   int num_stages = 0, smem_per_stage = 0, smem_fixed = 0, smem_bytes = 0;
   // Workspace
@@ -201,6 +213,9 @@ struct MegaPlan {
 };
 
 MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides = PlanOverrides::from_env());
+// The plan of one call with num_tokens tokens per rank (<= T_max): same workspace and layout as the T_max plan,
+// BLOCK_M and experts per wave chosen for that batch (MegaMoe::forward picks it per call, host only).
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides);
 
 // ---------------------------------------------------------------------------------------------------------------
 // EP dispatch / combine.

@@ -3,6 +3,7 @@
 #include "symmoe/mega_moe.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "gemm/tensor_map.hpp"
 #include "kernels/comm/sym_buffer.cuh"
@@ -15,13 +16,17 @@ struct MegaMoe::Impl {
   struct Rank {
     RankPlacement placement;
     MoeRankWeights weights;
-    plan::MegaPlan plan;
+    plan::MegaPlan plan;                     // for T_max tokens per rank: sizes the workspace, printed
+    std::map<int, plan::MegaPlan> call_plans;  // per call's num_tokens (plan_mega_moe(shape, sms, T)), host only
     layout::MegaLayout ws;
-    mega::kernel::MegaTensorMaps maps;
+    mega::kernel::MegaTensorMaps maps[layout::kMegaNumBlockMCandidates];  // per BLOCK_M candidate (A box rows)
+    unsigned long long* trace = nullptr;       // [num_sms][kNumTracePoints] while tracing
     uint16_t* own_y = nullptr;         // [T_max, H] when the caller passes no y
     int32_t* recv_counts = nullptr;    // [El] (options.count_received)
+    bool weights_bound = false;        // bind_weights() ran (forward() requires it)
   };
   Communicator* comm = nullptr;
+  plan::PlanOverrides overrides;  // read once (SYMMOE_* knobs), applied to every call's plan
   SymmetricBuffer buffer;
   std::vector<Rank> ranks;
 
@@ -30,6 +35,7 @@ struct MegaMoe::Impl {
       cudaSetDevice(r.placement.device);
       if (r.own_y) cudaFree(r.own_y);
       if (r.recv_counts) cudaFree(r.recv_counts);
+      if (r.trace) cudaFree(r.trace);
     }
   }
 };
@@ -57,35 +63,28 @@ mega::kernel::MegaTensorMaps make_maps(const layout::MegaLayout& ws, const MoeRa
 
 }  // namespace
 
-MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const std::vector<MoeRankWeights>& weights,
-                 const MegaMoeOptions& options)
+MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const MegaMoeOptions& options)
     : impl_(new Impl), shape_(shape), options_(options) {
   shape.validate();
   SYMMOE_CHECK(shape.num_ranks == comm.num_ranks(), "mega", "shape has ", shape.num_ranks, " ranks, the communicator ",
                comm.num_ranks());
   SYMMOE_CHECK(options.num_sms >= 0, "mega", "num_sms must be >= 0, got ", options.num_sms);
   const auto& local = comm.local_ranks();
-  SYMMOE_CHECK(weights.size() == local.size(), "mega", "expected one MoeRankWeights per local rank (", local.size(),
-               "), got ", weights.size());
-  for (size_t i = 0; i < weights.size(); ++i)
-    SYMMOE_CHECK(weights[i].w1 && weights[i].w1_scales && weights[i].w2 && weights[i].w2_scales, "mega", "rank ",
-                 local[i].rank, ": a weight pointer is null (w1, w1_scales, w2, w2_scales are all required)");
   Impl& im = *impl_;
   im.comm = &comm;
+  im.overrides = plan::PlanOverrides::from_env();
   std::vector<plan::MegaPlan> plans;
   for (const auto& p : local) {
     const int sms = options.num_sms ? std::min(options.num_sms, p.num_sms) : p.num_sms;
-    plans.push_back(plan::plan_mega_moe(shape, sms));
+    plans.push_back(plan::plan_mega_moe(shape, sms, im.overrides));
   }
   im.buffer = comm.alloc_symmetric(plans[0].workspace_bytes);  // zero-filled: every counter starts at 0
   for (size_t i = 0; i < local.size(); ++i) {
     Impl::Rank r;
     r.placement = local[i];
-    r.weights = weights[i];
     r.plan = plans[i];
     r.ws = layout::MegaLayout(r.plan.dims(), im.buffer.ptr(local[i].rank));
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
-    r.maps = make_maps(r.ws, r.weights, r.plan.block_m);
     SYMMOE_CUDA_CHECK(cudaMalloc(&r.own_y, size_t(shape.num_max_tokens_per_rank) * shape.hidden * 2));
     if (options.count_received)
       SYMMOE_CUDA_CHECK(cudaMalloc(&r.recv_counts, size_t(shape.num_local_experts()) * 4));
@@ -93,7 +92,62 @@ MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const std::vector<Mo
   }
 }
 
+MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const std::vector<MoeRankWeights>& weights,
+                 const MegaMoeOptions& options)
+    : MegaMoe(comm, shape, options) {
+  bind_weights(weights);
+}
+
+void MegaMoe::bind_weights(const std::vector<MoeRankWeights>& weights) {
+  Impl& im = *impl_;
+  SYMMOE_CHECK(weights.size() == im.ranks.size(), "mega", "expected one MoeRankWeights per local rank (",
+               im.ranks.size(), "), got ", weights.size());
+  for (size_t i = 0; i < weights.size(); ++i)
+    SYMMOE_CHECK(weights[i].w1 && weights[i].w1_scales && weights[i].w2 && weights[i].w2_scales, "mega", "rank ",
+                 im.ranks[i].placement.rank,
+                 ": a weight pointer is null (w1, w1_scales, w2, w2_scales are all required)");
+  for (size_t i = 0; i < weights.size(); ++i) {
+    Impl::Rank& r = im.ranks[i];
+    r.weights = weights[i];
+    for (int c = 0; c < layout::kMegaNumBlockMCandidates; ++c)  // host only: no device work, no synchronisation
+      r.maps[c] = make_maps(r.ws, r.weights, layout::kMegaBlockMCandidates[c]);
+    r.weights_bound = true;
+  }
+}
+
 MegaMoe::~MegaMoe() = default;
+
+void MegaMoe::set_trace(bool on) {
+  for (auto& r : impl_->ranks) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
+    if (on && !r.trace)
+      SYMMOE_CUDA_CHECK(cudaMalloc(&r.trace, size_t(r.plan.num_sms) * mega::kNumTracePoints * 8));
+    if (!on && r.trace) {
+      SYMMOE_CUDA_CHECK(cudaFree(r.trace));
+      r.trace = nullptr;
+    }
+  }
+}
+
+std::vector<unsigned long long> MegaMoe::trace(size_t i) const {
+  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
+  const Impl::Rank& r = impl_->ranks[i];
+  SYMMOE_CHECK(r.trace != nullptr, "mega", "trace(): tracing is off (set_trace(true) before forward)");
+  std::vector<unsigned long long> host(size_t(r.plan.num_sms) * mega::kNumTracePoints);
+  SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
+  SYMMOE_CUDA_CHECK(cudaMemcpy(host.data(), r.trace, host.size() * 8, cudaMemcpyDeviceToHost));
+  return host;
+}
+
+const plan::MegaPlan& MegaMoe::plan_for_tokens(size_t i, int num_tokens) {
+  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
+  Impl::Rank& r = impl_->ranks[i];
+  auto it = r.call_plans.find(num_tokens);
+  if (it == r.call_plans.end())
+    it = r.call_plans.emplace(num_tokens, plan::plan_mega_moe(shape_, r.plan.num_sms, num_tokens, impl_->overrides))
+             .first;
+  return it->second;
+}
 
 const plan::MegaPlan& MegaMoe::plan(size_t i) const {
   SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
@@ -120,7 +174,11 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
   Impl& im = *impl_;
   SYMMOE_CHECK(args.size() == im.ranks.size(), "mega", "expected one MoeForwardArgs per local rank (",
                im.ranks.size(), "), got ", args.size());
-  for (size_t i = 0; i < args.size(); ++i) check_forward_args(shape_, im.ranks[i].placement.rank, args[i]);
+  for (size_t i = 0; i < args.size(); ++i) {
+    check_forward_args(shape_, im.ranks[i].placement.rank, args[i]);
+    SYMMOE_CHECK(im.ranks[i].weights_bound, "mega", "rank ", im.ranks[i].placement.rank,
+                 ": no weights bound (construct with weights or call bind_weights first)");
+  }
   const int H = shape_.hidden, K = shape_.num_topk;
   std::vector<const uint16_t*> ys(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -144,21 +202,26 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
         SYMMOE_CUDA_CHECK(
             cudaMemcpyAsync(in.topk_weights, a.topk_weights, T * K * 4, cudaMemcpyDeviceToDevice, stream));
     }
+    const plan::MegaPlan& call_plan = plan_for_tokens(i, a.num_tokens);
     mega::kernel::MegaParams p;
     p.ws = r.ws;
     p.sym = comm::make_sym_buffer(im.buffer, r.placement.rank);
     p.ctx = im.comm->wait_context(r.placement.rank);
     p.num_tokens = a.num_tokens;
-    p.num_experts_per_wave = r.plan.num_experts_per_wave;
+    p.wave_l1_tiles = call_plan.wave_l1_tiles;
     p.w1_scales = r.weights.w1_scales, p.w2_scales = r.weights.w2_scales;
     p.clamp = options_.clamp;
     p.y = a.y ? a.y : r.own_y;
     p.recv_counts = r.recv_counts;
+    p.trace = r.trace;
+    if (r.trace)
+      SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, size_t(r.plan.num_sms) * mega::kNumTracePoints * 8, stream));
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;
     if (r.placement.rank == options_.skip_rank_for_test) continue;
-    mega::kernel::launch_mega_moe(r.plan, p, r.maps, r.plan.num_sms, stream);
+    const int candidate = call_plan.block_m == layout::kMegaBlockMCandidates[0] ? 0 : 1;
+    mega::kernel::launch_mega_moe(call_plan, p, r.maps[candidate], call_plan.num_sms, stream);
   }
   return ys;
 }

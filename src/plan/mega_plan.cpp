@@ -33,7 +33,13 @@ layout::MegaDims MegaPlan::dims() const {
 }
 
 MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides) {
+  return plan_mega_moe(shape, num_sms, shape.num_max_tokens_per_rank, overrides);
+}
+
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides) {
   shape.validate();
+  SYMMOE_CHECK(num_tokens >= 0 && num_tokens <= shape.num_max_tokens_per_rank, "plan", "MegaMoE: num_tokens ",
+               num_tokens, " outside [0, T_max = ", shape.num_max_tokens_per_rank, "]");
   SYMMOE_CHECK(num_sms >= 1, "plan", "MegaMoE: num_sms must be >= 1, got ", num_sms);
   SYMMOE_CHECK(shape.intermediate <= layout::kMegaMaxIntermediate, "plan", "MegaMoE: intermediate ", shape.intermediate,
                " exceeds ", layout::kMegaMaxIntermediate,
@@ -41,8 +47,10 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
   MegaPlan p;
   p.shape = shape;
   p.num_sms = num_sms;
-  // Plan for the largest batch the buffers admit: T_max tokens on every rank.
-  p.expected_tokens_per_expert = expected_tokens_per_expert(shape, shape.num_max_tokens_per_rank);
+  // Plan for num_tokens on every rank (T_max: the largest batch the buffers admit). The workspace depends on T_max
+  // only (the pool fits every BLOCK_M candidate), so plans of different calls share one workspace.
+  p.num_tokens = num_tokens;
+  p.expected_tokens_per_expert = expected_tokens_per_expert(shape, std::max(num_tokens, 1));
 
   // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels ----
   p.block_m = detail::pick_block_m(p.expected_tokens_per_expert, layout::kMegaBlockMCandidates,
@@ -76,16 +84,19 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
     p.num_experts_per_wave = overrides.experts_per_wave;
   }
   p.num_waves = num_local_experts / p.num_experts_per_wave;
+  p.wave_l1_tiles = p.num_experts_per_wave * p.l1_blocks_per_expert;
 
   // ---- warp roles and registers ----
   // setmaxnreg works per warpgroup, so roles come in warpgroups. Blackwell (seed 000 4.1) runs dispatch (48 regs),
   // MMA issue (40) and epilogue (208) warps because the accumulators live in TMEM. On Hopper the accumulators live
-  // in the math warps' registers, so the math warpgroups also run the epilogues and get 232; the producer warp
-  // and the dispatch warps share one 40-register warpgroup: 128 x 40 + 2 x 128 x 232 = 64512.
+  // in the math warps' registers, so the math warpgroups also run the epilogues; the producer warp and the
+  // dispatch warps share one data warpgroup (split per BLOCK_M: plan::mega_data_registers).
   p.num_producer_warps = 1, p.num_dispatch_warps = 3, p.num_math_warpgroups = 2;
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
-  p.data_registers = 40;
-  p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers);
+  p.data_registers = mega_data_registers(p.block_m);
+  p.math_registers = mega_math_registers(p.block_m);
+  SYMMOE_CHECK(p.math_registers == detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers), "plan",
+               "MegaMoE: register split ", p.data_registers, "/", p.math_registers, " does not fill the SM");
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
                                      math_registers_estimate(p.l2_wg_tile_m, p.l2_wg_tile_n));
 
@@ -162,12 +173,13 @@ void MegaPlan::validate() const {
 
 std::string MegaPlan::to_string() const {
   std::ostringstream os;
-  os << "mega " << shape.to_string() << " sms=" << num_sms
+  os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
      << (swap_ab ? "swap-A/B (tokens on WGMMA N)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
      << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k << " wg_tiles L1 "
      << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~"
      << l1_blocks_per_expert << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves
+     << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps << " math "
      << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
      << math_registers << " (need ~" << math_registers_needed << ") | stages=" << num_stages << " smem=" << smem_bytes

@@ -5,9 +5,9 @@
 // model. Prints the shape, per-stage timings and every check; exits 1 when a check fails.
 // GPU path (a GPU visible and no --cpu): the MoE layer on all visible GPUs as ranks (in-process; --ranks asks for
 // virtual ranks), checked against the golden model on sampled tokens, timed (tools/cli/run_gpu.cpp). --layer picks
-// the layer: composed (default; include/symmoe/moe.hpp) or fused (MegaMoe, include/symmoe/mega_moe.hpp, also
-// checked bitwise against one composed call). The default stays composed until the fused layer has been verified on
-// a GPU at the Flash shape. Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
+// the layer: fused (default: MegaMoe, include/symmoe/mega_moe.hpp, also checked bitwise against one composed call;
+// verified bitwise == composed at Flash/Pro/V3 on nvidia-h200-x2, 2026-11-30) or composed (include/symmoe/moe.hpp).
+// Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -225,7 +225,7 @@ int run_layer(int argc, char** argv) {
       .option("clamp", "0", "SwiGLU clamp (0 = off)")
       .option("check-tokens", "4", "GPU path: tokens per rank compared with the golden model")
       .option("reps", "20", "GPU path: timed repetitions (CUDA-graph replays)")
-      .option("layer", "composed", "GPU path: composed (pipeline of kernels) | fused (single kernel, also checked "
+      .option("layer", "fused", "GPU path: composed (pipeline of kernels) | fused (single kernel, also checked "
                                    "bitwise against composed)")
       .flag("cpu", "run the CPU golden model even where a GPU is available");
   if (!args.parse(argc, argv)) return 0;

@@ -106,7 +106,7 @@ int run_gpu_layer(const GpuRunOptions& o) {
                 comm->local_ranks()[0].rank, mega->plan(0).to_string().c_str());
   } else {
     std::printf("GPU path: COMPOSED pipeline (EP dispatch expand -> grouped GEMM L1+SwiGLU/FP8 -> grouped GEMM L2 -> "
-                "EP combine); --layer fused runs the single-kernel layer.\n");
+                "EP combine); the default --layer fused runs the single-kernel layer.\n");
   }
   const char* layer_name = o.fused ? "fused single-kernel layer" : "composed pipeline";
   std::printf("  %d ranks on %d GPUs (in-process), synthetic weights %.2f GB per rank, set up in %.1f s\n", R,

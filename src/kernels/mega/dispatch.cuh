@@ -24,6 +24,7 @@
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
+#include "symmoe/plan.hpp"
 
 namespace symmoe::mega::kernel {
 
@@ -43,32 +44,77 @@ __device__ __forceinline__ void count_and_publish(const MegaParams& p, int threa
   }
 }
 
+// Exclusive prefix sum of one int per thread over the CTA (blockDim.x a multiple of 32, <= 1024); *total gets the
+// sum. Every thread must call it. scratch: 32 ints of shared memory.
+__device__ __forceinline__ int cta_exclusive_scan(int value, int* scratch, int* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+  int inclusive = value;
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int v = __shfl_up_sync(~0u, inclusive, o);
+    if (lane >= o) inclusive += v;
+  }
+  if (lane == 31) scratch[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < num_warps ? scratch[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const int v = __shfl_up_sync(~0u, w, o);
+      if (lane >= o) w += v;
+    }
+    scratch[lane] = w;  // inclusive over the warps
+  }
+  __syncthreads();
+  const int result = (warp ? scratch[warp - 1] : 0) + inclusive - value;
+  *total = scratch[num_warps - 1];
+  __syncthreads();  // scratch reusable
+  return result;
+}
+
 // Every thread of the CTA; `ok` false (a failed barrier): every count reads 0, so the CTA computes nothing.
-template <int BLOCK_M>
+// Counts -> (chunk starts in place, segments aligned to BLOCK_M, wave-end bits) by one CTA-wide prefix sum per
+// blockDim.x experts. NOTES: this ran serially on one thread first: ~0.2 us per local expert (26 us of a 1-token
+// Flash call, 40 us for Pro; trace, 2026-11-30).
+template <int BLOCK_M, int BLOCK_N>
 __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const ExpertCounts& c, bool ok) {
   const layout::MegaDims& d = p.ws.dims();
   const int R = d.num_ranks, El = d.num_local_experts();
+  __shared__ int scan_scratch[32];
   for (int i = threadIdx.x; i < R * El; i += blockDim.x) {  // i = e * R + s
     const uint64_t v = *reinterpret_cast<volatile const uint64_t*>(p.ws.get_expert_recv_count(i % R, i / R));
     c.chunk_start[i] = ok ? min(int(comm::packed_count(v)), d.num_max_tokens_per_rank) : 0;
   }
+  for (int w = threadIdx.x; w < (El + 31) / 32; w += blockDim.x) c.wave_last[w] = 0;
   __syncthreads();
-  if (threadIdx.x == 0) {  // counts -> chunk starts in place, segments aligned to BLOCK_M
-    const int pool_rows = int(p.ws.num_pool_rows());
-    int row = 0;
-    for (int e = 0; e < El; ++e) {
-      int n = 0;
-      for (int s = 0; s < R; ++s) {
+  const int pool_rows = int(p.ws.num_pool_rows());
+  const int l1_n_blocks = 2 * d.intermediate / BLOCK_N, wave_tiles = max(p.wave_l1_tiles, 1);
+  int rows_before = 0;  // padded rows of the experts of earlier chunks (unclamped)
+  for (int chunk = 0; chunk < El; chunk += blockDim.x) {
+    const int e = chunk + int(threadIdx.x);
+    int n = 0;
+    if (e < El)
+      for (int s = 0; s < R; ++s) n += c.chunk_start[e * R + s];
+    const int padded = (n + BLOCK_M - 1) / BLOCK_M * BLOCK_M;
+    int chunk_rows = 0;
+    const int start = rows_before + cta_exclusive_scan(padded, scan_scratch, &chunk_rows);
+    if (e < El) {
+      // Clamps act only with invalid routing (see NOTES at the top): the pool then ends early, never overflows.
+      const int seg = min(start, pool_rows);
+      for (int s = 0, partial = 0; s < R; ++s) {
         const int count = c.chunk_start[e * R + s];
-        c.chunk_start[e * R + s] = min(row + n, pool_rows);
-        n += count;
+        c.chunk_start[e * R + s] = min(seg + partial, pool_rows);
+        partial += count;
       }
-      n = min(n, pool_rows - row);  // only with invalid routing (see NOTES)
-      c.seg_start[e] = row, c.num_rows[e] = n;
-      row = min(row + (n + BLOCK_M - 1) / BLOCK_M * BLOCK_M, pool_rows);
+      c.seg_start[e] = seg, c.num_rows[e] = min(n, pool_rows - seg);
+      // Wave w holds the experts whose L1 tiles start in [w, w + 1) x wave_tiles (scheduler.cuh).
+      const int tiles_before = start / BLOCK_M * l1_n_blocks, tiles_after = (start + padded) / BLOCK_M * l1_n_blocks;
+      if (e == El - 1 || tiles_before / wave_tiles != tiles_after / wave_tiles)
+        atomicOr(c.wave_last + e / 32, 1u << (e % 32));
     }
-    c.seg_start[El] = row;
+    rows_before += chunk_rows;
   }
+  if (threadIdx.x == 0) c.seg_start[El] = min(rows_before, pool_rows);
   __syncthreads();
 }
 
@@ -97,8 +143,20 @@ __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCount
     const int t = entry / d.num_topk, k = entry % d.num_topk;
     const uint4* src = reinterpret_cast<const uint4*>(p.sym.map(p.ws.get_x(t), uint32_t(s)));
     uint4* dst = reinterpret_cast<uint4*>(p.ws.get_l1_pool_x(uint64_t(r)));
+    // kPullUnroll 16-byte loads in flight per lane before the stores: a peer's row arrives in H / (512 x unroll)
+    // NVLink round trips instead of H / 512 (one load at a time made a Pro row ~14 serial round trips).
+    constexpr int kPullUnroll = plan::mega_data_registers(BLOCK_M) >= 56 ? 4 : 2;  // 16 registers each at 56
+    const int row_vectors = d.hidden / 16;
 #pragma unroll 1
-    for (int j = lane; j < d.hidden / 16; j += 32) dst[j] = src[j];
+    for (int j0 = lane; j0 < row_vectors; j0 += 32 * kPullUnroll) {
+      uint4 v[kPullUnroll];
+#pragma unroll
+      for (int u = 0; u < kPullUnroll; ++u)
+        if (j0 + 32 * u < row_vectors) v[u] = src[j0 + 32 * u];
+#pragma unroll
+      for (int u = 0; u < kPullUnroll; ++u)
+        if (j0 + 32 * u < row_vectors) dst[j0 + 32 * u] = v[u];
+    }
     const float* scales = p.sym.map(p.ws.get_x_scales(t), uint32_t(s));
 #pragma unroll 1
     for (int j = lane; j < d.hidden / 128; j += 32) *p.ws.get_l1_pool_scale(j, uint64_t(r)) = scales[j];

@@ -13,11 +13,9 @@
 // which this rank reaches only after clearing. Arrival counters and masks are local and every GEMM of the rank is
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
-// NOTES: registers: warpgroup 2 (producer + dispatch) runs at 40, the math warpgroups at 232 (the GEMM core's
-// split); both return to 168 (= 65536 / 384 rounded down to 8, the launch bound) for the common stages after.
-// ptxas -v (nvcc 13.0, 2026-11-29): 168 registers at launch; 8-24 B of spill stores remain, in the 40-register
-// data warpgroup (the TMA producer thread; removing the producer removes them, the math roles alone have none).
-// Written 2026-11-29, not yet run on a GPU.
+// NOTES: registers: warpgroup 2 (producer + dispatch) and the math warpgroups split per BLOCK_M
+// (plan::mega_data_registers / mega_math_registers); both return to 168 (the launch bound) for the stages after.
+// ptxas -v (nvcc 13.0, 2026-11-30): see plan.hpp's mega_data_registers (spills only in the 40-register data roles).
 #pragma once
 
 #include "kernels/comm/barrier.cuh"
@@ -29,11 +27,13 @@
 #include "kernels/mega/epilogue.cuh"
 #include "kernels/mega/producer.cuh"
 #include "kernels/mega/scheduler.cuh"
+#include "kernels/mega/trace.cuh"
+#include "symmoe/plan.hpp"
 
 namespace symmoe::mega::kernel {
 
 constexpr int kNumThreads = 384;  // math warpgroups 0-1, data warpgroup 2 (producer warp + 3 dispatch warps)
-constexpr int kMathRegisters = 232, kDataRegisters = 40, kCommonRegisters = 168;
+constexpr int kCommonRegisters = 168;  // = 65536 / 384 rounded down to 8 (the launch bound)
 constexpr int kNumDispatchWarps = 3;
 constexpr int kAmaxExchangeBarrier = 1;  // named barrier of the split-N L1 amax exchange (epilogue_swiglu.cuh)
 
@@ -44,6 +44,7 @@ __device__ __forceinline__ void finish_call(const MegaParams& p) {
   const layout::SyncArea area = p.ws.get_sync_area();
   // ---- 3. clear this call's counters, then every rank's rows are in its combine buffer ----
   comm::grid_sync(area.grid_sync_counter(), p.ctx);
+  if (threadIdx.x == 0) trace_stamp(p, kTraceGridSynced);
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < R * El; i += kNumThreads) *p.ws.get_expert_recv_count(i / El, i % El) = 0;
   for (uint64_t b = uint64_t(blockIdx.x) * kNumThreads + threadIdx.x; b < p.ws.num_pool_blocks();
@@ -52,9 +53,14 @@ __device__ __forceinline__ void finish_call(const MegaParams& p) {
     *p.ws.get_l2_arrival_mask(b) = 0;
   }
   comm::rank_barrier(p.sym, area, p.ctx);
+  if (threadIdx.x == 0) trace_stamp(p, kTraceCombineStart);
   // ---- 4. combine ----
   combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
                  threadIdx.x % 32);
+  if (p.trace) {
+    __syncthreads();
+    if (threadIdx.x == 0) trace_stamp(p, kTraceEnd);
+  }
 }
 
 template <int BLOCK_M, int BLOCK_N, int kNumStages>
@@ -68,13 +74,14 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   const layout::MegaDims& d = p.ws.dims();
   const int R = d.num_ranks, El = d.num_local_experts();
   // Counts after the GEMM core's regions (plan::mega_extra_smem_bytes): chunk starts [El][R], segment starts
-  // [El + 1], valid rows [El].
+  // [El + 1], valid rows [El], wave-end bits [El / 32].
   int32_t* extra = reinterpret_cast<int32_t*>(smem.base + Layout::kBytes);
-  const ExpertCounts counts{extra, extra + R * El, extra + R * El + El + 1};
+  const ExpertCounts counts{extra, extra + R * El, extra + R * El + El + 1, reinterpret_cast<uint32_t*>(extra + R * El + 2 * El + 1)};
   const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const layout::SyncArea area = p.ws.get_sync_area();
 
   if (threadIdx.x == 0) {
+    trace_stamp(p, kTraceStart);
     ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
     ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
     for (int s = 0; s < kNumStages; ++s) {
@@ -87,27 +94,31 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 
   // ---- 1. count + publish, then every rank's lists are complete ----
   count_and_publish(p, blockIdx.x * kNumThreads + threadIdx.x, gridDim.x * kNumThreads);
+  if (threadIdx.x == 0) trace_stamp(p, kTracePublished);
   const bool counted = comm::rank_barrier(p.sym, area, p.ctx);
-  load_expert_counts<BLOCK_M>(p, counts, counted);
+  load_expert_counts<BLOCK_M, BLOCK_N>(p, counts, counted);
+  if (threadIdx.x == 0) trace_stamp(p, kTraceCounted);
   if (blockIdx.x == 0 && p.recv_counts != nullptr)
     for (int e = threadIdx.x; e < El; e += kNumThreads) p.recv_counts[e] = counts.num_rows[e];
 
   // ---- 2. roles ----
   using Scheduler = MegaScheduler<BLOCK_M, BLOCK_N>;
   if (wg == 2) {
-    ptx::setmaxnreg_dec<kDataRegisters>();
+    ptx::setmaxnreg_dec<plan::mega_data_registers(BLOCK_M)>();
     if (warp == 8) {
       if (lane == 0) {
         Scheduler sched(p, counts, blockIdx.x);
         run_mega_producer<BLOCK_M, BLOCK_N, kNumStages>(p, smem, maps, sched);
+        trace_stamp(p, kTraceProducerDone);
       }
     } else {
       pull_rows<BLOCK_M>(p, counts, blockIdx.x * kNumDispatchWarps + (warp - 9), gridDim.x * kNumDispatchWarps, lane);
+      if (lane == 0) trace_max_stamp(p, kTracePullDone);
     }
     __syncwarp();
     ptx::setmaxnreg_inc<kCommonRegisters>();
   } else {
-    ptx::setmaxnreg_inc<kMathRegisters>();
+    ptx::setmaxnreg_inc<plan::mega_math_registers(BLOCK_M)>();
     const Slice slice(wg);
     const GemmParams& l1 = p.l1;
     const GemmParams& l2 = p.l2;
@@ -127,6 +138,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         epilogue_l2_writeback(p, t.tile, slice, acc, staging);
       }
     }
+    if (threadIdx.x == 0) trace_stamp(p, kTraceMathDone);
     // Every write-back to a peer complete and ordered before rank_barrier #2's release.
     staging.drain();
     ptx::fence_proxy_async_global();

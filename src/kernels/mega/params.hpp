@@ -10,6 +10,7 @@
 #include "kernels/gemm/params.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "symmoe/layout/sync.hpp"
+#include "symmoe/mega_trace.hpp"
 
 namespace symmoe::mega::kernel {
 
@@ -27,7 +28,7 @@ struct MegaParams {
   comm::SymBuffer sym;       // the workspace's symmetric buffer (same offsets as ws on every rank)
   layout::WaitContext ctx;   // bounded waits: records go to the Communicator's error area
   int num_tokens = 0;        // this rank's tokens T (<= T_max); inputs already in ws (x, scales, topk)
-  int num_experts_per_wave = 0;
+  int wave_l1_tiles = 0;     // plan::MegaPlan::wave_l1_tiles (the scheduler's wave rule)
   // This rank's experts (MoeRankWeights): only the block scales are read directly, the FP8 tiles come through the
   // tensor maps. w1_scales: transformed (gate, up) pairs [El, I/128, H/128, 2]; w2_scales [El, H/128, I/128].
   const float* w1_scales = nullptr;
@@ -35,6 +36,7 @@ struct MegaParams {
   float clamp = 0.f;               // SwiGLU clamp (<= 0: off)
   uint16_t* y = nullptr;           // bf16 [T, H]
   int32_t* recv_counts = nullptr;  // optional [El]: (token, expert) pairs received per local expert this call
+  unsigned long long* trace = nullptr;  // optional [gridDim.x][kNumTracePoints] (symmoe/mega_trace.hpp), zeroed
   // The GEMM core's parameters of the two phases (only what math.cuh and epilogue_swiglu.cuh read), filled by
   // make_phase_params. NOTES: kept in the kernel's parameter space (__grid_constant__) rather than built in
   // registers: two copies live across the math loop cost ~50 registers and spilled.

@@ -9,13 +9,13 @@
 // the kernel ends; the host raises the recorded error.
 // One thread (lane 0 of the producer warp). No clusters (kClusterM 1): the pool blocks of one expert arrive at
 // different times, so a multicast partner would wait on the slower block.
-// Written 2026-11-29, not yet run on a GPU.
 #pragma once
 
 #include "kernels/comm/timeout.cuh"
 #include "kernels/gemm/smem_layout.hpp"
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
+#include "kernels/mega/trace.cuh"
 #include "kernels/ptx/sync.cuh"
 #include "kernels/ptx/tma.cuh"
 
@@ -53,7 +53,15 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
   gemm::kernel::PipelineState<kNumStages> pipe;
   MegaTile t;
   while (sched.next(t)) {
+    // NOTES: streaming the tile's weights into the L2 cache (cp.async.bulk.prefetch) while the rows are not there
+    // yet measured 3-8% SLOWER at Flash 1/8/128 tokens (x2, 2026-11-30, same binary, SYMMOE_MEGA_PREFETCH 0 vs 2):
+    // removed.
+    const uint64_t wait_start = p.trace ? ptx::globaltimer_ns() : 0;
     wait_tile_inputs(p, t);
+    if (p.trace) {
+      trace_add(p, kTraceProducerWaitNs, ptx::globaltimer_ns() - wait_start);
+      trace_add(p, kTraceNumTiles, 1);
+    }
     const CUtensorMap* phase_maps = t.l2 ? &maps.l2_a : &maps.l1_a;  // A, A scales, B
     const int n = t.l2 ? d.hidden : 2 * d.intermediate;
     const int num_k_blocks = (t.l2 ? d.intermediate : d.hidden) / 128;

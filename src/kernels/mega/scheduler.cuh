@@ -1,5 +1,6 @@
 // Tile scheduler of the fused kernel: waves of experts, within a wave first every L1 tile of its experts, then
-// every L2 tile (seed 000 section 5: L2 of wave w overlaps L1 of wave w + 1 on other SMs). Within an expert the
+// every L2 tile. Wave w holds the experts whose actual L1 tiles start in [w, w + 1) x MegaParams::wave_l1_tiles
+// (load_expert_counts computes the wave ends from the received counts) (seed 000 section 5: L2 of wave w overlaps L1 of wave w + 1 on other SMs). Within an expert the
 // m-blocks are outer and the n-blocks inner, so the n-blocks that complete one pool block's L2 input (the L2
 // arrival mask) run at about the same time, and one pulled block feeds all its L1 tiles at once.
 // Persistent: CTA c takes tiles c, c + num_ctas, ... of this linear order. Block counts come from the device-side
@@ -8,7 +9,6 @@
 // pure function of (blockIdx, the counts). Deadlock freedom: a tile waits only on tiles earlier in the linear
 // order (L2 on L1 of the same wave, L1 on the pull, which waits on nothing local), every CTA walks in increasing
 // order and all CTAs are co-resident.
-// Written 2026-11-29, not yet run on a GPU.
 #pragma once
 
 #include "kernels/gemm/scheduler.cuh"
@@ -22,7 +22,17 @@ struct ExpertCounts {
                          // nondecreasing over the index, so a pool row's (expert, source) is a binary search
   int32_t* seg_start;  // [El + 1]: first pool row of expert e's segment (multiple of BLOCK_M); [El] = rows used
   int32_t* num_rows;   // [El]: valid rows of expert e
+  uint32_t* wave_last;  // [El / 32] bits: expert e is the last of its wave (bit e % 32 of word e / 32)
 };
+
+// One past the last expert of the wave that starts at `begin` (the next set wave_last bit at or after it).
+__device__ __forceinline__ int wave_end_from(const uint32_t* wave_last, int begin) {
+  int word = begin / 32;
+  uint32_t bits = wave_last[word] & (~0u << (begin % 32));
+#pragma unroll 1
+  while (bits == 0) bits = wave_last[++word];  // load_expert_counts sets the last expert's bit: terminates
+  return word * 32 + __ffs(bits);  // __ffs is 1-based: the last expert + 1
+}
 
 struct MegaTile {
   gemm::kernel::Tile tile;  // expert_idx = local expert, row_begin = pool row, n_begin = output column
@@ -35,8 +45,8 @@ struct MegaTile {
 // the kernel parameters instead of the shape ints measured worse (more spills).
 template <int BLOCK_M, int BLOCK_N>
 struct MegaScheduler {
-  const int32_t* seg_start;  // ExpertCounts::seg_start; num_rows follows at seg_start + El + 1
-  int num_local_experts, num_experts_per_wave;
+  const int32_t* seg_start;  // ExpertCounts::seg_start; num_rows and wave_last follow (El + 1 and 2 El + 1 after)
+  int num_local_experts, wave_end = 0;
   // L1: 2I / BLOCK_N; L2: ceil(H / BLOCK_N) (a partial last block stores its valid half only). Two scalars, not an
   // array: a dynamically indexed array would put the scheduler in local memory.
   int l1_n_blocks, l2_n_blocks;
@@ -46,7 +56,7 @@ struct MegaScheduler {
 
   __device__ MegaScheduler(const MegaParams& p, const ExpertCounts& c, int cta)
       : seg_start(c.seg_start), num_local_experts(p.ws.dims().num_local_experts()),
-        num_experts_per_wave(p.num_experts_per_wave), l1_n_blocks(2 * p.ws.dims().intermediate / BLOCK_N),
+        l1_n_blocks(2 * p.ws.dims().intermediate / BLOCK_N),
         l2_n_blocks((p.ws.dims().hidden + BLOCK_N - 1) / BLOCK_N), next_tile(cta) {}
 
   __device__ int num_rows(int e) const { return seg_start[num_local_experts + 1 + e]; }
@@ -54,13 +64,14 @@ struct MegaScheduler {
   // Next tile of this CTA; false when every wave is done (then the object must not be used again).
   __device__ bool next(MegaTile& t) {
     while (next_tile >= seg_tile_end) {
-      if (wave_begin < 0 || ++expert_idx == wave_begin + num_experts_per_wave) {
+      if (wave_begin < 0 || ++expert_idx == wave_end) {
         if (phase == 0) {
           phase = 1;  // the same wave's L2 tiles
         } else {
           phase = 0;  // the next wave's L1 tiles
-          wave_begin = wave_begin < 0 ? 0 : wave_begin + num_experts_per_wave;
+          wave_begin = wave_begin < 0 ? 0 : wave_end;
           if (wave_begin >= num_local_experts) return false;
+          wave_end = wave_end_from(reinterpret_cast<const uint32_t*>(seg_start + 2 * num_local_experts + 1), wave_begin);
         }
         expert_idx = wave_begin;
       }
