@@ -33,8 +33,8 @@ def main():
     buffer = symmoe.ElasticBuffer(dist.group.WORLD, num_max_tokens_per_rank=T, hidden=H, num_topk=K,
                                   num_experts=E, use_fp8_dispatch=args.fp8)
     if rank == 0:
-        print(f"EP buffer: {symmoe.ElasticBuffer.get_buffer_size_hint(world, T, H, K, E, args.fp8) / 2**20:.1f} "
-              f"MiB per rank")
+        hint = symmoe.ElasticBuffer.get_buffer_size_hint(world, T, H, K, args.fp8, num_experts=E)
+        print(f"EP buffer: {hint / 2**20:.1f} MiB per rank")
 
     # Router: softmax over the top-k logits.
     x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)

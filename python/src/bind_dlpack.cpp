@@ -38,7 +38,7 @@ const DtypeEntry& dtype_entry(const std::string& name) {
 // A capsule's ManagedTensor plus the storage it points into (shape, strides) and the owner it keeps alive.
 struct ViewContext {
   dlpack::ManagedTensor managed{};
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape, strides;  // strides empty: C-contiguous
   PyObject* owner = nullptr;  // strong reference, released (with the GIL) by the deleter
 };
 
@@ -88,10 +88,13 @@ void bind_dlpack(py::module_& m) {
   m.def(
       "dlpack_make_capsule",
       [](uintptr_t data_ptr, const std::vector<int64_t>& shape, const std::string& dtype, int device_type,
-         int device_id, py::object owner) {
+         int device_id, py::object owner, const std::vector<int64_t>& strides) {
         const DtypeEntry& e = dtype_entry(dtype);
+        SYMMOE_CHECK(strides.empty() || strides.size() == shape.size(), "python", "dlpack_make_capsule: ",
+                     strides.size(), " strides for ", shape.size(), " dimensions");
         auto* ctx = new ViewContext;
         ctx->shape = shape;
+        ctx->strides = strides;
         ctx->owner = owner.is_none() ? nullptr : owner.inc_ref().ptr();
         dlpack::Tensor& t = ctx->managed.dl_tensor;
         t.data = reinterpret_cast<void*>(data_ptr);
@@ -99,7 +102,7 @@ void bind_dlpack(py::module_& m) {
         t.ndim = int32_t(shape.size());
         t.dtype = {e.code, e.bits, 1};
         t.shape = ctx->shape.data();
-        t.strides = nullptr;  // C-contiguous
+        t.strides = ctx->strides.empty() ? nullptr : ctx->strides.data();  // null: C-contiguous
         t.byte_offset = 0;
         ctx->managed.manager_ctx = ctx;
         ctx->managed.deleter = delete_view;
@@ -111,8 +114,9 @@ void bind_dlpack(py::module_& m) {
         return py::reinterpret_steal<py::object>(capsule);
       },
       py::arg("data_ptr"), py::arg("shape"), py::arg("dtype"), py::arg("device_type"), py::arg("device_id"),
-      py::arg("owner") = py::none(),
-      "a C-contiguous 'dltensor' capsule viewing data_ptr; `owner` stays alive until the capsule's consumer is done");
+      py::arg("owner") = py::none(), py::arg("strides") = std::vector<int64_t>{},
+      "a 'dltensor' capsule viewing data_ptr (strides in elements; empty: C-contiguous); `owner` stays alive until "
+      "the capsule's consumer is done");
 }
 
 }  // namespace symmoe::py_bind

@@ -23,6 +23,7 @@ void bind_plan(py::module_& m);       // MoeShape, EP / GEMM / MegaMoE plans
 void bind_reference(py::module_& m);  // golden model: routing, dispatch, combine, fused layer
 void bind_dlpack(py::module_& m);     // DLPack descriptor reader (tensor_info) and test capsules
 void bind_runtime(py::module_& m);    // Communicator, EpBuffer, EpHandle (GPU paths)
+void bind_mega(py::module_& m);       // MegaMoe, ComposedMoe (GPU paths), the host L1 weight transform
 
 // C-contiguous array of T (converted if needed). `what` names the argument in errors.
 template <typename T>

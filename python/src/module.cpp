@@ -10,4 +10,5 @@ PYBIND11_MODULE(_C, m) {
   bind_reference(m);
   bind_dlpack(m);
   bind_runtime(m);
+  bind_mega(m);
 }

@@ -121,19 +121,23 @@ def tensor_info(obj, stream=None):
 
 class DeviceView:
     """Zero-copy DLPack producer over memory owned by `owner` (kept alive while any consumer holds the tensor).
-    C-contiguous; device memory of CUDA device `device_id` (or host memory with device_type=KDL_CPU)."""
+    C-contiguous unless `strides` (in elements) are given; device memory of CUDA device `device_id` (or host memory
+    with device_type=KDL_CPU)."""
 
-    def __init__(self, data_ptr, shape, dtype, device_id, owner=None, device_type=KDL_CUDA):
+    def __init__(self, data_ptr, shape, dtype, device_id, owner=None, device_type=KDL_CUDA, strides=None):
         if dtype not in ITEMSIZE:
             raise ValueError(f"unknown dtype {dtype!r}")
         self.data_ptr, self.shape, self.dtype = int(data_ptr), tuple(int(d) for d in shape), dtype
         self.device_type, self.device_id, self.owner = device_type, int(device_id), owner
+        self.strides = None if strides is None else tuple(int(s) for s in strides)
+        if self.strides is not None and len(self.strides) != len(self.shape):
+            raise ValueError(f"{len(self.strides)} strides for shape {list(self.shape)}")
 
     def __dlpack__(self, stream=None, **kwargs):  # max_version, dl_device, copy: legacy capsule, no copy
         if kwargs.get("copy"):
             raise BufferError("symmoe DeviceView does not copy")
         return _C.dlpack_make_capsule(self.data_ptr, list(self.shape), self.dtype, self.device_type,
-                                      self.device_id, self.owner)
+                                      self.device_id, self.owner, list(self.strides or ()))
 
     def __dlpack_device__(self):
         return (self.device_type, self.device_id)

@@ -1,14 +1,31 @@
 """DeepEP-shaped expert-parallel dispatch / combine over symmoe's EpBuffer (include/symmoe/ep.hpp).
 
-    buffer = symmoe.ElasticBuffer(group, num_max_tokens_per_rank=4096, hidden=7168, num_topk=8, num_experts=256,
+    buffer = symmoe.ElasticBuffer(group, num_max_tokens_per_rank=4096, hidden=7168, num_topk=8,
                                   use_fp8_dispatch=True)
     recv_x, recv_topk_idx, recv_topk_weights, handle, event = buffer.dispatch(
         (x_fp8, x_scales), topk_idx=topk_idx, topk_weights=topk_weights, num_experts=256)
     combined_x, combined_topk_weights, event = buffer.combine(y, handle=handle)
 
-Argument names and return order follow DeepEP V2 where the semantics match. Differences (all deliberate):
-- num_experts is fixed at construction (the symmetric buffer is sized by it); dispatch's num_experts and
-  num_max_tokens_per_rank are optional and must match the buffer's if given.
+Argument names, positional order, defaults and return order follow DeepEP V2 (deep_ep.ElasticBuffer) where the
+semantics match, so a DeepEP V2 script runs with `import symmoe as deep_ep` (python/tests_gpu/deep_ep_style.py
+is such a script). Differences (all deliberate):
+- num_experts: give it at construction (keyword) or, as DeepEP, with the first dispatch, which then allocates
+  the symmetric buffer (sized by it; collective like every dispatch). Later dispatches must use the same value.
+- Constructor: num_bytes, allow_hybrid_mode, allow_multiple_reduction, prefer_overlap_with_compute, sl_idx,
+  num_allocated_qps, num_cpu_timeout_secs, explicitly_destroy are accepted and unused (one NVLink domain, buffer
+  sized from the MoE settings, destroy() works either way); num_cpu_bytes must be 0; num_gpu_timeout_secs bounds
+  every cross-rank wait (else SYMMOE_TIMEOUT_MS, default 10 s). get_buffer_size_hint takes num_experts as a
+  keyword (default: sized for 256 experts).
+- dispatch: num_qps, allocate_on_comm_stream, do_handle_copy are accepted and unused (the handle always keeps its
+  own topk_idx); previous_event / previous_event_before_epilogue make the current stream wait first;
+  do_zero_padding defaults to True (DeepEP: False; symmoe zeroes the expand padding unless told not to);
+  use_tma_aligned_col_major_sf must be False. topk_weights may be None for torch inputs (zeros travel,
+  recv_topk_weights is None). do_cpu_sync=None: True for a fresh dispatch, False for a cached one (DeepEP).
+- combine: num_sms=0 is the EP plan's SM count (DeepEP: the dispatch's); num_qps, allocate_on_comm_stream are
+  accepted and unused; previous_event(s) as in dispatch. Extra keyword reduce_local_experts (expand handles).
+- EPHandle: psum_num_recv_tokens_per_scaleup_rank is psum_num_recv_tokens_per_rank (one domain); no
+  deterministic_sort (dispatch is always deterministic), no token_metadata_at_forward / channel_linked_list
+  (no hybrid mode). get_theoretical_num_sms returns the EP plan's dispatch SMs, get_theoretical_num_qps 0.
 - Outputs are zero-copy views of memory the buffer owns (DLPack; torch tensors when the inputs are torch
   tensors): valid until the next dispatch (recv_*) or combine (combined_*) of this buffer. .clone() to keep them.
   Torch outputs are made once per address and reused (calls may return the same tensor object, or a row slice).
@@ -40,11 +57,12 @@ are symmoe.Error naming rank, token, lane and value.
 import sys
 
 from . import _C
-from .dlpack import KDL_CUDA, DeviceView, as_framework_like, tensor_info, torch_tensor_info
+from ._checks import (caller_stream, check as _check, check_int as _check_positive_int, device_tensor, is_torch,
+                      torch_stream)
+from .dlpack import DeviceView, as_framework_like
 from .distributed import Communicator
 
 _FP8_SCALES = ("fp32_per128", "ue8m0_per128", "ue8m0_per32")
-_CUDA_STREAM_LEGACY = 1  # cudaStreamLegacy
 
 
 def _scale_shape(scales, hidden):
@@ -96,6 +114,7 @@ class EPHandle:
         self._buffer = buffer
         self.native = buffer._take_native_handle()
         self.row_capacity = 0
+        self.num_sms = 0  # the dispatch's num_sms (0: the plan's)
         self._like = None  # _framework_marker of the dispatch input: device views follow its framework
         self._filled = False  # set by a successful dispatch (a pooled native keeps its previous owner's fields)
 
@@ -106,7 +125,10 @@ class EPHandle:
         if buffer is not None and native is not None:
             buffer._give_back_native_handle(native)
 
+    _ALIASES = {"psum_num_recv_tokens_per_scaleup_rank": "psum_num_recv_tokens_per_rank"}  # DeepEP V2 (one domain)
+
     def __getattr__(self, name):
+        name = EPHandle._ALIASES.get(name, name)
         if name in EPHandle._HOST_FIELDS:
             return getattr(self.native, name)
         if name in EPHandle._DEVICE_FIELDS:
@@ -154,26 +176,45 @@ class _ViewOwner:
         self.impl = impl
 
 
-def _check(cond, exc, msg):
-    if not cond:
-        raise exc(msg)
+def _hint_experts(num_ranks):
+    """E assumed where num_experts is not known yet: 256 rounded up to a multiple of the ranks."""
+    return -(-256 // num_ranks) * num_ranks
 
 
-def _check_positive_int(name, value, low=1):
-    _check(isinstance(value, int) and not isinstance(value, bool), TypeError,
-           f"{name} must be an int, got {type(value).__name__}")
-    _check(value >= low, ValueError, f"{name} must be >= {low}, got {value}")
+def _wait(event):
+    """The current stream waits for `event` (an EventOverlap, a torch.cuda.Event, or None)."""
+    if event is None:
+        return
+    ev = event.event if isinstance(event, EventOverlap) else event
+    if ev is not None:
+        import torch
+        torch.cuda.current_stream().wait_event(ev)
 
 
 class ElasticBuffer:
     """DeepEP-shaped EP buffer over a symmetric NVLink allocation (see the module docstring for the contract)."""
 
-    def __init__(self, group=None, num_max_tokens_per_rank=0, hidden=0, num_topk=0, use_fp8_dispatch=False,
-                 deterministic=True, *, num_experts, fp8_scales="fp32_per128", timeout_ms=-1, communicator=None):
-        """group: a torch.distributed process group (None: the world group if torch.distributed is initialised,
-        else a single in-process rank). num_experts (keyword, required): E, a multiple of the group size.
-        communicator: a symmoe.Communicator to use instead of the group. timeout_ms: bound of every cross-rank
-        wait (-1: SYMMOE_TIMEOUT_MS, default 10 s); a stalled peer raises symmoe.PeerTimeout naming it."""
+    def __init__(self, group=None, num_bytes=None, num_cpu_bytes=0, num_max_tokens_per_rank=0, hidden=0, num_topk=0,
+                 use_fp8_dispatch=False, deterministic=False, allow_hybrid_mode=True, allow_multiple_reduction=True,
+                 prefer_overlap_with_compute=True, sl_idx=3, num_allocated_qps=0, num_cpu_timeout_secs=300,
+                 num_gpu_timeout_secs=None, explicitly_destroy=False, *, num_experts=None, fp8_scales="fp32_per128",
+                 timeout_ms=-1, communicator=None):
+        """DeepEP V2's constructor arguments, in its order. group: a torch.distributed process group (None: the world
+        group if torch.distributed is initialised, else a single in-process rank). num_experts (keyword): E, a
+        multiple of the group size; None (DeepEP's way): the symmetric buffer is allocated by the first dispatch,
+        sized by its num_experts (that first dispatch is then collective, as every dispatch is).
+        Accepted for DeepEP compatibility and not used: num_bytes (symmoe sizes its buffer from the MoE settings),
+        allow_hybrid_mode, allow_multiple_reduction, prefer_overlap_with_compute, sl_idx, num_allocated_qps,
+        num_cpu_timeout_secs, explicitly_destroy (destroy() works either way); num_cpu_bytes must be 0.
+        Timeouts: timeout_ms bounds every cross-rank wait (-1: SYMMOE_TIMEOUT_MS, default 10 s), or
+        num_gpu_timeout_secs when given; a stalled peer raises symmoe.PeerTimeout naming it.
+        communicator: a symmoe.Communicator to use instead of the group."""
+        _check(num_cpu_bytes == 0, ValueError,
+               f"num_cpu_bytes must be 0 (symmoe has no CPU buffer), got {num_cpu_bytes}")
+        _check(num_bytes is None or (isinstance(num_bytes, int) and num_bytes >= 0), ValueError,
+               f"num_bytes must be None or a non-negative int, got {num_bytes!r}")
+        if num_gpu_timeout_secs is not None and timeout_ms == -1:
+            timeout_ms = int(num_gpu_timeout_secs * 1000)
         if communicator is None:
             communicator = self._communicator_for(group, timeout_ms)
         self._configure(communicator.num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts,
@@ -181,13 +222,27 @@ class ElasticBuffer:
         _check(len(communicator.local_ranks) == 1, ValueError,
                f"ElasticBuffer drives one rank per process; this communicator drives "
                f"{len(communicator.local_ranks)} (use symmoe._C.EpBuffer for in-process virtual ranks)")
+        self.group, self.explicitly_destroy = group, explicitly_destroy
         self.communicator = communicator
         local = communicator.local_ranks[0]
         self.rank, self.device = local["rank"], local["device"]
-        self._impl = _C.EpBuffer(communicator.native, num_max_tokens_per_rank, hidden, num_topk, num_experts,
-                                 self._dtype, self._scales)
+        self.rank_idx = self.rank
+        self._fallback_stream = communicator.stream(self.rank)
+        self._impl = None
         self._free_native_handles = []
-        self._view_owner, self._torch_views = _ViewOwner(self._impl), {}
+        self._view_owner, self._torch_views = _ViewOwner(None), {}
+        self._zero_weights = None
+        if num_experts is not None:
+            self._allocate(num_experts)
+
+    def _allocate(self, num_experts):
+        """The symmetric buffer for num_experts (collective)."""
+        _C.ep_validate_config(self.num_ranks, self.num_max_tokens_per_rank, self.hidden, self.num_topk, num_experts,
+                              self._dtype, self._scales)
+        self.num_experts = num_experts
+        self._impl = _C.EpBuffer(self.communicator.native, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
+                                 num_experts, self._dtype, self._scales)
+        self._view_owner.impl = self._impl
 
     @staticmethod
     def _communicator_for(group, timeout_ms):
@@ -200,7 +255,7 @@ class ElasticBuffer:
     def _configure(self, num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
                    deterministic, fp8_scales):
         for name, v in (("num_max_tokens_per_rank", num_max_tokens_per_rank), ("hidden", hidden),
-                        ("num_topk", num_topk), ("num_experts", num_experts)):
+                        ("num_topk", num_topk)) + ((("num_experts", num_experts),) if num_experts is not None else ()):
             _check_positive_int(name, v)
         _check(fp8_scales in _FP8_SCALES, ValueError, f"fp8_scales must be one of {_FP8_SCALES}, got {fp8_scales!r}")
         self.num_ranks = num_ranks
@@ -210,7 +265,9 @@ class ElasticBuffer:
         self._dtype = "fp8" if use_fp8_dispatch else "bf16"
         self._scales = fp8_scales if use_fp8_dispatch else "none"
         self._x_dtypes = ("float8_e4m3fn", "uint8") if use_fp8_dispatch else ("bfloat16",)
-        _C.ep_validate_config(num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, self._dtype,
+        self._sf_dtype, self._sf_cols = _scale_shape(fp8_scales, hidden) if use_fp8_dispatch else (None, 0)
+        _C.ep_validate_config(num_ranks, num_max_tokens_per_rank, hidden, num_topk,
+                              num_experts if num_experts is not None else _hint_experts(num_ranks), self._dtype,
                               self._scales)
 
     @classmethod
@@ -222,22 +279,63 @@ class ElasticBuffer:
         self._configure(num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
                         True, fp8_scales)
         self.communicator, self.rank, self.device, self._impl = None, 0, device, None
+        self.group, self.explicitly_destroy, self.rank_idx, self._zero_weights = None, False, 0, None
+        self._fallback_stream = None
         self._free_native_handles = []
         self._view_owner, self._torch_views = _ViewOwner(None), {}
         return self
 
     @staticmethod
-    def get_buffer_size_hint(group_or_num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts,
-                             use_fp8_dispatch=False, fp8_scales="fp32_per128"):
-        """Bytes of one rank's symmetric buffer for this configuration (no GPU needed)."""
-        if isinstance(group_or_num_ranks, int):
-            num_ranks = group_or_num_ranks
+    def get_buffer_size_hint(group, num_max_tokens_per_rank, hidden, num_topk=0, use_fp8_dispatch=False,
+                             allow_hybrid_mode=True, allow_multiple_reduction=True, *, num_experts=None,
+                             fp8_scales="fp32_per128"):
+        """Bytes of one rank's symmetric buffer (no GPU needed). group: a process group or the number of ranks.
+        num_experts (keyword): None sizes for _hint_experts(ranks) experts (the metadata part grows with E; the
+        token payload dominates)."""
+        if isinstance(group, int):
+            num_ranks = group
         else:
             import torch.distributed as dist
-            num_ranks = dist.get_world_size(group_or_num_ranks)
-        return _C.ep_buffer_size_hint(num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts,
+            num_ranks = dist.get_world_size(group)
+        return _C.ep_buffer_size_hint(num_ranks, num_max_tokens_per_rank, hidden, num_topk,
+                                      num_experts if num_experts is not None else _hint_experts(num_ranks),
                                       "fp8" if use_fp8_dispatch else "bf16",
                                       fp8_scales if use_fp8_dispatch else "none")
+
+    # ---- DeepEP V2 helpers (single NVLink domain) ----
+    def get_logical_domain_size(self):
+        """(num_scaleout_ranks, num_scaleup_ranks): one NVLink domain."""
+        return 1, self.num_ranks
+
+    def get_physical_domain_size(self):
+        """(num_rdma_ranks, num_nvlink_ranks): one NVLink domain."""
+        return 1, self.num_ranks
+
+    def get_theoretical_num_sms(self, num_experts, num_topk, *args, **kwargs):
+        """The EP plan's dispatch SM count for this configuration (symmoe.plan; 0 would mean the same)."""
+        shape = _C.MoeShape(self.hidden, 128, num_experts, num_topk, self.num_ranks, self.num_max_tokens_per_rank)
+        return _C.plan_ep(shape, self._dtype).dispatch_sms
+
+    def get_theoretical_num_qps(self, num_sms):
+        return 0  # no RDMA
+
+    def get_comm_stream(self):
+        """There is no separate communication stream: the caller's current stream."""
+        import torch
+        return torch.cuda.current_stream(self.device)
+
+    @staticmethod
+    def capture():
+        """EventOverlap with an event recorded on the current stream (DeepEP's EventHandle)."""
+        import torch
+        ev = torch.cuda.Event()
+        ev.record()
+        return EventOverlap(ev)
+
+    def barrier(self, use_comm_stream=True, with_cpu_sync=False, sequential=True):
+        """Host barrier of the group after this rank's GPU work (stronger than DeepEP's GPU-level barrier)."""
+        self.synchronize()
+        self.communicator.host_barrier()
 
     # ---- outputs ----
     # NOTES: outputs live at fixed addresses of buffer-owned memory. A torch tensor made through DLPack costs ~10 us,
@@ -275,105 +373,115 @@ class ElasticBuffer:
 
     # ---- argument checks (no GPU work before they pass) ----
     def _tensor(self, obj, name, stream, dtypes, shape):
-        """TensorInfo of a CUDA tensor on this rank's device with one of `dtypes` and `shape` (None = any)."""
-        if _is_torch(obj):  # the call launches on torch's current stream: read the tensor directly
-            info = torch_tensor_info(obj)
-        else:
-            try:
-                info = tensor_info(obj, stream)
-            except TypeError as e:
-                raise TypeError(f"{name}: {e}") from None
-        # NOTES: hot path (4 tensors a call): messages are formatted only on failure.
-        if info.device_type != KDL_CUDA or info.device_id != self.device:
-            raise ValueError(f"{name} must be on cuda:{self.device} (this rank's GPU), got {info.device}")
-        if info.dtype not in dtypes:
-            raise TypeError(f"{name} must have dtype {' or '.join(dtypes)}, got {info.dtype}")
-        if len(info.shape) != len(shape) or any(e is not None and e != g for e, g in zip(shape, info.shape)):
-            raise ValueError(f"{name} must have shape {list('*' if e is None else e for e in shape)}, "
-                             f"got {list(info.shape)}")
-        if not info.is_contiguous():
-            raise ValueError(f"{name} must be contiguous (row-major), got strides {list(info.strides)} for shape "
-                             f"{list(info.shape)}")
-        return info
+        """(data_ptr, shape) of a contiguous CUDA tensor on this rank's device with one of `dtypes` and `shape`
+        (None = any extent): symmoe._checks.device_tensor."""
+        return device_tensor(obj, name, self.device, stream, dtypes, shape)
 
     def _stream(self, like):
-        """(handle, torch stream or None): the caller's current CUDA stream when the inputs are torch tensors, else
-        the communicator's. torch's default stream is the legacy default stream (handle 0); it is passed as
-        cudaStreamLegacy (1), because 0 tells the C++ side to use the communicator's own stream, which does not
-        wait for work on the legacy stream."""
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(like, torch.Tensor) and like.is_cuda:
-            ts = torch.cuda.current_stream(like.device)
-            return (ts.cuda_stream or _CUDA_STREAM_LEGACY), ts
-        return (self.communicator.stream(self.rank) if self.communicator is not None else None), None
+        """The caller's current CUDA stream (torch inputs), else the communicator's (symmoe._checks.caller_stream)."""
+        return caller_stream(like, self.device, self._fallback_stream)
 
     def _require_runtime(self, what):
         _check(self._impl is not None, RuntimeError,
                f"ElasticBuffer.{what}: arguments are valid but this buffer has no GPU runtime (validation-only)")
 
-    @staticmethod
-    def _event(torch_stream, wanted):
+    def _event(self, like, wanted):
         """EventOverlap with an event recorded on the stream the call ran on (torch inputs only)."""
-        if not wanted or torch_stream is None:
+        ts = torch_stream(like, self.device) if wanted else None
+        if ts is None:
             return EventOverlap(None)
         import torch
         ev = torch.cuda.Event()
-        ev.record(torch_stream)
+        ev.record(ts)
         return EventOverlap(ev)
 
     # ---- dispatch ----
-    def dispatch(self, x, topk_idx=None, topk_weights=None, num_experts=None, num_max_tokens_per_rank=None,
-                 expert_alignment=1, num_sms=0, handle=None, do_cpu_sync=True, do_expand=False,
-                 do_zero_padding=True, async_with_compute_stream=False):
+    def dispatch(self, x, topk_idx=None, topk_weights=None, cumulative_local_expert_recv_stats=None, num_experts=None,
+                 num_max_tokens_per_rank=None, expert_alignment=None, num_sms=0, num_qps=0, previous_event=None,
+                 previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
+                 handle=None, do_handle_copy=True, do_cpu_sync=None, do_expand=False, do_zero_padding=True,
+                 use_tma_aligned_col_major_sf=False):
         """-> (recv_x, recv_topk_idx, recv_topk_weights, handle, event). recv_x is (recv_x, recv_sf) for FP8."""
+        # NOTES: hot path (~1 call per layer and step): plain ifs, messages formatted only on failure; torch tensors
+        # are checked with a few C calls each (symmoe._checks).
         if isinstance(x, tuple):
-            _check(len(x) == 2, ValueError, f"x must be a tensor or an (x, sf) pair, got a tuple of {len(x)}")
-        x_data, sf = x if isinstance(x, tuple) else (x, None)
-        _check((sf is not None) == self.use_fp8_dispatch, ValueError,
-               "x must be an (x, sf) pair: this buffer was built with use_fp8_dispatch=True" if self.use_fp8_dispatch
-               else "x is an (x, sf) pair but this buffer was built with use_fp8_dispatch=False (bf16)")
-        _check(num_experts is None or num_experts == self.num_experts, ValueError,
-               f"num_experts {num_experts} differs from the buffer's {self.num_experts} (fixed at construction)")
-        _check(num_max_tokens_per_rank is None or num_max_tokens_per_rank == self.num_max_tokens_per_rank,
-               ValueError, f"num_max_tokens_per_rank {num_max_tokens_per_rank} differs from the buffer's "
-                           f"{self.num_max_tokens_per_rank}")
-        _check_positive_int("expert_alignment", expert_alignment)
-        _check(expert_alignment <= 1024, ValueError, f"expert_alignment must be <= 1024, got {expert_alignment}")
-        _check_positive_int("num_sms", num_sms, low=0)
+            if len(x) != 2:
+                raise ValueError(f"x must be a tensor or an (x, sf) pair, got a tuple of {len(x)}")
+            x_data, sf = x
+        else:
+            x_data, sf = x, None
+        if (sf is not None) != self.use_fp8_dispatch:
+            raise ValueError("x must be an (x, sf) pair: this buffer was built with use_fp8_dispatch=True"
+                             if self.use_fp8_dispatch else
+                             "x is an (x, sf) pair but this buffer was built with use_fp8_dispatch=False (bf16)")
+        if num_experts is not None and num_experts != self.num_experts:
+            if self.num_experts is None and self.communicator is not None:
+                self._allocate(num_experts)  # DeepEP-style construction without num_experts: first dispatch
+            else:
+                raise ValueError(f"num_experts {num_experts} differs from the buffer's {self.num_experts} "
+                                 f"(fixed by the first dispatch or at construction)")
+        if num_max_tokens_per_rank is not None and num_max_tokens_per_rank != self.num_max_tokens_per_rank:
+            raise ValueError(f"num_max_tokens_per_rank {num_max_tokens_per_rank} differs from the buffer's "
+                             f"{self.num_max_tokens_per_rank}")
+        if expert_alignment is None:
+            expert_alignment = 1
+        elif type(expert_alignment) is not int or not 1 <= expert_alignment <= 1024:
+            _check_positive_int("expert_alignment", expert_alignment)
+            raise ValueError(f"expert_alignment must be <= 1024, got {expert_alignment}")
+        if type(num_sms) is not int or num_sms < 0:
+            _check_positive_int("num_sms", num_sms, low=0)
+        if use_tma_aligned_col_major_sf:
+            raise ValueError("use_tma_aligned_col_major_sf is not supported: scales are row-major [T, H/128]")
         cached = handle is not None
+        if do_cpu_sync is None:
+            do_cpu_sync = not cached  # DeepEP: exact counts for a fresh dispatch, none for a cached one
         if cached:
-            _check(isinstance(handle, EPHandle) and handle._buffer is self, ValueError,
-                   "handle must be an EPHandle returned by this buffer's dispatch")
-            _check(handle.is_filled, ValueError, "handle is empty (no dispatch has filled it)")
-            do_expand, expert_alignment = handle.do_expand, handle.expert_alignment
+            if not isinstance(handle, EPHandle) or handle._buffer is not self:
+                raise ValueError("handle must be an EPHandle returned by this buffer's dispatch")
+            if not handle._filled:
+                raise ValueError("handle is empty (no dispatch has filled it)")
+            do_expand, expert_alignment = handle.native.do_expand, handle.native.expert_alignment
 
-        stream, torch_stream = self._stream(x_data)
+        stream = self._stream(x_data)
         H, K, T_max = self.hidden, self.num_topk, self.num_max_tokens_per_rank
-        xi = self._tensor(x_data, "x", stream, self._x_dtypes, (None, H))
-        T = xi.shape[0]
-        _check(T <= T_max, ValueError, f"x has {T} tokens, more than num_max_tokens_per_rank = {T_max}")
-        sfi = None
+        x_ptr, x_shape = self._tensor(x_data, "x", stream, self._x_dtypes, (None, H))
+        T = x_shape[0]
+        if T > T_max:
+            raise ValueError(f"x has {T} tokens, more than num_max_tokens_per_rank = {T_max}")
+        sf_ptr = 0
         if sf is not None:
-            sf_dtype, sf_cols = _scale_shape(self._scales, H)
-            sfi = self._tensor(sf, f"sf ({self._scales})", stream, (sf_dtype,), (T, sf_cols))
+            sf_dtype, sf_cols = self._sf_dtype, self._sf_cols
+            sf_ptr = self._tensor(sf, f"sf ({self._scales})", stream, (sf_dtype,), (T, sf_cols))[0]
         if topk_idx is None and cached:
             idx_ptr = handle.native.ptrs["topk_idx"]
-            _check(handle.num_tokens == T, ValueError,
-                   f"cached dispatch: x has {T} tokens but the handle was made for {handle.num_tokens}")
+            if handle.native.num_tokens != T:
+                raise ValueError(f"cached dispatch: x has {T} tokens but the handle was made for "
+                                 f"{handle.native.num_tokens}")
         else:
-            _check(topk_idx is not None, ValueError, "topk_idx is required for a fresh dispatch")
-            idx_ptr = self._tensor(topk_idx, "topk_idx", stream, ("int64",), (T, K)).data_ptr
-        _check(topk_weights is not None, ValueError, "topk_weights is required (fp32 [num_tokens, num_topk])")
-        wi = self._tensor(topk_weights, "topk_weights", stream, ("float32",), (T, K))
+            if topk_idx is None:
+                raise ValueError("topk_idx is required for a fresh dispatch")
+            idx_ptr = self._tensor(topk_idx, "topk_idx", stream, ("int64",), (T, K))[0]
+        if topk_weights is not None:
+            w_ptr = self._tensor(topk_weights, "topk_weights", stream, ("float32",), (T, K))[0]
+        else:  # DeepEP allows none: zeros travel and recv_topk_weights is None
+            w_ptr = self._zeros_for_weights(x_data)
+        stats = cumulative_local_expert_recv_stats
 
-        self._require_runtime("dispatch")
+        if self._impl is None:
+            self._require_runtime("dispatch")
+        if stats is not None:
+            El = self.num_experts // self.num_ranks
+            self._tensor(stats, "cumulative_local_expert_recv_stats", stream, ("int32", "int64"), (El,))
+        if previous_event is not None or previous_event_before_epilogue is not None:
+            _wait(previous_event)  # one stream: waiting before the call covers both
+            _wait(previous_event_before_epilogue)
         if not cached:
             handle = EPHandle(self)
         handle._like = _framework_marker(x_data)
         p_x, p_sf, p_idx, p_w, num_rows, capacity = self._impl.dispatch_one(
-            T, xi.data_ptr, sfi.data_ptr if sfi else 0, idx_ptr, wi.data_ptr, stream or 0, handle.native, do_expand,
-            expert_alignment, do_zero_padding, cached, num_sms, do_cpu_sync)
-        handle.row_capacity, handle._filled = capacity, True
+            T, x_ptr, sf_ptr, idx_ptr, w_ptr, stream or 0, handle.native, do_expand, expert_alignment,
+            do_zero_padding, cached, num_sms, do_cpu_sync)
+        handle.row_capacity, handle._filled, handle.num_sms = capacity, True, num_sms
         rows = num_rows if do_cpu_sync else capacity
         lanes = () if do_expand else (K,)
 
@@ -381,44 +489,69 @@ class ElasticBuffer:
         if sf is not None:
             recv_x = (recv_x, self._output(p_sf, rows, capacity, (sf_cols,), sf_dtype, x_data))
         recv_topk_idx = self._output(p_idx, rows, capacity, lanes, "int64", x_data)
-        recv_topk_weights = self._output(p_w, rows, capacity, lanes, "float32", x_data)
-        return recv_x, recv_topk_idx, recv_topk_weights, handle, self._event(torch_stream, async_with_compute_stream)
+        recv_topk_weights = (self._output(p_w, rows, capacity, lanes, "float32", x_data)
+                             if topk_weights is not None else None)
+        if stats is not None:
+            stats.add_(handle.num_unaligned_recv_tokens_per_expert)
+        return recv_x, recv_topk_idx, recv_topk_weights, handle, self._event(x_data, async_with_compute_stream)
+
+    def _zeros_for_weights(self, like):
+        """Address of fp32 zeros [T_max, K] on this device (torch inputs only), for a dispatch without weights."""
+        if self._zero_weights is None:
+            _check(self._impl is not None and is_torch(like), ValueError,
+                   "topk_weights is required (fp32 [num_tokens, num_topk]) unless the inputs are torch tensors")
+            import torch
+            self._zero_weights = torch.zeros(self.num_max_tokens_per_rank, self.num_topk, dtype=torch.float32,
+                                             device=f"cuda:{self.device}")
+        return self._zero_weights.data_ptr()
 
     # ---- combine ----
-    def combine(self, x, handle=None, topk_weights=None, bias=None, num_sms=0, reduce_local_experts=False,
-                do_cpu_sync=True, async_with_compute_stream=False):
+    def combine(self, x, handle=None, topk_weights=None, bias=None, num_sms=0, num_qps=0, previous_event=None,
+                previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
+                reduce_local_experts=False, do_cpu_sync=True):
         """-> (combined_x bf16 [T, H], combined_topk_weights fp32 [T, K] or None, event)."""
-        _check(isinstance(handle, EPHandle) and handle._buffer is self, ValueError,
-               "handle must be the EPHandle of this buffer's dispatch")
-        _check(handle.is_filled, ValueError, "handle is empty (no dispatch has filled it)")
-        _check_positive_int("num_sms", num_sms, low=0)
-        _check(not reduce_local_experts or handle.do_expand, ValueError,
-               "reduce_local_experts needs a handle from an expand dispatch (do_expand=True)")
-        stream, torch_stream = self._stream(x)
-        H, K, T = self.hidden, self.num_topk, handle.num_tokens
-        xi = self._tensor(x, "x", stream, ("bfloat16",), (None, H))
-        known = handle.num_expanded_tokens if handle.do_expand else handle.num_recv_tokens
-        rows = xi.shape[0]
-        _check(rows <= handle.row_capacity and (known < 0 or rows >= known), ValueError,
-               f"x has {rows} rows; the dispatch of this handle received {known if known >= 0 else 'unknown'} "
-               f"(capacity {handle.row_capacity})")
-        wi = None
+        if not isinstance(handle, EPHandle) or handle._buffer is not self:
+            raise ValueError("handle must be the EPHandle of this buffer's dispatch")
+        if not handle._filled:
+            raise ValueError("handle is empty (no dispatch has filled it)")
+        if type(num_sms) is not int or num_sms < 0:
+            _check_positive_int("num_sms", num_sms, low=0)
+        h = handle.native
+        do_expand = h.do_expand
+        if reduce_local_experts and not do_expand:
+            raise ValueError("reduce_local_experts needs a handle from an expand dispatch (do_expand=True)")
+        stream = self._stream(x)
+        H, K, T = self.hidden, self.num_topk, h.num_tokens
+        x_ptr, x_shape = self._tensor(x, "x", stream, ("bfloat16",), (None, H))
+        rows = x_shape[0]
+        known = h.num_expanded_tokens if do_expand else h.num_recv_tokens
+        if rows > handle.row_capacity or (known >= 0 and rows < known):
+            raise ValueError(f"x has {rows} rows; the dispatch of this handle received "
+                             f"{known if known >= 0 else 'unknown'} (capacity {handle.row_capacity})")
+        w_ptr = 0
         if topk_weights is not None:
-            wi = self._tensor(topk_weights, "topk_weights", stream, ("float32",),
-                              (rows,) if handle.do_expand else (rows, K))
-        biases = bias if isinstance(bias, tuple) else (bias, None)
-        _check(len(biases) == 2, ValueError, f"bias must be a tensor or a pair, got a tuple of {len(biases)}")
-        bi = [None if b is None else self._tensor(b, f"bias_{i}", stream, ("bfloat16",), (T, H))
-              for i, b in enumerate(biases)]
+            w_ptr = self._tensor(topk_weights, "topk_weights", stream, ("float32",),
+                                 (rows,) if do_expand else (rows, K))[0]
+        b_ptrs = [0, 0]
+        if bias is not None:
+            biases = bias if isinstance(bias, tuple) else (bias, None)
+            if len(biases) != 2:
+                raise ValueError(f"bias must be a tensor or a pair, got a tuple of {len(biases)}")
+            for i, b in enumerate(biases):
+                if b is not None:
+                    b_ptrs[i] = self._tensor(b, f"bias_{i}", stream, ("bfloat16",), (T, H))[0]
 
-        self._require_runtime("combine")
-        p_x, p_w = self._impl.combine_one(xi.data_ptr, wi.data_ptr if wi else 0, bi[0].data_ptr if bi[0] else 0,
-                                          bi[1].data_ptr if bi[1] else 0, stream or 0, handle.native,
-                                          reduce_local_experts, num_sms, do_cpu_sync)
+        if self._impl is None:
+            self._require_runtime("combine")
+        if previous_event is not None or previous_event_before_epilogue is not None:
+            _wait(previous_event)
+            _wait(previous_event_before_epilogue)
+        p_x, p_w = self._impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], stream or 0, h, reduce_local_experts,
+                                          num_sms, do_cpu_sync)
         T_max = self.num_max_tokens_per_rank
         combined_x = self._output(p_x, T, T_max, (H,), "bfloat16", x)
         combined_w = self._output(p_w, T, T_max, (K,), "float32", x) if p_w else None
-        return combined_x, combined_w, self._event(torch_stream, async_with_compute_stream)
+        return combined_x, combined_w, self._event(x, async_with_compute_stream)
 
     def destroy(self):
         """Collective: frees the symmetric buffer and the communicator now (every rank must call it). Every

@@ -5,26 +5,10 @@ import pytest
 
 import symmoe
 from symmoe import _C
-from symmoe.dlpack import KDL_CUDA
+
+from fake_cuda import FakeCuda
 
 T_MAX, H, K, E = 64, 256, 4, 16
-
-
-class FakeCuda:
-    """A DLPack producer claiming to be a CUDA tensor (C-contiguous) at a fake, 256-byte aligned address."""
-    _next = 0x7F0000000000
-
-    def __init__(self, shape, dtype, device=0):
-        self.shape, self.dtype, self.device = tuple(shape), dtype, device
-        FakeCuda._next += 1 << 20
-        self.ptr = FakeCuda._next
-
-    def __dlpack__(self, stream=None, **kwargs):
-        assert stream != 0, "DLPack forbids stream 0"
-        return _C.dlpack_make_capsule(self.ptr, list(self.shape), self.dtype, KDL_CUDA, self.device)
-
-    def __dlpack_device__(self):
-        return (KDL_CUDA, self.device)
 
 
 def buffer(fp8=False, scales="fp32_per128"):
@@ -194,3 +178,40 @@ def test_outputs_view_the_runtime_addresses_with_the_right_shapes(cpu_sync):
     assert buf._impl.calls[1][1] == y.ptr and buf._impl.calls[1][6] is handle.native
     assert (combined_x.data_ptr, combined_x.shape) == (0x5000, (handle.num_tokens, H))
     assert (combined_w.data_ptr, combined_w.shape) == (0x6000, (handle.num_tokens, K))
+
+
+def test_deep_ep_v2_arguments_are_accepted():
+    """DeepEP V2's names reach the runtime: None defaults (expert_alignment, do_cpu_sync), the ignored RDMA and
+    stream-ownership arguments, and a dispatch without topk_weights on torch inputs only."""
+    buf = buffer()
+    with pytest.raises(RuntimeError, match="no GPU runtime"):
+        dispatch(buf, expert_alignment=None, do_cpu_sync=None, num_qps=4, allocate_on_comm_stream=True,
+                 do_handle_copy=False, previous_event=None)
+    with pytest.raises(ValueError, match="topk_weights is required .* unless the inputs are torch tensors"):
+        dispatch(buf, topk_weights=None)
+    with pytest.raises(ValueError, match="use_tma_aligned_col_major_sf is not supported"):
+        dispatch(buf, use_tma_aligned_col_major_sf=True)
+    with pytest.raises(ValueError, match="cumulative_local_expert_recv_stats must have shape \\[8\\], got \\[9\\]"):
+        buf._impl = FakeImpl(num_rows=8, capacity=2 * T_MAX)
+        dispatch(buf, cumulative_local_expert_recv_stats=FakeCuda((E // 2 + 1,), "int32"))
+    assert buf.get_logical_domain_size() == (1, 2) and buf.get_physical_domain_size() == (1, 2)
+    assert buf.get_theoretical_num_qps(24) == 0
+    assert buf.get_theoretical_num_sms(E, K) > 0
+
+
+def test_deep_ep_v2_buffer_size_hint_and_lazy_experts():
+    with_e = symmoe.ElasticBuffer.get_buffer_size_hint(2, T_MAX, H, K, True, num_experts=E)
+    without = symmoe.ElasticBuffer.get_buffer_size_hint(2, T_MAX, H, K, use_fp8_dispatch=True)
+    assert with_e > 0 and without >= with_e  # sized for 256 experts when E is not known
+    buf = symmoe.ElasticBuffer._validation_only(2, T_MAX, H, K, None)  # DeepEP-style: E comes with dispatch
+    assert buf.num_experts is None
+    with pytest.raises(ValueError, match="differs from the buffer's None"):
+        dispatch(buf, num_experts=E)  # no runtime to allocate on: refused, not silently accepted
+
+
+def test_handle_has_deep_ep_v2_names():
+    buf = buffer()
+    h = symmoe.EPHandle(buf)
+    assert h.num_sms == 0
+    with pytest.raises(RuntimeError, match="handle is empty"):
+        h.psum_num_recv_tokens_per_scaleup_rank  # DeepEP V2's name of psum_num_recv_tokens_per_rank

@@ -26,7 +26,7 @@ def test_more_tokens_never_shrink_block_m():
 def test_buffer_size_hint_matches_the_plan():
     shape = symmoe.named_shape("v3", 8, 1024)
     ep = symmoe._C.plan_ep(shape, "fp8")
-    hint = symmoe.ElasticBuffer.get_buffer_size_hint(8, 1024, 7168, 8, 256, use_fp8_dispatch=True)
+    hint = symmoe.ElasticBuffer.get_buffer_size_hint(8, 1024, 7168, 8, use_fp8_dispatch=True, num_experts=256)
     assert hint == ep.buffer_bytes
 
 

@@ -117,6 +117,8 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--eager-iters", type=int, default=200)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile of the eager loop at the last SM count (rank 0 prints the top functions)")
     args = ap.parse_args()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group("nccl")
@@ -198,6 +200,24 @@ def main():
         buf.synchronize()
         dist.barrier()
         rows.append(dict(sms=sms, **t))
+
+    if args.profile:  # where the Python host time of an eager dispatch + combine goes (every rank runs the loop)
+        import cProfile
+        import io
+        import pstats
+        prof = cProfile.Profile()
+        dist.barrier()
+        prof.enable()
+        for _ in range(args.eager_iters):
+            case.pair(sms_list[-1])
+        prof.disable()
+        torch.cuda.synchronize()
+        dist.barrier()
+        if rank == 0:
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(14)
+            print(f"cProfile of {args.eager_iters} eager dispatch+combine pairs (rank 0, tottime):\n"
+                  + text.getvalue(), flush=True)
 
     if rank == 0:
         print(f"\nPython ElasticBuffer, {args.shape} FP8, {args.tokens} tokens/rank, {world} ranks (rank 0's stream)")

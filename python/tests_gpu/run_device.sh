@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# The Python package's GPU half in ONE device call (2+ GPUs; run from the repository root):
-#   build   pip install --no-build-isolation . (only the extension symmoe._C and its libraries; all cores)
-#   pytest  python/tests (CPU) and python/tests_gpu (one GPU, bitwise vs the golden model)
-#   mp      torchrun ep_torchrun_check.py, BF16 and FP8 (two processes, bitwise vs the golden model)
-#   example torchrun examples/ep_dispatch_combine.py, BF16 and --fp8
-#   graph   torchrun ep_graph_timing.py: CUDA-graph capture of dispatch+combine from Python (replay == eager),
-#           then dispatch+combine times through Python
-#   bench   the C++ `symmoe bench ep` at the same point (v3, FP8, 128 tokens/rank), same run
+# The Python package's GPU half in ONE device call (2+ GPUs; run from the repository root), most important first:
+#   build    pip install --no-build-isolation . (only the extension symmoe._C and its libraries; all cores)
+#   pytest   python/tests (CPU) and python/tests_gpu (one GPU: EP bitwise vs the golden model; fused layer vs fp32
+#            torch, bitwise vs composed, graph capture)
+#   mega-mp  torchrun mega_torchrun_check.py: the fused layer over 2 processes (vs torch, vs composed, graph)
+#   deep-ep  torchrun deep_ep_style.py: a DeepEP V2-style script with `import symmoe as deep_ep`
+#   mp       torchrun ep_torchrun_check.py, BF16 and FP8 (two processes, bitwise vs the golden model)
+#   graph    torchrun ep_graph_timing.py: CUDA-graph capture of dispatch+combine from Python (replay == eager),
+#            then dispatch+combine times through Python and a cProfile of the eager loop
+#   bench    the C++ `symmoe bench ep` at the same point (v3, FP8, 128 tokens/rank), same run
+#   mega-ex  torchrun examples/mega_moe.py (fused layer vs torch, eager and graph times)
+#   mega-fl  torchrun mega_torchrun_check.py --shape flash (the Flash shape, 64 tokens/rank)
+#   example  torchrun examples/ep_dispatch_combine.py (BF16; ex-fp8: --fp8)
 # and prints last: Python vs C++ per SM count, then one line per step.
 # usage: bash python/tests_gpu/run_device.sh [symmoe CLI] [dir holding nccl.h, used when the machine has none]
-#   e.g. (carry .dev/pygpu)  bash python/tests_gpu/run_device.sh .dev/pygpu/symmoe .dev/pygpu/include
-# Prepare .dev/pygpu (git-ignored) on the build machine first:
-#   cmake --build <build> --target symmoe && mkdir -p .dev/pygpu/include && cp <build>/symmoe .dev/pygpu/ &&
-#   cp /usr/local/cuda/include/nccl.h .dev/pygpu/include/
-# 2026-11-29, nvidia-h200-x2: ~80 s in all (build 29 s); the header came from torch's NCCL wheel there.
+#   e.g. (carry .dev/py3)  bash python/tests_gpu/run_device.sh .dev/py3/symmoe .dev/py3/include
+# Prepare .dev/py3 (git-ignored) on the build machine first:
+#   cmake --build <build> --target symmoe && mkdir -p .dev/py3/include && cp <build>/symmoe .dev/py3/ &&
+#   cp /usr/local/cuda/include/nccl.h .dev/py3/include/
+# 2026-11-30, nvidia-h200-x2: 172 s in all (build 31 s), every step passed; the header came from torch's NCCL wheel.
 # Logs: $OUT/device.log (every step), $OUT/build.log, $OUT/results/*.jsonl. Bounds (seconds): SYMMOE_BUILD_TIMEOUT
 # (build, default 300), SYMMOE_STEP_TIMEOUT (each other step, 150), SYMMOE_DEADLINE (no step starts after that many
 # seconds from the start, so the tables still print inside the caller's limit; default none).
 set -uo pipefail
-cli=${1:-.dev/pygpu/symmoe}
-carried_include=${2:-.dev/pygpu/include}
+cli=${1:-.dev/py3/symmoe}
+carried_include=${2:-.dev/py3/include}
 out=${OUT:-./device-out}
 mkdir -p "$out/results"
 log="$out/device.log"
@@ -53,7 +58,8 @@ step() {
     tail -25 "$out/step.log"
   fi
   summary+=("$(printf '%-9s rc=%-3s %4ss  %s' "$name" "$rc" "$(($(date +%s) - s))" \
-    "$(grep -E '(passed|failed|error)s? in |bitwise OK|replays bitwise|rel\. error' "$out/step.log" | tail -2 | tr '\n' ' ' | cut -c1-150)")")
+    "$(grep -E '(passed|failed|error)s? in |bitwise OK|replays bitwise|rel\. error|checks passed|FAILED' \
+    "$out/step.log" | tail -2 | tr '\n' ' ' | cut -c1-170)")")
   rm -f "$out/step.log"
   return $rc
 }
@@ -100,10 +106,12 @@ else
   cd /tmp && "$py" -c "import symmoe, sys; print('installed:', symmoe.__file__, symmoe._nccl_preload.wheel_nccl_path())" \
     | tee -a "$log"
   cd - > /dev/null || exit 1
-  step pytest "$py" -m pytest -q -p no:cacheprovider python/tests python/tests_gpu
+  step pytest "$py" -m pytest -q -p no:cacheprovider -s python/tests python/tests_gpu
+  step mega-mp "${torchrun[@]}" python/tests_gpu/mega_torchrun_check.py --shape small --tokens 64
+  step deep-ep "${torchrun[@]}" python/tests_gpu/deep_ep_style.py
   step mp "${torchrun[@]}" python/tests_gpu/ep_torchrun_check.py --dtypes bf16,fp8
   step graph "${torchrun[@]}" python/tests_gpu/ep_graph_timing.py --shape v3 --tokens 128 --sms 8,16,24,32 \
-    --out "$out/results"
+    --out "$out/results" --profile
 fi
 if [ -x "$cli" ]; then  # right after the Python timing: same machine, same run
   step bench "$cli" bench ep --shapes v3 --tokens 128 --sms 8,16,24,32 --out "$out/results"
@@ -111,6 +119,8 @@ else
   summary+=("bench     skipped: no symmoe CLI at $cli")
 fi
 if [ $rc -eq 0 ]; then
+  step mega-ex "${torchrun[@]}" python/examples/mega_moe.py
+  step mega-fl "${torchrun[@]}" python/tests_gpu/mega_torchrun_check.py --shape flash --tokens 64
   step example "${torchrun[@]}" python/examples/ep_dispatch_combine.py
   step ex-fp8 "${torchrun[@]}" python/examples/ep_dispatch_combine.py --fp8
 fi

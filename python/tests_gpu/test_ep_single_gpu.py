@@ -79,8 +79,8 @@ def test_dispatch_combine_match_golden(buffers, fp8, expand, alignment, kind):
     # cached dispatch: bitwise the same (outputs are views of the buffer: snapshot, poison, dispatch again)
     first = bits(out[0][0] if fp8 else out[0]).copy()
     poison_(out[0][0] if fp8 else out[0])
-    cached = buf.dispatch(payload, topk_idx=idx, topk_weights=w, handle=out[3])
-    assert_bitwise(first, bits(cached[0][0] if fp8 else cached[0]), "cached dispatch recv_x")
+    cached = buf.dispatch(payload, topk_idx=idx, topk_weights=w, handle=out[3])  # no cpu sync: capacity rows
+    assert_bitwise(first, bits(cached[0][0] if fp8 else cached[0])[:first.shape[0]], "cached dispatch recv_x")
 
     # combine: weights applied before combine (DeepEP V2), bf16 rows
     recv_x, _, recv_w, handle, _ = out

@@ -1,0 +1,310 @@
+"""DeepGEMM-shaped fused MoE layer over symmoe's MegaMoe (include/symmoe/mega_moe.hpp): one persistent kernel per
+call that dispatches, runs L1 GEMM + SwiGLU + FP8 re-quantisation, L2 GEMM and combines.
+
+    buffer = symmoe.get_symm_buffer_for_mega_moe(group, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                                                 intermediate_hidden)
+    l1, l2 = symmoe.transform_weights_for_mega_moe((w1, w1_sf), (w2, w2_sf))     # once
+    buffer.x[:T].copy_(x_fp8); buffer.x_sf[:T].copy_(x_sf)                       # before each call
+    buffer.topk_idx[:T].copy_(topk_idx); buffer.topk_weights[:T].copy_(topk_weights)
+    y = torch.empty(T, hidden, dtype=torch.bfloat16, device="cuda")
+    symmoe.fp8_mega_moe(y, l1, l2, buffer)
+
+Semantics (the composed path's function, bitwise): y[t] = bf16(sum over routed lanes k, ascending, of
+bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), Q8 = e4m3 with UE8M0 scales per 128 channels; zeros for a token
+whose lanes are all -1. The top-k weight multiplies the L1 output (before the re-quantisation), not the L2 output.
+
+Names and argument order follow DeepGEMM (deep_gemm.get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe,
+fp8_mega_moe of its SM90 variants). Differences (all deliberate):
+- Weights and activations are FP8 E4M3 with fp32 block scales (x_sf fp32 [T, H/128]; w1_sf fp32 [E_local, 2I/128,
+  H/128], w2_sf fp32 [E_local, H/128, I/128]), DeepGEMM's SM90 recipe (128, 128, 128); no FP4 weights, no BF16
+  layer (fp8_fp4_mega_moe / bf16_mega_moe do not exist). `recipe` must be (128, 128, 128), `activation` 'swiglu';
+  `fast_math` is accepted and ignored (the kernel has one math mode: the golden model's).
+- Transformed L1: data rows interleaved by 8 (gate 0..7, up 0..7, gate 8..15, ...: DeepGEMM's interleave), scales
+  re-laid as fp32 [E_local, I/128, H/128, 2] (gate, up) pairs (DeepGEMM keeps [E_local, 2I/128, H/128]). L2 is
+  returned unchanged (the same tensors). Done on the GPU with torch ops (numpy arrays: on the CPU); no copy of L2.
+- buffer.x_sf is a strided view (rows x_scales_stride floats apart in the workspace); x, topk_idx, topk_weights
+  are contiguous. Views cover num_max_tokens_per_rank rows (not rounded up to an alignment: none is needed).
+- The group is used once, to build the communicator (NCCL unique id); the workspace is symmoe's own symmetric
+  allocation (CUDA IPC), not torch symmetric memory. `use_fp8_dispatch` must be True/None; `mma_type` 'fp8xfp8'.
+- activation_clamp: per call (a host-side parameter of the next launch; under CUDA-graph capture the value at
+  capture time is baked into the graph). None or <= 0: no clamp.
+- Weights are bound (TMA descriptors rebuilt on the host, no GPU work) when their addresses change; the buffer keeps
+  the last bound tensors alive. Rebinding while a captured graph still references the old weights is the caller's
+  business (as in DeepGEMM, where the graph captures the pointers).
+- cumulative_local_expert_recv_stats: int32 or int64 [E_local]; the call adds the (token, expert) pairs each local
+  expert received (one extra add on the stream).
+- fp8_mega_moe returns y (DeepGEMM returns None); it runs on torch's current stream, as DeepGEMM.
+- One rank per process (DeepGEMM's model). group=None without torch.distributed: one in-process rank.
+Every tensor is checked (device, dtype, shape, contiguity) before anything is launched; errors are ValueError /
+TypeError naming the argument, expected and got. Device-side timeouts surface as symmoe.PeerTimeout at
+buffer.synchronize(). NOTES: weight tensors that are the same objects as the previous call's are not re-checked
+(the hot path is then one stream query, the y check and one C++ call).
+Verified on nvidia-h200-x2, 2026-11-30: 1 GPU and 2 processes, small shape and Flash: within 0.026-0.027 relative
+Frobenius of an fp32 torch model, bitwise equal to the composed path, CUDA-graph replays bitwise
+(python/tests_gpu/test_mega_single_gpu.py, mega_torchrun_check.py).
+"""
+import sys
+
+from . import _C
+from ._checks import caller_stream, check, check_int, device_tensor, is_torch
+from .dlpack import DeviceView
+from .distributed import Communicator
+
+_W8 = ("float8_e4m3fn", "uint8")
+
+
+class _LayerOwner:
+    """What the buffer's input views keep alive: the native MegaMoe (not the SymmBuffer: no cycle)."""
+    __slots__ = ("native",)
+
+    def __init__(self, native):
+        self.native = native
+
+
+class SymmBuffer:
+    """The fused layer's symmetric workspace and kernel for one rank (see the module docstring). Fields as DeepGEMM's
+    SymmBuffer: group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden and the input
+    views x (float8_e4m3fn [T_max, H]), x_sf (float32 [T_max, H/128]), topk_idx (int64 [T_max, K]),
+    topk_weights (float32 [T_max, K]), torch tensors when torch is importable (else DLPack DeviceViews)."""
+
+    def __init__(self, group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, *,
+                 num_sms=0, timeout_ms=-1, communicator=None):
+        num_ranks = self._configure(group, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                                    intermediate_hidden, communicator)
+        check_int("num_sms", num_sms, low=0)
+        if communicator is None:
+            communicator = _communicator_for(group, timeout_ms)
+        check(communicator.num_ranks == num_ranks, ValueError,
+              f"communicator has {communicator.num_ranks} ranks, the group {num_ranks}")
+        check(len(communicator.local_ranks) == 1, ValueError,
+              f"the fused layer drives one rank per process; this communicator drives "
+              f"{len(communicator.local_ranks)}")
+        self.communicator = communicator
+        local = communicator.local_ranks[0]
+        self.rank, self.device = local["rank"], local["device"]
+        self._fallback_stream = communicator.stream(self.rank)
+        self.native = _C.MegaMoe(communicator.native, self.shape, 0.0, num_sms, True)
+        self._owner = _LayerOwner(self.native)
+        self._clamp = 0.0
+        self._bound_ptrs, self._bound_tensors = None, None
+        self._make_views()
+
+    def _configure(self, group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                   communicator):
+        for name, v in (("num_experts", num_experts), ("num_max_tokens_per_rank", num_max_tokens_per_rank),
+                        ("num_topk", num_topk), ("hidden", hidden), ("intermediate_hidden", intermediate_hidden)):
+            check_int(name, v)
+        if communicator is not None:
+            num_ranks = communicator.num_ranks
+        elif isinstance(group, int):  # validation-only buffers (CPU tests)
+            num_ranks = group
+        else:
+            num_ranks = _group_size(group)
+        self.group = group
+        self.num_ranks, self.num_experts, self.num_topk = num_ranks, num_experts, num_topk
+        self.num_max_tokens_per_rank, self.hidden, self.intermediate_hidden = (
+            num_max_tokens_per_rank, hidden, intermediate_hidden)
+        self.num_local_experts = num_experts // num_ranks
+        self.shape = _C.MoeShape(hidden, intermediate_hidden, num_experts, num_topk, num_ranks,
+                                 num_max_tokens_per_rank)  # validates (symmoe.Error naming the field)
+        return num_ranks
+
+    @classmethod
+    def _validation_only(cls, num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden,
+                         intermediate_hidden, device=0):
+        """Every argument check, no GPU runtime (CPU tests): calls that pass validation raise RuntimeError."""
+        self = cls.__new__(cls)
+        self._configure(num_ranks, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden, None)
+        self.communicator, self.native, self.rank, self.device = None, None, 0, device
+        self._fallback_stream = 0
+        self._owner, self._clamp, self._bound_ptrs, self._bound_tensors = _LayerOwner(None), 0.0, None, None
+        self.x = self.x_sf = self.topk_idx = self.topk_weights = None
+        self._inputs = None
+        return self
+
+    def _make_views(self):
+        x, xs, xs_stride, idx, w = self.native.input_one()
+        self._inputs = (x, xs, idx, w)
+        T, H, K = self.num_max_tokens_per_rank, self.hidden, self.num_topk
+        d, o = self.device, self._owner
+        views = (DeviceView(x, (T, H), "uint8", d, owner=o),
+                 DeviceView(xs, (T, H // 128), "float32", d, owner=o, strides=(xs_stride, 1)),
+                 DeviceView(idx, (T, K), "int64", d, owner=o),
+                 DeviceView(w, (T, K), "float32", d, owner=o),
+                 DeviceView(self.native.received_counts(), (self.num_local_experts,), "int32", d, owner=o))
+        torch = _import_torch()
+        if torch is not None:
+            views = tuple(torch.from_dlpack(v) for v in views)
+            views = (views[0].view(torch.float8_e4m3fn),) + views[1:]
+        self.x, self.x_sf, self.topk_idx, self.topk_weights, self._received = views
+
+    @property
+    def plan(self):
+        """The fused kernel's launch plan on this rank (str() as `symmoe plan`)."""
+        self._require_runtime("plan")
+        return self.native.plan()
+
+    def _require_runtime(self, what):
+        check(self.native is not None, RuntimeError,
+              f"symmoe.{what}: arguments are valid but this buffer has no GPU runtime (validation-only or destroyed)")
+
+    def synchronize(self):
+        """Waits for this rank's work; raises peer timeouts the kernel detected."""
+        self._require_runtime("synchronize")
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.synchronize(self.device)  # the calls ran on torch's streams
+        self.native.synchronize()
+
+    def destroy(self):
+        """Collective: frees the workspace now (every rank must call it); the input views become invalid."""
+        self.native = None
+        self._owner.native = None
+        self.x = self.x_sf = self.topk_idx = self.topk_weights = self._received = None
+        self._bound_tensors = None
+        self.communicator = None
+
+    def __repr__(self):
+        return (f"<symmoe.SymmBuffer rank={self.rank}/{self.num_ranks} E={self.num_experts} K={self.num_topk} "
+                f"H={self.hidden} I={self.intermediate_hidden} T_max={self.num_max_tokens_per_rank}>")
+
+
+def _import_torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+def _group_size(group):
+    if group is None:
+        dist = sys.modules.get("torch.distributed")
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return 1
+    import torch.distributed as dist
+    return dist.get_world_size(group)
+
+
+def _communicator_for(group, timeout_ms):
+    dist = sys.modules.get("torch.distributed")
+    dist_ready = dist is not None and dist.is_available() and dist.is_initialized()
+    if group is not None or dist_ready:
+        return Communicator.from_group(group, timeout_ms)
+    return Communicator.in_process(1, timeout_ms)
+
+
+def get_symm_buffer_for_mega_moe(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                                 use_fp8_dispatch=None, mma_type="fp8xfp8", activation="swiglu", *, num_sms=0,
+                                 timeout_ms=-1, communicator=None):
+    """Collective over `group`: the fused layer's workspace and kernel for this rank (a SymmBuffer).
+    num_sms: persistent CTAs (0: every SM). timeout_ms: bound of every cross-rank wait (-1: SYMMOE_TIMEOUT_MS)."""
+    check(use_fp8_dispatch in (None, True), ValueError,
+          "use_fp8_dispatch must be True or None: symmoe's fused layer dispatches FP8 E4M3 only")
+    check(mma_type == "fp8xfp8", ValueError, f"mma_type must be 'fp8xfp8' (FP8 x FP8 WGMMA), got {mma_type!r}")
+    check(activation == "swiglu", ValueError, f"activation must be 'swiglu', got {activation!r}")
+    return SymmBuffer(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
+                      num_sms=num_sms, timeout_ms=timeout_ms, communicator=communicator)
+
+
+# ---- weights ----
+
+def _permuted(a, perm, shape):
+    """a permuted by `perm` into a fresh contiguous array of `shape` (torch on its device, or numpy)."""
+    if is_torch(a):
+        return a.permute(*perm).contiguous().reshape(shape)
+    import numpy as np
+    return np.ascontiguousarray(a.transpose(perm)).reshape(shape)
+
+
+def transform_weights_for_mega_moe(l1_weights, l2_weights, activation="swiglu"):
+    """(w1 e4m3 [E_local, 2I, H] gate rows then up rows, w1_sf fp32 [E_local, 2I/128, H/128]),
+    (w2 e4m3 [E_local, H, I], w2_sf fp32 [E_local, H/128, I/128]) -> (transformed l1, l2): the layout of
+    include/symmoe/weight_transform.hpp (L1 rows interleaved by 8, scales as (gate, up) pairs). torch tensors are
+    transformed on their device with torch ops; numpy arrays on the CPU. l2 comes back unchanged."""
+    check(activation == "swiglu", ValueError, f"activation must be 'swiglu', got {activation!r}")
+    for name, pair in (("l1_weights", l1_weights), ("l2_weights", l2_weights)):
+        check(isinstance(pair, tuple) and len(pair) == 2, TypeError,
+              f"{name} must be a (weights, scales) pair: symmoe's fused layer is FP8 only")
+    w1, w1_sf = l1_weights
+    check(len(w1.shape) == 3 and w1.shape[1] % 256 == 0 and w1.shape[2] % 128 == 0, ValueError,
+          f"l1 weights must be [E_local, 2I, H] with I and H multiples of 128, got {list(w1.shape)}")
+    E, two_i, H = (int(d) for d in w1.shape)
+    I = two_i // 2
+    check(tuple(int(d) for d in w1_sf.shape) == (E, two_i // 128, H // 128), ValueError,
+          f"l1 scales must be [{E}, {two_i // 128}, {H // 128}] (untransformed, per 128x128 block), got "
+          f"{list(w1_sf.shape)}")
+    # Interleaved row 16q + j = (gate, up)[j // 8] row 8q + j % 8: [E, 2, I/8, 8, H] -> [E, I/8, 2, 8, H].
+    if is_torch(w1):
+        import torch
+        data = w1.view(torch.uint8) if w1.element_size() == 1 else w1
+        out = _permuted(data.reshape(E, 2, I // 8, 8, H), (0, 2, 1, 3, 4), (E, two_i, H)).view(w1.dtype)
+    else:
+        out = _permuted(w1.reshape(E, 2, I // 8, 8, H), (0, 2, 1, 3, 4), (E, two_i, H))
+    # Scale blocks (gate t, up t) side by side: [E, 2, I/128, H/128] -> [E, I/128, H/128, 2].
+    sf = _permuted(w1_sf.reshape(E, 2, I // 128, H // 128), (0, 2, 3, 1), (E, I // 128, H // 128, 2))
+    return (out, sf), l2_weights
+
+
+# ---- the layer call ----
+
+def fp8_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats=None,
+                 recipe=(128, 128, 128), activation="swiglu", activation_clamp=None, fast_math=True):
+    """y (bf16 [T, H], T = y.shape[0] <= num_max_tokens_per_rank) = the fused MoE layer of the T tokens in
+    sym_buffer's inputs, on torch's current stream. l1_weights, l2_weights: transformed (see
+    transform_weights_for_mega_moe). Collective: every rank calls it. Returns y."""
+    b = sym_buffer
+    # NOTES: hot path: plain ifs, messages formatted only on failure.
+    if not isinstance(b, SymmBuffer):
+        raise TypeError(f"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe, got {type(b).__name__}")
+    if recipe != (128, 128, 128) and tuple(recipe) != (128, 128, 128):
+        raise ValueError(f"recipe must be (128, 128, 128), got {tuple(recipe)}")
+    if activation != "swiglu":
+        raise ValueError(f"activation must be 'swiglu', got {activation!r}")
+    clamp = 0.0 if activation_clamp is None else float(activation_clamp)
+    dev, H, I, El = b.device, b.hidden, b.intermediate_hidden, b.num_local_experts
+    stream = caller_stream(y, dev, b._fallback_stream)
+    y_ptr, y_shape = device_tensor(y, "y", dev, stream, ("bfloat16",), (None, H))
+    T = y_shape[0]
+    if T > b.num_max_tokens_per_rank:
+        raise ValueError(f"y has {T} tokens, more than num_max_tokens_per_rank = {b.num_max_tokens_per_rank}")
+    tensors = _weight_tensors(l1_weights, l2_weights)
+    if b._bound_tensors is None or any(t is not u for t, u in zip(tensors, b._bound_tensors)):
+        ptrs = _check_weights(tensors, dev, stream, H, I, El)
+    else:
+        ptrs = b._bound_ptrs  # the same tensor objects as the last call: checked then
+    stats = cumulative_local_expert_recv_stats
+    if stats is not None:
+        device_tensor(stats, "cumulative_local_expert_recv_stats", dev, stream, ("int32", "int64"), (El,))
+        check(is_torch(stats), TypeError, "cumulative_local_expert_recv_stats must be a torch tensor")
+
+    if b.native is None:
+        b._require_runtime("fp8_mega_moe")
+    if ptrs != b._bound_ptrs:
+        b.native.bind_weights_one(*ptrs)
+        b._bound_ptrs = ptrs
+    b._bound_tensors = tensors  # the layer reads them: keep them alive
+    if clamp != b._clamp:
+        b.native.set_clamp(clamp)
+        b._clamp = clamp
+    x, xs, idx, w = b._inputs
+    b.native.forward_one(T, x, xs, idx, w, y_ptr, stream)
+    if stats is not None:
+        stats.add_(b._received)
+    return y
+
+
+def _weight_tensors(l1_weights, l2_weights):
+    for name, pair in (("l1_weights", l1_weights), ("l2_weights", l2_weights)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{name} must be a (weights, scales) pair")
+    return (l1_weights[0], l1_weights[1], l2_weights[0], l2_weights[1])
+
+
+def _check_weights(tensors, dev, stream, H, I, El):
+    w1, w1_sf, w2, w2_sf = tensors
+    return (device_tensor(w1, "l1 weights", dev, stream, _W8, (El, 2 * I, H))[0],
+            device_tensor(w1_sf, "l1 scales (transformed)", dev, stream, ("float32",),
+                          (El, I // 128, H // 128, 2))[0],
+            device_tensor(w2, "l2 weights", dev, stream, _W8, (El, H, I))[0],
+            device_tensor(w2_sf, "l2 scales", dev, stream, ("float32",), (El, H // 128, I // 128))[0])

@@ -1,0 +1,76 @@
+"""Pure-torch models of the MoE layer, for tests and examples on the GPU (imports torch; not imported by symmoe).
+
+moe_forward_fp32: the layer in fp32 from dequantised FP8 inputs and weights, without the kernel's intermediate
+roundings (no FP8 re-quantisation of the L1 output, no bf16 rounding of the L2 rows): what the fused layer
+approximates. Its distance to the kernel is the FP8 error of the L1 re-quantisation (~2.7% relative Frobenius in
+the golden model: ref::moe_forward_faithful vs exact) plus bf16 roundings.
+
+make_fp8_experts: random FP8 E4M3 experts with fp32 128x128 block scales, deterministic in (seed, device type),
+weights of variance ~1/fan_in (as the golden model's random experts), ORIGINAL layout (L1 gate rows then up rows).
+"""
+import torch
+
+
+def dequantize_blocks(codes, scales, block=128):
+    """fp32 of e4m3 codes [..., M, N] with scales [..., ceil(M/block), N/block] (or [..., M, N/block] if
+    scales has M rows: per-row activation scales)."""
+    x = codes.float()
+    s = scales.float()
+    if s.shape[-2] != x.shape[-2]:
+        s = s.repeat_interleave(block, dim=-2)[..., :x.shape[-2], :]
+    return x * s.repeat_interleave(block, dim=-1)
+
+
+def make_fp8_experts(num_experts, hidden, intermediate, seed=7, device="cuda", experts=None):
+    """((w1 e4m3 [E, 2I, H], w1_sf fp32 [E, 2I/128, H/128]), (w2 e4m3 [E, H, I], w2_sf fp32 [E, H/128, I/128])) for
+    the global experts `experts` (default range(num_experts)); expert e depends only on (seed, e), so every rank
+    can make any subset (its local experts, or all of them for a reference)."""
+    experts = list(range(num_experts)) if experts is None else list(experts)
+
+    def one(g, rows, cols):
+        codes = ((torch.rand(rows, cols, device=device, generator=g) * 2 - 1) * 448).to(torch.float8_e4m3fn)
+        base = (3.0 / cols) ** 0.5 / 448
+        return codes, base * (0.5 + torch.rand(rows // 128, cols // 128, device=device, generator=g))
+
+    parts = []
+    for e in experts:
+        g = torch.Generator(device=device).manual_seed(seed * 1000003 + e)
+        parts.append(one(g, 2 * intermediate, hidden) + one(g, hidden, intermediate))
+    w1, w1_sf, w2, w2_sf = (torch.stack([p[i].view(torch.uint8) if i % 2 == 0 else p[i] for p in parts])
+                            for i in range(4))  # float8 stacked as bytes (not every torch concatenates float8)
+    return (w1.view(torch.float8_e4m3fn), w1_sf), (w2.view(torch.float8_e4m3fn), w2_sf)
+
+
+def make_fp8_tokens(num_tokens, hidden, seed=1, device="cuda"):
+    """x ~ N(0, 1) as (e4m3 [T, H], fp32 per-128 scales [T, H/128]) with amax scaling per 128 channels."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(num_tokens, hidden // 128, 128, device=device, generator=g)
+    sf = x.abs().amax(dim=-1).clamp_min(1e-4) / 448
+    codes = (x / sf.unsqueeze(-1)).to(torch.float8_e4m3fn).reshape(num_tokens, hidden)
+    return codes, sf.contiguous()
+
+
+def moe_forward_fp32(x, x_sf, topk_idx, topk_weights, l1_weights, l2_weights, activation_clamp=None):
+    """fp32 [T, H]: sum over lanes k with topk_idx[t, k] >= 0 of W2[e] . (w[t, k] * SwiGLU(W1[e] . x[t])).
+    Weights: all E experts, ORIGINAL layout (untransformed), indexed by global expert id."""
+    xf = dequantize_blocks(x, x_sf)
+    T, H = xf.shape
+    y = torch.zeros(T, H, dtype=torch.float32, device=xf.device)
+    w1, w1_sf = l1_weights
+    w2, w2_sf = l2_weights
+    inter = w1.shape[1] // 2
+    clamp = float(activation_clamp) if activation_clamp else 0.0
+    for e in torch.unique(topk_idx[topk_idx >= 0]).tolist():
+        t, k = torch.nonzero(topk_idx == e, as_tuple=True)
+        h = xf[t] @ dequantize_blocks(w1[e], w1_sf[e]).T  # [n, 2I]
+        gate, up = h[:, :inter], h[:, inter:]
+        if clamp > 0:
+            gate, up = gate.clamp(max=clamp), up.clamp(-clamp, clamp)
+        a = gate / (1 + torch.exp(-gate)) * up * topk_weights[t, k].unsqueeze(1)
+        y.index_add_(0, t, a @ dequantize_blocks(w2[e], w2_sf[e]).T)
+    return y
+
+
+def rel_frobenius(ref, got):
+    ref, got = ref.double(), got.double()
+    return float((got - ref).norm() / ref.norm().clamp_min(1e-30))
