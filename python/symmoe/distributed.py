@@ -4,6 +4,7 @@ the NCCL unique id; the runtime then bootstraps its own NCCL communicator and ex
 every symmetric buffer through it.
 """
 import socket
+import sys
 
 from . import _C
 
@@ -40,6 +41,16 @@ class Communicator:
             seen[key] = g["rank"]
         unique_id = next(g["unique_id"] for g in gathered if g["rank"] == 0)
         return cls(_C.Communicator.multi_process(rank, world, device, unique_id, timeout_ms))
+
+    @classmethod
+    def for_group(cls, group=None, timeout_ms=-1):
+        """What a buffer built from `group` uses: from_group when a group is given or torch.distributed is
+        initialised, else one in-process rank (single-GPU scripts without torchrun)."""
+        dist = sys.modules.get("torch.distributed")
+        dist_ready = dist is not None and dist.is_available() and dist.is_initialized()
+        if group is not None or dist_ready:
+            return cls.from_group(group, timeout_ms)
+        return cls.in_process(1, timeout_ms)
 
     @classmethod
     def in_process(cls, num_ranks=1, timeout_ms=-1):

@@ -216,7 +216,7 @@ class ElasticBuffer:
         if num_gpu_timeout_secs is not None and timeout_ms == -1:
             timeout_ms = int(num_gpu_timeout_secs * 1000)
         if communicator is None:
-            communicator = self._communicator_for(group, timeout_ms)
+            communicator = Communicator.for_group(group, timeout_ms)
         self._configure(communicator.num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts,
                         use_fp8_dispatch, deterministic, fp8_scales)
         _check(len(communicator.local_ranks) == 1, ValueError,
@@ -243,14 +243,6 @@ class ElasticBuffer:
         self._impl = _C.EpBuffer(self.communicator.native, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
                                  num_experts, self._dtype, self._scales)
         self._view_owner.impl = self._impl
-
-    @staticmethod
-    def _communicator_for(group, timeout_ms):
-        dist = sys.modules.get("torch.distributed")
-        dist_ready = dist is not None and dist.is_available() and dist.is_initialized()
-        if group is not None or dist_ready:
-            return Communicator.from_group(group, timeout_ms)
-        return Communicator.in_process(1, timeout_ms)
 
     def _configure(self, num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
                    deterministic, fp8_scales):

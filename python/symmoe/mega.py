@@ -73,7 +73,7 @@ class SymmBuffer:
                                     intermediate_hidden, communicator)
         check_int("num_sms", num_sms, low=0)
         if communicator is None:
-            communicator = _communicator_for(group, timeout_ms)
+            communicator = Communicator.for_group(group, timeout_ms)
         check(communicator.num_ranks == num_ranks, ValueError,
               f"communicator has {communicator.num_ranks} ranks, the group {num_ranks}")
         check(len(communicator.local_ranks) == 1, ValueError,
@@ -184,14 +184,6 @@ def _group_size(group):
             return 1
     import torch.distributed as dist
     return dist.get_world_size(group)
-
-
-def _communicator_for(group, timeout_ms):
-    dist = sys.modules.get("torch.distributed")
-    dist_ready = dist is not None and dist.is_available() and dist.is_initialized()
-    if group is not None or dist_ready:
-        return Communicator.from_group(group, timeout_ms)
-    return Communicator.in_process(1, timeout_ms)
 
 
 def get_symm_buffer_for_mega_moe(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,

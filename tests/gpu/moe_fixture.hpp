@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <memory>
 #include <random>
@@ -105,6 +106,26 @@ struct Case {
   int tokens = 1;
   uint64_t seed = 1;
 };
+// Every layer test walks these routings (uniform, Zipf, one hot expert, 30% masked lanes) x its token counts;
+// case seeds are base, base + 1, ... in that order.
+std::vector<Case> layer_cases(std::initializer_list<int> token_counts, uint64_t base) {
+  const struct {
+    ref::RoutingKind kind;
+    double mask;
+  } routings[] = {{ref::RoutingKind::kUniform, 0.0},
+                  {ref::RoutingKind::kZipf, 0.0},
+                  {ref::RoutingKind::kHotExpert, 0.0},
+                  {ref::RoutingKind::kUniform, 0.3}};
+  std::vector<Case> cases;
+  for (const auto& rt : routings)
+    for (const int T : token_counts) {
+      Case c;
+      c.kind = rt.kind, c.mask = rt.mask, c.tokens = T, c.seed = base + uint64_t(cases.size());
+      cases.push_back(c);
+    }
+  return cases;
+}
+
 std::string case_name(const Case& c) {
   return std::string(ref::routing_kind_name(c.kind)) + (c.mask > 0 ? "+mask" : "") + " T=" + std::to_string(c.tokens);
 }
@@ -235,4 +256,39 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
 
 
 }  // namespace
+// Captures one call of `forward` on every local rank's stream into CUDA graphs (captured together: the ranks'
+// kernels wait on each other), replays them `replays` times into a poisoned y and expects y bitwise equal to the
+// eager result every time.
+void expect_graph_replays_bitwise(Setup& s, const Inputs& in, const std::vector<std::vector<uint16_t>>& eager,
+                                  const std::function<void()>& forward, int replays) {
+  const int R = s.shape.num_ranks, H = s.shape.hidden;
+  std::vector<cudaGraphExec_t> execs(R);
+  for (int i = 0; i < R; ++i) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[i]));
+    SYMMOE_CUDA_CHECK(cudaStreamBeginCapture(s.comm->stream(i), cudaStreamCaptureModeRelaxed));
+  }
+  forward();
+  for (int i = 0; i < R; ++i) {
+    cudaGraph_t graph;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[i]));
+    SYMMOE_CUDA_CHECK(cudaStreamEndCapture(s.comm->stream(i), &graph));
+    SYMMOE_CUDA_CHECK(cudaGraphInstantiate(&execs[i], graph, 0));
+    SYMMOE_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  for (int rep = 0; rep < replays; ++rep) {
+    for (int i = 0; i < R; ++i) poison(s.devices[i], in.args[i].y, size_t(in.args[i].num_tokens) * H * 2);
+    for (int i = 0; i < R; ++i) {
+      SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[i]));
+      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[i], s.comm->stream(i)));
+    }
+    s.comm->synchronize();
+    for (int i = 0; i < R; ++i)
+      EXPECT_TRUE(test::bitwise_equal(eager[i],
+                                      download_bf16(s.devices[i], in.args[i].y, size_t(in.args[i].num_tokens) * H),
+                                      "replay " + std::to_string(rep) + " rank " + std::to_string(i)));
+    if (::testing::Test::HasFailure()) break;
+  }
+  for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
+}
+
 }  // namespace symmoe

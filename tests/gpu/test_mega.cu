@@ -125,21 +125,10 @@ TEST_P(MegaFused, MatchesComposedBitwiseAndGoldenModel) {
   auto mega = make_mega(*s, p.block_m, o);
   const uint64_t base = fresh_seed();
   std::printf("  case seed base %llu\n", (unsigned long long)base);
-  const struct {
-    ref::RoutingKind kind;
-    double mask;
-  } routings[] = {{ref::RoutingKind::kUniform, 0.0},
-                  {ref::RoutingKind::kZipf, 0.0},
-                  {ref::RoutingKind::kHotExpert, 0.0},
-                  {ref::RoutingKind::kUniform, 0.3}};
-  int n = 0;
-  for (const auto& rt : routings)
-    for (const int T : {1, 8, 128}) {
-      Case c;
-      c.kind = rt.kind, c.mask = rt.mask, c.tokens = T, c.seed = base + uint64_t(n++);
-      run_case(*s, *mega, c);
-      if (HasFailure()) return;  // the first failing case is the informative one
-    }
+  for (const Case& c : layer_cases({1, 8, 128}, base)) {
+    run_case(*s, *mega, c);
+    if (HasFailure()) return;  // the first failing case is the informative one
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
@@ -171,32 +160,7 @@ TEST_P(MegaGraph, CaptureReplayBitwise) {
   for (const auto& a : in.args) y_ptrs.push_back(a.y);
   const auto eager = download_all(*s, y_ptrs, in);
   expect_matches_golden(*s, in, eager, "eager", "fused layer");
-  std::vector<cudaGraphExec_t> execs(R);
-  for (int i = 0; i < R; ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
-    SYMMOE_CUDA_CHECK(cudaStreamBeginCapture(s->comm->stream(i), cudaStreamCaptureModeRelaxed));
-  }
-  mega->forward(in.args);
-  for (int i = 0; i < R; ++i) {
-    cudaGraph_t graph;
-    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
-    SYMMOE_CUDA_CHECK(cudaStreamEndCapture(s->comm->stream(i), &graph));
-    SYMMOE_CUDA_CHECK(cudaGraphInstantiate(&execs[i], graph, 0));
-    SYMMOE_CUDA_CHECK(cudaGraphDestroy(graph));
-  }
-  for (int rep = 0; rep < 1000; ++rep) {  // issue 6: 1,000 graph replays bitwise stable
-    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
-    for (int i = 0; i < R; ++i) {
-      SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
-      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[i], s->comm->stream(i)));
-    }
-    mega->synchronize();
-    for (int i = 0; i < R; ++i)
-      EXPECT_TRUE(test::bitwise_equal(eager[i], download_bf16(s->devices[i], in.args[i].y, size_t(c.tokens) * H),
-                                      "replay " + std::to_string(rep) + " rank " + std::to_string(i)));
-    if (HasFailure()) break;
-  }
-  for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
+  expect_graph_replays_bitwise(*s, in, eager, [&] { mega->forward(in.args); }, 1000);  // issue 6: 1,000 replays
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaGraph, ::testing::Values(0, 8),
@@ -222,60 +186,50 @@ TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) {
   const int H = s->shape.hidden, K = s->shape.num_topk;
   const uint64_t base = fresh_seed();
   std::printf("  case seed base %llu\n", (unsigned long long)base);
-  const struct {
-    ref::RoutingKind kind;
-    double mask;
-  } routings[] = {{ref::RoutingKind::kUniform, 0.0},
-                  {ref::RoutingKind::kZipf, 0.0},
-                  {ref::RoutingKind::kHotExpert, 0.0},
-                  {ref::RoutingKind::kUniform, 0.3}};
-  int n = 0;
-  for (const auto& rt : routings)
-    for (const int T : {1, 8, 128, 2048}) {
-      Case c;
-      c.kind = rt.kind, c.mask = rt.mask, c.tokens = T, c.seed = base + uint64_t(n++);
-      const std::string what = case_name(c) + " " + p.shape + " R=" + std::to_string(R);
-      SCOPED_TRACE(what);
-      Inputs in = make_inputs(*s, c);
-      for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(T) * H * 2);
-      s->layer->forward(in.args);
-      s->layer->synchronize();
-      std::vector<const uint16_t*> y_ptrs;
-      for (const auto& a : in.args) y_ptrs.push_back(a.y);
-      const auto composed = download_all(*s, y_ptrs, in);
-      auto own_y = in.args;
-      for (auto& a : own_y) a.y = nullptr;
-      const auto fused_ptrs = mega->forward(own_y);
-      mega->synchronize();
-      const auto fused = download_all(*s, fused_ptrs, in);
-      for (int i = 0; i < R; ++i) {
-        EXPECT_TRUE(test::bitwise_equal(composed[i], fused[i], what + " rank " + std::to_string(i)));
-        for (int t = 0; t < T; ++t) {  // all-masked tokens: zeros
-          bool masked = true;
-          for (int k = 0; k < K; ++k) masked = masked && in.host[i].routing.topk_idx[size_t(t) * K + k] < 0;
-          if (!masked) continue;
-          for (int h = 0; h < H; ++h)
-            if (fused[i][size_t(t) * H + h] != 0) {
-              ADD_FAILURE() << what << " rank " << i << " token " << t << " is all-masked but y[" << h << "] = 0x"
-                            << std::hex << fused[i][size_t(t) * H + h];
-              break;
-            }
-        }
-      }
-      if (HasFailure()) return;
-      if (T == 1 && rt.kind == ref::RoutingKind::kUniform && rt.mask == 0 && p.ranks == 0)
-        expect_matches_golden(*s, in, fused, what, "fused layer");
-      if (T == 128 && rt.kind == ref::RoutingKind::kZipf && std::string(p.shape) == "flash") {
-        for (int rep = 0; rep < 1000 && !HasFailure(); ++rep) {  // issue 6: 1,000 repeated calls bitwise stable
-          for (int i = 0; i < R; ++i) poison(s->devices[i], fused_ptrs[i], size_t(T) * H * 2);
-          mega->forward(own_y);
-          mega->synchronize();
-          for (int i = 0; i < R; ++i)
-            EXPECT_TRUE(test::bitwise_equal(fused[i], download_bf16(s->devices[i], fused_ptrs[i], size_t(T) * H),
-                                            what + " call " + std::to_string(rep + 2) + " rank " + std::to_string(i)));
-        }
+  for (const Case& c : layer_cases({1, 8, 128, 2048}, base)) {
+    const int T = c.tokens;
+    const std::string what = case_name(c) + " " + p.shape + " R=" + std::to_string(R);
+    SCOPED_TRACE(what);
+    Inputs in = make_inputs(*s, c);
+    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(T) * H * 2);
+    s->layer->forward(in.args);
+    s->layer->synchronize();
+    std::vector<const uint16_t*> y_ptrs;
+    for (const auto& a : in.args) y_ptrs.push_back(a.y);
+    const auto composed = download_all(*s, y_ptrs, in);
+    auto own_y = in.args;
+    for (auto& a : own_y) a.y = nullptr;
+    const auto fused_ptrs = mega->forward(own_y);
+    mega->synchronize();
+    const auto fused = download_all(*s, fused_ptrs, in);
+    for (int i = 0; i < R; ++i) {
+      EXPECT_TRUE(test::bitwise_equal(composed[i], fused[i], what + " rank " + std::to_string(i)));
+      for (int t = 0; t < T; ++t) {  // all-masked tokens: zeros
+        bool masked = true;
+        for (int k = 0; k < K; ++k) masked = masked && in.host[i].routing.topk_idx[size_t(t) * K + k] < 0;
+        if (!masked) continue;
+        for (int h = 0; h < H; ++h)
+          if (fused[i][size_t(t) * H + h] != 0) {
+            ADD_FAILURE() << what << " rank " << i << " token " << t << " is all-masked but y[" << h << "] = 0x"
+                          << std::hex << fused[i][size_t(t) * H + h];
+            break;
+          }
       }
     }
+    if (HasFailure()) return;
+    if (T == 1 && c.kind == ref::RoutingKind::kUniform && c.mask == 0 && p.ranks == 0)
+      expect_matches_golden(*s, in, fused, what, "fused layer");
+    if (T == 128 && c.kind == ref::RoutingKind::kZipf && std::string(p.shape) == "flash") {
+      for (int rep = 0; rep < 1000 && !HasFailure(); ++rep) {  // issue 6: 1,000 repeated calls bitwise stable
+        for (int i = 0; i < R; ++i) poison(s->devices[i], fused_ptrs[i], size_t(T) * H * 2);
+        mega->forward(own_y);
+        mega->synchronize();
+        for (int i = 0; i < R; ++i)
+          EXPECT_TRUE(test::bitwise_equal(fused[i], download_bf16(s->devices[i], fused_ptrs[i], size_t(T) * H),
+                                          what + " call " + std::to_string(rep + 2) + " rank " + std::to_string(i)));
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MegaModelShapes,

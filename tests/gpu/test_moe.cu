@@ -81,21 +81,10 @@ TEST_P(MoeComposed, MatchesGoldenModel) {
   auto s = make_setup(small_shape(R, 128), p.from_host, p.alignment, p.clamp, true);
   const uint64_t base = fresh_seed();
   std::printf("  case seed base %llu\n", (unsigned long long)base);
-  const struct {
-    ref::RoutingKind kind;
-    double mask;
-  } routings[] = {{ref::RoutingKind::kUniform, 0.0},
-                  {ref::RoutingKind::kZipf, 0.0},
-                  {ref::RoutingKind::kHotExpert, 0.0},
-                  {ref::RoutingKind::kUniform, 0.3}};
-  int n = 0;
-  for (const auto& rt : routings)
-    for (const int T : {1, 8, 128}) {
-      Case c;
-      c.kind = rt.kind, c.mask = rt.mask, c.tokens = T, c.seed = base + uint64_t(n++);
-      run_case(*s, c);
-      if (HasFailure()) return;  // the first failing case is the informative one
-    }
+  for (const Case& c : layer_cases({1, 8, 128}, base)) {
+    run_case(*s, c);
+    if (HasFailure()) return;  // the first failing case is the informative one
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MoeComposed,
@@ -129,33 +118,7 @@ TEST_P(MoeGraph, CaptureReplayBitwise) {
   Inputs in = make_inputs(*s, c);
   const auto eager = run_forward_twice(*s, in, "eager");
   expect_matches_golden(*s, in, eager, "eager");
-  const int H = s->shape.hidden;
-  std::vector<cudaGraphExec_t> execs(R);
-  for (int i = 0; i < R; ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
-    SYMMOE_CUDA_CHECK(cudaStreamBeginCapture(s->comm->stream(i), cudaStreamCaptureModeRelaxed));
-  }
-  s->layer->forward(in.args);
-  for (int i = 0; i < R; ++i) {
-    cudaGraph_t graph;
-    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
-    SYMMOE_CUDA_CHECK(cudaStreamEndCapture(s->comm->stream(i), &graph));
-    SYMMOE_CUDA_CHECK(cudaGraphInstantiate(&execs[i], graph, 0));
-    SYMMOE_CUDA_CHECK(cudaGraphDestroy(graph));
-  }
-  for (int rep = 0; rep < 5; ++rep) {
-    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
-    for (int i = 0; i < R; ++i) {
-      SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[i]));
-      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[i], s->comm->stream(i)));
-    }
-    s->layer->synchronize();
-    for (int i = 0; i < R; ++i)
-      EXPECT_TRUE(test::bitwise_equal(eager[i], download_bf16(s->devices[i], in.args[i].y, size_t(c.tokens) * H),
-                                      "replay " + std::to_string(rep) + " rank " + std::to_string(i)));
-    if (HasFailure()) break;
-  }
-  for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
+  expect_graph_replays_bitwise(*s, in, eager, [&] { s->layer->forward(in.args); }, 1000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MoeGraph, ::testing::Values(0, 8),

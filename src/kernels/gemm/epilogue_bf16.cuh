@@ -51,16 +51,7 @@ __device__ __forceinline__ void epilogue_bf16_staged(const GemmParams& p, const 
     if (col >= p.n) continue;  // half past n (partial last n-block); uniform over the CTA
 #pragma unroll
     for (int slab = 0; slab < 2; ++slab) {
-      staging.acquire();
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        uint8_t* row = staging.row(lane / 4 + 8 * r) + 4 * (lane % 4);
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          const float* v = acc + 64 * h + 4 * (8 * slab + c) + 2 * r;
-          *reinterpret_cast<__nv_bfloat162*>(row + 16 * c) = __floats2bfloat162_rn(v[0], v[1]);
-        }
-      }
+      stage_bf16_slab(staging, acc, h, slab);
       uint16_t* dst = store_valid ? p.d + size_t(tile.row_begin + store_row) * p.n + col + 64 * slab : nullptr;
       staging.publish(dst, 128);
     }

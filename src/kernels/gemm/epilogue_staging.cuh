@@ -9,6 +9,8 @@
 // (H200, 2026-11-29, same run): 1.06-1.18x over register stores on bf16 shapes, 1.12x on the L1 SwiGLU shape.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 #include "kernels/gemm/smem_layout.hpp"
@@ -44,6 +46,26 @@ struct WarpStaging {
     __syncwarp();
   }
 };
+
+// One 16 x 64 bf16 slab of the warp's WGMMA accumulator fragment (64-column half h, slab 0 or 1 of it) into its
+// staging rows, row r at row(r) (128 B), ready for publish(): the bf16 epilogues of the grouped GEMM and of the fused
+// kernel's L2 write-back share it. Fragment order: acc[64 h + 4 (8 slab + c) + 2 r + {0, 1}] is row lane / 4 + 8 r,
+// columns 8 c + 2 (lane % 4) + {0, 1} of the slab.
+template <int kNumAcc>
+__device__ __forceinline__ void stage_bf16_slab(const WarpStaging& staging, const float (&acc)[kNumAcc], int h,
+                                                int slab) {
+  staging.acquire();
+  const int lane = staging.lane;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    uint8_t* row = staging.row(lane / 4 + 8 * r) + 4 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float* v = acc + 64 * h + 4 * (8 * slab + c) + 2 * r;
+      *reinterpret_cast<__nv_bfloat162*>(row + 16 * c) = __floats2bfloat162_rn(v[0], v[1]);
+    }
+  }
+}
 
 // The staging rows of math warp `warp` (0..3) of math warpgroup `wg`.
 template <int BLOCK_M, int BLOCK_N, int kNumStages>
