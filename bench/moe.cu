@@ -71,32 +71,62 @@ std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want, const
   return count ? first + " (" + std::to_string(count) + " values differ)" : "";
 }
 
+// min / median / max of x (sorted here), "-" when empty.
+std::string spread(std::vector<double> x) {
+  if (x.empty()) return "         -          -          -";
+  std::sort(x.begin(), x.end());
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%10.1f %10.1f %10.1f", x.front(), x[x.size() / 2], x.back());
+  return buf;
+}
+
 // One traced fused call, the last of a CUDA graph of 3 (as timed: no launch skew between the ranks): rank 0's
 // per-CTA stage stamps as min / median / max over the CTAs, in us from the earliest kernel entry (the producer's
-// summed wait in us, tiles as counts).
-void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwardArgs>& margs, int T) {
+// summed wait in us, tiles as counts); then the CTAs' first tiles: the producer's wait for the rows, the time from
+// rows-ready to its last load, and the weight bytes of the k-blocks loaded in that time over it (one SM's weight
+// stream; the first kNumStages k-blocks are issued at once, so they count as loaded at rows-ready).
+void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwardArgs>& margs, int T,
+                 const MoeShape& shape) {
+  using namespace mega;
   fused.set_trace(true);
   graph_time_all_ranks_us(comm, [&] { fused.forward(margs); }, 3, 1);
   fused.synchronize();
   const std::vector<unsigned long long> v = fused.trace(0);
   fused.set_trace(false);
-  const int num_ctas = int(v.size()) / mega::kNumTracePoints;
+  const int num_ctas = int(v.size()) / kTraceWordsPerCta;
+  const auto word = [&](int cta, int i) { return v[size_t(cta) * kTraceWordsPerCta + i]; };
   unsigned long long start = ~0ull;
-  for (int c = 0; c < num_ctas; ++c) start = std::min(start, v[size_t(c) * mega::kNumTracePoints + mega::kTraceStart]);
-  std::printf("trace tokens %d, rank 0, %d CTAs (%s): point min / median / max\n", T, num_ctas,
-              fused.plan_for_tokens(0, T).to_string().substr(0, 120).c_str());
-  for (int point = 0; point < mega::kNumTracePoints; ++point) {
+  for (int c = 0; c < num_ctas; ++c) start = std::min(start, word(c, kTraceStart));
+  const plan::MegaPlan& plan = fused.plan_for_tokens(0, T);
+  std::printf("trace tokens %d, rank 0, %d CTAs, BLOCK_M %d: point min / median / max\n", T, num_ctas, plan.block_m);
+  for (int point = 0; point < kNumTracePoints; ++point) {
     std::vector<double> x;
     for (int c = 0; c < num_ctas; ++c) {
-      const unsigned long long raw = v[size_t(c) * mega::kNumTracePoints + point];
-      if (point == mega::kTraceNumTiles) x.push_back(double(raw));
-      else if (point == mega::kTraceProducerWaitNs) x.push_back(raw / 1e3);
+      const unsigned long long raw = word(c, point);
+      if (point == kTraceNumTiles) x.push_back(double(raw));
+      else if (point == kTraceProducerWaitNs) x.push_back(raw / 1e3);
       else if (raw != 0) x.push_back((raw - start) / 1e3);
     }
-    if (x.empty()) continue;
-    std::sort(x.begin(), x.end());
-    std::printf("  %-18s %10.1f %10.1f %10.1f\n", mega::kTracePointNames[point], x.front(), x[x.size() / 2],
-                x.back());
+    std::printf("  %-18s %s\n", kTracePointNames[point], spread(x).c_str());
+  }
+  for (int l2 = 0; l2 < 2; ++l2) {
+    // B bytes (FP8) of the k-blocks after the first kNumStages (those wait for a stage the math warps freed)
+    const int k_blocks = (l2 ? shape.intermediate : shape.hidden) / 128;
+    const double weight_bytes = double(l2 ? plan.l2_block_n : plan.l1_block_n) * 128 *
+                                std::max(k_blocks - plan.num_stages, 0);
+    std::vector<double> wait, run, gbps;
+    for (int c = 0; c < num_ctas; ++c)
+      for (int s = 0; s < int(std::min<unsigned long long>(word(c, kTraceNumTiles), kTraceTileSlots)); ++s) {
+        const auto tile = [&](int w) { return word(c, kNumTracePoints + s * kTraceTileWords + w); };
+        if (int(tile(kTileIsL2)) != l2 || tile(kTileLoadsIssued) == 0) continue;
+        wait.push_back((tile(kTileInputsReady) - tile(kTileWaitStart)) / 1e3);
+        const double us = (tile(kTileLoadsIssued) - tile(kTileInputsReady)) / 1e3;
+        run.push_back(us);
+        gbps.push_back(weight_bytes / us / 1e3);
+      }
+    std::printf("  %s tiles (%zu of the CTAs' first %d): wait_us %s | ready->last load us %s | weight GB/s per SM %s\n",
+                l2 ? "L2" : "L1", run.size(), kTraceTileSlots, spread(wait).c_str(), spread(run).c_str(),
+                spread(gbps).c_str());
   }
 }
 
@@ -222,7 +252,7 @@ int run_moe_bench(int argc, char** argv) {
           .add("routing", args.str("routing"))
           .add("plan", fused->plan_for_tokens(0, T).to_string());
       if (time_composed) line.add("speedup_vs_composed", row.forward_us / t);
-      if (args.has("trace")) print_trace(*comm, *fused, margs, T);
+      if (args.has("trace")) print_trace(*comm, *fused, margs, T, shape);
       line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
       append_result(out, "moe", line);
     }

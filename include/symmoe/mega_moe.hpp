@@ -93,7 +93,7 @@ class MegaMoe {
   const int32_t* received_counts(size_t local_index) const;
 
   // Stage timeline of the following forward() calls (symmoe/mega_trace.hpp), for benchmarks; trace(i) downloads
-  // the last call's [num_sms][kNumTracePoints] values of local rank i (after synchronize()).
+  // the last call's [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()).
   void set_trace(bool on);
   std::vector<unsigned long long> trace(size_t local_index) const;
 

@@ -20,7 +20,7 @@ struct MegaMoe::Impl {
     std::map<int, plan::MegaPlan> call_plans;  // per call's num_tokens (plan_mega_moe(shape, sms, T)), host only
     layout::MegaLayout ws;
     mega::kernel::MegaTensorMaps maps[layout::kMegaNumBlockMCandidates];  // per BLOCK_M candidate (A box rows)
-    unsigned long long* trace = nullptr;       // [num_sms][kNumTracePoints] while tracing
+    unsigned long long* trace = nullptr;       // [num_sms][kTraceWordsPerCta] while tracing
     uint16_t* own_y = nullptr;         // [T_max, H] when the caller passes no y
     int32_t* recv_counts = nullptr;    // [El] (options.count_received)
     bool weights_bound = false;        // bind_weights() ran (forward() requires it)
@@ -121,7 +121,7 @@ void MegaMoe::set_trace(bool on) {
   for (auto& r : impl_->ranks) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
     if (on && !r.trace)
-      SYMMOE_CUDA_CHECK(cudaMalloc(&r.trace, size_t(r.plan.num_sms) * mega::kNumTracePoints * 8));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&r.trace, size_t(r.plan.num_sms) * mega::kTraceWordsPerCta * 8));
     if (!on && r.trace) {
       SYMMOE_CUDA_CHECK(cudaFree(r.trace));
       r.trace = nullptr;
@@ -133,7 +133,7 @@ std::vector<unsigned long long> MegaMoe::trace(size_t i) const {
   SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
   const Impl::Rank& r = impl_->ranks[i];
   SYMMOE_CHECK(r.trace != nullptr, "mega", "trace(): tracing is off (set_trace(true) before forward)");
-  std::vector<unsigned long long> host(size_t(r.plan.num_sms) * mega::kNumTracePoints);
+  std::vector<unsigned long long> host(size_t(r.plan.num_sms) * mega::kTraceWordsPerCta);
   SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
   SYMMOE_CUDA_CHECK(cudaMemcpy(host.data(), r.trace, host.size() * 8, cudaMemcpyDeviceToHost));
   return host;
@@ -215,7 +215,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.recv_counts = r.recv_counts;
     p.trace = r.trace;
     if (r.trace)
-      SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, size_t(r.plan.num_sms) * mega::kNumTracePoints * 8, stream));
+      SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, size_t(r.plan.num_sms) * mega::kTraceWordsPerCta * 8, stream));
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;

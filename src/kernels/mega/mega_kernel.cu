@@ -1,4 +1,4 @@
-// Compiled fused MoE kernels: exactly the entries of plan::kMegaKernels (two instantiations).
+// Compiled fused MoE kernels: exactly the entries of plan::kMegaKernels, each timed and traced (four instantiations).
 // Written 2026-11-29, not yet run on a GPU.
 #include "kernels/mega/launch.hpp"
 #include "kernels/mega/mega_kernel.cuh"
@@ -18,7 +18,9 @@ void launch_entry(const plan::MegaPlan& plan, const MegaParams& params, const Me
   SYMMOE_CHECK(smem_bytes == plan.smem_bytes && s.num_stages == plan.num_stages, "mega", "kernel ", s.block_m, "x",
                s.block_n, " needs ", smem_bytes, " B of shared memory with ", s.num_stages, " stages, the plan says ",
                plan.smem_bytes, " B with ", plan.num_stages);
-  auto* kernel = mega_moe_kernel<s.block_m, s.block_n, s.num_stages>;
+  // The traced instantiation only for traced calls (trace.cuh).
+  auto* kernel = params.trace ? mega_moe_kernel<s.block_m, s.block_n, s.num_stages, true>
+                              : mega_moe_kernel<s.block_m, s.block_n, s.num_stages, false>;
   SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   kernel<<<num_ctas, kNumThreads, smem_bytes, stream>>>(params, m);
   SYMMOE_CUDA_CHECK_LAUNCH("mega_moe_kernel");

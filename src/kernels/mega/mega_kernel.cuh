@@ -38,13 +38,14 @@ constexpr int kNumDispatchWarps = 3;
 constexpr int kAmaxExchangeBarrier = 1;  // named barrier of the split-N L1 amax exchange (epilogue_swiglu.cuh)
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
+template <bool kTrace>
 __device__ __forceinline__ void finish_call(const MegaParams& p) {
   const layout::MegaDims& d = p.ws.dims();
   const int R = d.num_ranks, El = d.num_local_experts();
   const layout::SyncArea area = p.ws.get_sync_area();
   // ---- 3. clear this call's counters, then every rank's rows are in its combine buffer ----
   comm::grid_sync(area.grid_sync_counter(), p.ctx);
-  if (threadIdx.x == 0) trace_stamp(p, kTraceGridSynced);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceGridSynced);
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < R * El; i += kNumThreads) *p.ws.get_expert_recv_count(i / El, i % El) = 0;
   for (uint64_t b = uint64_t(blockIdx.x) * kNumThreads + threadIdx.x; b < p.ws.num_pool_blocks();
@@ -53,17 +54,17 @@ __device__ __forceinline__ void finish_call(const MegaParams& p) {
     *p.ws.get_l2_arrival_mask(b) = 0;
   }
   comm::rank_barrier(p.sym, area, p.ctx);
-  if (threadIdx.x == 0) trace_stamp(p, kTraceCombineStart);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCombineStart);
   // ---- 4. combine ----
   combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
                  threadIdx.x % 32);
-  if (p.trace) {
+  if constexpr (kTrace) {
     __syncthreads();
-    if (threadIdx.x == 0) trace_stamp(p, kTraceEnd);
+    if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceEnd);
   }
 }
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
 __global__ void __launch_bounds__(kNumThreads, 1)
     mega_moe_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMaps maps) {
   using namespace gemm::kernel;
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   const layout::SyncArea area = p.ws.get_sync_area();
 
   if (threadIdx.x == 0) {
-    trace_stamp(p, kTraceStart);
+    trace_stamp<kTrace>(p, kTraceStart);
     ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
     ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
     for (int s = 0; s < kNumStages; ++s) {
@@ -94,10 +95,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 
   // ---- 1. count + publish, then every rank's lists are complete ----
   count_and_publish(p, blockIdx.x * kNumThreads + threadIdx.x, gridDim.x * kNumThreads);
-  if (threadIdx.x == 0) trace_stamp(p, kTracePublished);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTracePublished);
   const bool counted = comm::rank_barrier(p.sym, area, p.ctx);
   load_expert_counts<BLOCK_M, BLOCK_N>(p, counts, counted);
-  if (threadIdx.x == 0) trace_stamp(p, kTraceCounted);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCounted);
   if (blockIdx.x == 0 && p.recv_counts != nullptr)
     for (int e = threadIdx.x; e < El; e += kNumThreads) p.recv_counts[e] = counts.num_rows[e];
 
@@ -108,12 +109,12 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     if (warp == 8) {
       if (lane == 0) {
         Scheduler sched(p, counts, blockIdx.x);
-        run_mega_producer<BLOCK_M, BLOCK_N, kNumStages>(p, smem, maps, sched);
-        trace_stamp(p, kTraceProducerDone);
+        run_mega_producer<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched);
+        trace_stamp<kTrace>(p, kTraceProducerDone);
       }
     } else {
       pull_rows<BLOCK_M>(p, counts, blockIdx.x * kNumDispatchWarps + (warp - 9), gridDim.x * kNumDispatchWarps, lane);
-      if (lane == 0) trace_max_stamp(p, kTracePullDone);
+      if (lane == 0) trace_max_stamp<kTrace>(p, kTracePullDone);
     }
     __syncwarp();
     ptx::setmaxnreg_inc<kCommonRegisters>();
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         epilogue_l2_writeback(p, t.tile, slice, acc, staging);
       }
     }
-    if (threadIdx.x == 0) trace_stamp(p, kTraceMathDone);
+    if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
     // Every write-back to a peer complete and ordered before rank_barrier #2's release.
     staging.drain();
     ptx::fence_proxy_async_global();
@@ -147,7 +148,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     ptx::setmaxnreg_dec<kCommonRegisters>();
   }
 
-  finish_call(p);
+  finish_call<kTrace>(p);
 }
 
 }  // namespace symmoe::mega::kernel

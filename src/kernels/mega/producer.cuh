@@ -43,7 +43,7 @@ __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const Mega
   ptx::fence_proxy_async_global();  // the rows were written by the generic proxy; TMA reads through the async one
 }
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
 __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
                                                   const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
                                                   const MegaTensorMaps& maps,
@@ -56,11 +56,14 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
     // NOTES: streaming the tile's weights into the L2 cache (cp.async.bulk.prefetch) while the rows are not there
     // yet measured 3-8% SLOWER at Flash 1/8/128 tokens (x2, 2026-11-30, same binary, SYMMOE_MEGA_PREFETCH 0 vs 2):
     // removed.
-    const uint64_t wait_start = p.trace ? ptx::globaltimer_ns() : 0;
+    const uint64_t wait_start = kTrace ? ptx::globaltimer_ns() : 0;
     wait_tile_inputs(p, t);
-    if (p.trace) {
-      trace_add(p, kTraceProducerWaitNs, ptx::globaltimer_ns() - wait_start);
-      trace_add(p, kTraceNumTiles, 1);
+    if constexpr (kTrace) {
+      const uint64_t ready = ptx::globaltimer_ns();
+      trace_add(p, kTraceProducerWaitNs, ready - wait_start);
+      const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
+      trace_tile(p, slot, kTileWaitStart, wait_start), trace_tile(p, slot, kTileInputsReady, ready);
+      trace_tile(p, slot, kTileIsL2, t.l2 ? 1 : 0);
     }
     const CUtensorMap* phase_maps = t.l2 ? &maps.l2_a : &maps.l1_a;  // A, A scales, B
     const int n = t.l2 ? d.hidden : 2 * d.intermediate;
@@ -76,6 +79,7 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
       ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
       pipe.advance();
     }
+    if constexpr (kTrace) trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileLoadsIssued, ptx::globaltimer_ns());
   }
 }
 

@@ -1,4 +1,6 @@
-// Trace stamps of the fused kernel (symmoe/mega_trace.hpp): no-ops unless MegaParams::trace is set.
+// Trace stamps of the fused kernel (symmoe/mega_trace.hpp). The kernel is instantiated with kTrace true only for
+// traced calls (MegaParams::trace set), so the timed kernels carry no trace code (it cost the 40-56-register
+// producer thread spills).
 #pragma once
 
 #include "kernels/mega/params.hpp"
@@ -6,15 +8,26 @@
 
 namespace symmoe::mega::kernel {
 
-// Trace stamp of this CTA (no-op when tracing is off).
+// Trace stamp of this CTA.
+template <bool kTrace>
 __device__ __forceinline__ void trace_stamp(const MegaParams& p, TracePoint point) {
-  if (p.trace) p.trace[blockIdx.x * kNumTracePoints + point] = ptx::globaltimer_ns();
+  if constexpr (kTrace) p.trace[blockIdx.x * kTraceWordsPerCta + point] = ptx::globaltimer_ns();
 }
+template <bool kTrace>
 __device__ __forceinline__ void trace_max_stamp(const MegaParams& p, TracePoint point) {
-  if (p.trace) atomicMax(p.trace + blockIdx.x * kNumTracePoints + point, ptx::globaltimer_ns());
+  if constexpr (kTrace) atomicMax(p.trace + blockIdx.x * kTraceWordsPerCta + point, ptx::globaltimer_ns());
 }
-__device__ __forceinline__ void trace_add(const MegaParams& p, TracePoint point, unsigned long long v) {
-  if (p.trace) atomicAdd(p.trace + blockIdx.x * kNumTracePoints + point, v);
+// The rest: only inside `if constexpr (kTrace)`. Returns the previous value.
+__device__ __forceinline__ unsigned long long trace_add(const MegaParams& p, TracePoint point, unsigned long long v) {
+  return atomicAdd(p.trace + blockIdx.x * kTraceWordsPerCta + point, v);
+}
+__device__ __forceinline__ unsigned long long trace_read(const MegaParams& p, TracePoint point) {
+  return p.trace[blockIdx.x * kTraceWordsPerCta + point];
+}
+// Word w of this CTA's tile record `slot` (slots past kTraceTileSlots are dropped).
+__device__ __forceinline__ void trace_tile(const MegaParams& p, unsigned long long slot, TraceTileWord w,
+                                           unsigned long long v) {
+  if (slot < kTraceTileSlots) p.trace[blockIdx.x * kTraceWordsPerCta + kNumTracePoints + slot * kTraceTileWords + w] = v;
 }
 
 }  // namespace symmoe::mega::kernel
