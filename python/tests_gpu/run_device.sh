@@ -21,7 +21,8 @@
 # 2026-11-30, nvidia-h200-x2: 172 s in all (build 31 s), every step passed; the header came from torch's NCCL wheel.
 # Logs: $OUT/device.log (every step), $OUT/build.log, $OUT/results/*.jsonl. Bounds (seconds): SYMMOE_BUILD_TIMEOUT
 # (build, default 300), SYMMOE_STEP_TIMEOUT (each other step, 150), SYMMOE_DEADLINE (no step starts after that many
-# seconds from the start, so the tables still print inside the caller's limit; default none).
+# seconds from the start, so the tables still print inside the caller's limit; default none). SYMMOE_PY_STEPS="example
+# ex-fp8" runs only the named steps (after the build).
 set -uo pipefail
 cli=${1:-.dev/py3/symmoe}
 carried_include=${2:-.dev/py3/include}
@@ -45,6 +46,10 @@ step() {
   shift
   local s rc
   s=$(date +%s)
+  if [ -n "${SYMMOE_PY_STEPS:-}" ] && ! echo " $SYMMOE_PY_STEPS " | grep -q " $name "; then
+    summary+=("$(printf '%-9s skipped: not in SYMMOE_PY_STEPS' "$name")")
+    return 0
+  fi
   if [ "$deadline" -gt 0 ] && [ $((s - t0)) -ge "$deadline" ]; then
     summary+=("$(printf '%-9s skipped: deadline of %ss reached' "$name" "$deadline")")
     return 0
