@@ -176,6 +176,31 @@ TEST(Plan, BlockMLadder) {
     }
 }
 
+// MegaMoe::forward plans each call for its own token count: the workspace (layout, pool) must be the T_max plan's
+// whatever the call, BLOCK_M must not grow as the batch shrinks, the wave target follows the formula, and a call
+// above T_max is refused.
+TEST(Plan, MegaPlanPerCallSharesTheWorkspace) {
+  test::for_each_deployment([&](const std::string&, const MoeShape& s) {
+    SCOPED_TRACE(s.to_string());
+    const plan::MegaPlan full = plan::plan_mega_moe(s, 132, kNoOverrides);
+    ASSERT_EQ(full.num_tokens, s.num_max_tokens_per_rank);
+    int previous_block_m = full.block_m;
+    for (int t = s.num_max_tokens_per_rank; t >= 1; t /= 4) {
+      const plan::MegaPlan call = plan::plan_mega_moe(s, 132, t, kNoOverrides);
+      ASSERT_NO_THROW(call.validate());
+      ASSERT_EQ(call.num_tokens, t);
+      ASSERT_EQ(call.workspace_bytes, full.workspace_bytes) << call.to_string();
+      ASSERT_EQ(call.pool_rows, full.pool_rows) << call.to_string();
+      ASSERT_LE(call.block_m, previous_block_m) << call.to_string();
+      ASSERT_EQ(call.wave_l1_tiles, call.num_experts_per_wave * call.l1_blocks_per_expert) << call.to_string();
+      ASSERT_EQ(call.data_registers, plan::mega_data_registers(call.block_m));
+      ASSERT_EQ(call.math_registers, plan::mega_math_registers(call.block_m));
+      previous_block_m = call.block_m;
+    }
+    EXPECT_THROW(plan::plan_mega_moe(s, 132, s.num_max_tokens_per_rank + 1, kNoOverrides), Error);
+  });
+}
+
 TEST(Plan, EpSmsScaleWithTokens) {
   EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 1), layout::TokenDtype::kFp8E4m3, 132, kNoOverrides).dispatch_sms, 1);
   EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 8192), layout::TokenDtype::kFp8E4m3, 132, kNoOverrides).dispatch_sms,
