@@ -1,5 +1,4 @@
 // MegaMoe host side: plans, workspace, TMA descriptors, input copy-in and the launch (include/symmoe/mega_moe.hpp).
-// Written 2026-11-29, not yet run on a GPU.
 #include "symmoe/mega_moe.hpp"
 
 #include <algorithm>

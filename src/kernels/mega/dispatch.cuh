@@ -17,7 +17,6 @@
 // device data); a duplicated expert within one token is harmless unless a list overflows T_max entries, which
 // load_expert_counts clamps (and the pool is clamped to its rows), so bad input can give wrong rows, never
 // out-of-bounds writes.
-// Written 2026-11-29, not yet run on a GPU.
 #pragma once
 
 #include "kernels/comm/packed_counter.cuh"

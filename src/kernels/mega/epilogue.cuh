@@ -6,7 +6,6 @@
 // NOTES: signal_l1_tile_done drains the warps' bulk stores before the release (the L2 producer of any SM may read
 // the rows right after): this serialises the L1 stores with the next tile's mainloop, the cost of the simple
 // protocol (a later version can defer the signal by one tile).
-// Written 2026-11-29, not yet run on a GPU.
 #pragma once
 
 #include <cuda_bf16.h>

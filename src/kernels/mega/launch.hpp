@@ -1,5 +1,4 @@
 // Host-visible entry into the fused MoE kernel: one launcher over the compiled shapes (plan::kMegaKernels).
-// Written 2026-11-29, not yet run on a GPU.
 #pragma once
 
 #include <cuda.h>

@@ -1,5 +1,4 @@
 // Compiled fused MoE kernels: exactly the entries of plan::kMegaKernels, each timed and traced (four instantiations).
-// Written 2026-11-29, not yet run on a GPU.
 #include "kernels/mega/launch.hpp"
 #include "kernels/mega/mega_kernel.cuh"
 #include "symmoe/cuda_check.hpp"

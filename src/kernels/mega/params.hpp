@@ -1,5 +1,4 @@
 // Kernel-side parameters of the fused MoE kernel (MegaMoE), filled by the host (src/mega/mega_moe.cpp).
-// Written 2026-11-29, not yet run on a GPU.
 #pragma once
 
 #include <cuda.h>
