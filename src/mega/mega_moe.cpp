@@ -24,6 +24,14 @@ struct MegaMoe::Impl {
     int32_t* recv_counts = nullptr;    // [El] (options.count_received)
     bool weights_bound = false;        // bind_weights() ran (forward() requires it)
   };
+  // Rank i of this process (Communicator::local_ranks() order), checked.
+  Rank& at(size_t i) {
+    SYMMOE_CHECK(i < ranks.size(), "mega", "local index ", i, " >= ", ranks.size(), " local ranks");
+    return ranks[i];
+  }
+  // Words of a rank's trace buffer ([num_sms][kTraceWordsPerCta]).
+  static size_t trace_words(const Rank& r) { return size_t(r.plan.num_sms) * mega::kTraceWordsPerCta; }
+
   Communicator* comm = nullptr;
   plan::PlanOverrides overrides;  // read once (SYMMOE_* knobs), applied to every call's plan
   SymmetricBuffer buffer;
@@ -120,7 +128,7 @@ void MegaMoe::set_trace(bool on) {
   for (auto& r : impl_->ranks) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
     if (on && !r.trace)
-      SYMMOE_CUDA_CHECK(cudaMalloc(&r.trace, size_t(r.plan.num_sms) * mega::kTraceWordsPerCta * 8));
+      SYMMOE_CUDA_CHECK(cudaMalloc(&r.trace, Impl::trace_words(r) * 8));
     if (!on && r.trace) {
       SYMMOE_CUDA_CHECK(cudaFree(r.trace));
       r.trace = nullptr;
@@ -129,18 +137,16 @@ void MegaMoe::set_trace(bool on) {
 }
 
 std::vector<unsigned long long> MegaMoe::trace(size_t i) const {
-  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
-  const Impl::Rank& r = impl_->ranks[i];
+  const Impl::Rank& r = impl_->at(i);
   SYMMOE_CHECK(r.trace != nullptr, "mega", "trace(): tracing is off (set_trace(true) before forward)");
-  std::vector<unsigned long long> host(size_t(r.plan.num_sms) * mega::kTraceWordsPerCta);
+  std::vector<unsigned long long> host(Impl::trace_words(r));
   SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
   SYMMOE_CUDA_CHECK(cudaMemcpy(host.data(), r.trace, host.size() * 8, cudaMemcpyDeviceToHost));
   return host;
 }
 
 const plan::MegaPlan& MegaMoe::plan_for_tokens(size_t i, int num_tokens) {
-  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
-  Impl::Rank& r = impl_->ranks[i];
+  Impl::Rank& r = impl_->at(i);
   auto it = r.call_plans.find(num_tokens);
   if (it == r.call_plans.end())
     it = r.call_plans.emplace(num_tokens, plan::plan_mega_moe(shape_, r.plan.num_sms, num_tokens, impl_->overrides))
@@ -149,13 +155,11 @@ const plan::MegaPlan& MegaMoe::plan_for_tokens(size_t i, int num_tokens) {
 }
 
 const plan::MegaPlan& MegaMoe::plan(size_t i) const {
-  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
-  return impl_->ranks[i].plan;
+  return impl_->at(i).plan;
 }
 
 MegaInputView MegaMoe::input(size_t i) const {
-  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
-  const layout::MegaLayout& ws = impl_->ranks[i].ws;
+  const layout::MegaLayout& ws = impl_->at(i).ws;
   MegaInputView v;
   v.x = ws.get_x(0), v.x_scales = ws.get_x_scales(0), v.x_scales_stride = int(ws.x_scales_stride() / 4);
   v.topk_idx = ws.get_topk_idx(0), v.topk_weights = ws.get_topk_weights(0);
@@ -163,8 +167,7 @@ MegaInputView MegaMoe::input(size_t i) const {
 }
 
 const int32_t* MegaMoe::received_counts(size_t i) const {
-  SYMMOE_CHECK(i < impl_->ranks.size(), "mega", "local index ", i, " >= ", impl_->ranks.size(), " local ranks");
-  return impl_->ranks[i].recv_counts;
+  return impl_->at(i).recv_counts;
 }
 
 void MegaMoe::synchronize() { impl_->comm->synchronize(); }
@@ -214,7 +217,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.recv_counts = r.recv_counts;
     p.trace = r.trace;
     if (r.trace)
-      SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, size_t(r.plan.num_sms) * mega::kTraceWordsPerCta * 8, stream));
+      SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, Impl::trace_words(r) * 8, stream));
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;

@@ -35,7 +35,7 @@ struct MegaParams {
   float clamp = 0.f;               // SwiGLU clamp (<= 0: off)
   uint16_t* y = nullptr;           // bf16 [T, H]
   int32_t* recv_counts = nullptr;  // optional [El]: (token, expert) pairs received per local expert this call
-  unsigned long long* trace = nullptr;  // optional [gridDim.x][kNumTracePoints] (symmoe/mega_trace.hpp), zeroed
+  unsigned long long* trace = nullptr;  // optional [gridDim.x][kTraceWordsPerCta] (symmoe/mega_trace.hpp), zeroed
   // The GEMM core's parameters of the two phases (only what math.cuh and epilogue_swiglu.cuh read), filled by
   // make_phase_params. NOTES: kept in the kernel's parameter space (__grid_constant__) rather than built in
   // registers: two copies live across the math loop cost ~50 registers and spilled.
