@@ -10,7 +10,9 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -161,6 +163,44 @@ std::vector<double> interleaved_median_us(cudaStream_t stream, const std::vector
   return medians;
 }
 
+// UTC wall time "HH:MM:SS.mmm" (to line solo phases up with an nvidia-smi log).
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+// Runs fn back to back, alone on the GPU, for about `ms` milliseconds; returns the mean time per call (us).
+// NOTES: why: round-robin timing shares one clock between ours and cuBLASLt; run alone, each settles at its own
+// clock under the power cap, which an nvidia-smi log over the printed UTC window shows (clock, watts per TFLOPS).
+double solo_mean_us(cudaStream_t stream, const std::function<void()>& fn, double ms, std::string& begin_utc,
+                    std::string& end_utc) {
+  cudaEvent_t start, stop;
+  SYMMOE_CUDA_CHECK(cudaEventCreate(&start));
+  SYMMOE_CUDA_CHECK(cudaEventCreate(&stop));
+  SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  begin_utc = utc_now();
+  SYMMOE_CUDA_CHECK(cudaEventRecord(start, stream));
+  int calls = 0;
+  float elapsed = 0.f;
+  while (elapsed < ms) {
+    for (int i = 0; i < 10; ++i) fn();
+    calls += 10;
+    SYMMOE_CUDA_CHECK(cudaEventRecord(stop, stream));
+    SYMMOE_CUDA_CHECK(cudaEventSynchronize(stop));
+    SYMMOE_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+  }
+  end_utc = utc_now();
+  SYMMOE_CUDA_CHECK(cudaEventDestroy(start));
+  SYMMOE_CUDA_CHECK(cudaEventDestroy(stop));
+  return elapsed * 1000.0 / calls;
+}
+
 struct Case {
   std::string name, op;  // op: contiguous | masked | l1
   int experts, tokens, n, k;
@@ -189,11 +229,15 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
     else if (key == "block_n") v.opt.block_n = value;
     else if (key == "block_m") v.opt.block_m = value;
     else if (key == "unordered") v.opt.ordered_issue = false;
+    else if (key == "tile_buffer") v.opt.tile_buffer = 1;
+    else if (key == "no_tile_buffer") v.opt.tile_buffer = -1;
     else if (key == "direct") v.opt.direct_store = true;
     else if (key == "no_promotion") v.opt.skip_promotion = true;  // timing only: wrong results
     else if (key == "no_epilogue") v.opt.skip_epilogue = true;    // timing only: nothing stored
+    else if (key == "no_store") v.opt.skip_store = true;          // timing only: tile buffer without its stores
     else SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                     "' (cluster=N, block_n=N, block_m=N, unordered, direct, no_promotion, no_epilogue)");
+                     "' (cluster=N, block_n=N, block_m=N, unordered, tile_buffer, no_tile_buffer, direct, ",
+                     "no_promotion, no_epilogue, no_store)");
     pos = end + 1;
   }
   return v;
@@ -211,10 +255,14 @@ int run_gemm_bench(int argc, char** argv) {
       .option("block-m", "0", "force BLOCK_M 64 or 128 (0: planner)")
       .option("block-n", "0", "force BLOCK_N 128 or 256 (0: planner)")
       .option("cluster", "0", "force cluster size 1 or 2 (0: planner)")
+      .option("tile-buffer", "0", "1: whole-slice epilogue buffer kernel, -1: not, 0: planner")
+      .option("solo-ms", "0", "then run ours and cuBLASLt each alone for this many ms (UTC window printed, for "
+                              "an nvidia-smi clock/power log)")
       .flag("unordered", "math warpgroups issue WGMMA without taking turns (comparison)")
       .flag("direct-store", "epilogue stores from registers instead of staged bulk stores (comparison)")
       .option("alt", "", "';'-separated variants timed in the same run, e.g. 'cluster=1;direct' (items: cluster=N, "
-                         "block_n=N, block_m=N, unordered, direct, no_promotion, no_epilogue (these two timing only)); columns alt/ours = variant time / ours")
+                         "block_n=N, block_m=N, unordered, tile_buffer, no_tile_buffer, direct, no_promotion, "
+                         "no_epilogue, no_store (these three timing only)); columns alt/ours = variant time / ours")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
@@ -257,6 +305,7 @@ int run_gemm_bench(int argc, char** argv) {
     gemm::LaunchOptions base;
     base.block_m = args.integer("block-m"), base.block_n = args.integer("block-n");
     base.cluster_m = args.integer("cluster"), base.ordered_issue = !args.has("unordered");
+    base.tile_buffer = args.integer("tile-buffer");
     base.direct_store = args.has("direct-store");
     const std::string list = args.str("alt");
     for (size_t pos = 0; pos < list.size();) {
@@ -307,6 +356,7 @@ int run_gemm_bench(int argc, char** argv) {
     opt.block_n = args.integer("block-n");
     opt.ordered_issue = !args.has("unordered");
     opt.cluster_m = args.integer("cluster");
+    opt.tile_buffer = args.integer("tile-buffer");
     opt.direct_store = args.has("direct-store");
     for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
     const std::string config = gemm::describe_launch(in, swiglu, opt);
@@ -358,6 +408,18 @@ int run_gemm_bench(int argc, char** argv) {
         .add("baseline_tflops", lt_tflops).add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
         .add("kernel", config).add("variant", args.str("variant")).add("direct_store", opt.direct_store ? 1 : 0)
         .add("act_scale", double(c.act_scale));
+    const double solo_ms = args.real("solo-ms");
+    if (solo_ms > 0) {  // each timed function alone in turn: ours, the --alt variants, cuBLASLt
+      for (size_t f = 0; f < timed.size(); ++f) {
+        const std::string who = f == 0 ? "ours" : f <= alts.size() ? "alt" + std::to_string(f - 1) : "baseline";
+        std::string begin, end;
+        const double us = solo_mean_us(stream, timed[f], solo_ms, begin, end);
+        std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), who.c_str(),
+                    f >= 1 && f <= alts.size() ? (" " + alts[f - 1].spec).c_str() : "", us, flops / us * 1e-6,
+                    begin.c_str(), end.c_str());
+        line.add("solo_" + who + "_time_us", us).add("solo_" + who + "_utc", begin + "-" + end);
+      }
+    }
     for (size_t i = 0; i < alts.size(); ++i)
       line.add("alt" + std::to_string(i), alts[i].spec).add("alt" + std::to_string(i) + "_time_us", t_alt[i])
           .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(in, swiglu, alts[i].opt));

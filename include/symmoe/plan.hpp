@@ -67,11 +67,17 @@ const char* gemm_epilogue_name(GemmEpilogue e);
 //   128 x 128: the warpgroups split the token rows (64 x 128 each)
 //    64 x 256: they split the channels (64 x 128 each)
 //   128 x 256: they split the token rows (64 x 256 each, two m64n128 WGMMA passes sharing one partial accumulator)
-// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes). Swap-A/B (tokens on WGMMA N) is not
-// compiled yet, so it is not a candidate.
+//    32 x 128 swap-A/B: tokens on WGMMA N (m64n32k32, weights on M); the warpgroups split the 128 weight rows
+//              (64 each); only where pinned (block_m 32), the planner's ladder does not pick it (gemm_plan.cpp)
+// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes).
+// tile_buffer: the epilogue stages the warp's whole slice (16 rows x block_n bf16) in shared memory and bulk-stores
+// it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
+// for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
+  bool tile_buffer = false;
+  bool swap_ab = false;  // block_m = tokens on WGMMA N (kernels/gemm/grouped_gemm_swap_ab.cuh)
 };
 inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 128, 6, 1, GemmEpilogue::kBf16},       {128, 128, 6, 2, GemmEpilogue::kBf16},
@@ -79,6 +85,7 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 256, 4, 1, GemmEpilogue::kBf16},       {128, 256, 4, 2, GemmEpilogue::kBf16},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},   {64, 256, 5, 2, GemmEpilogue::kSwigluFp8},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},  {128, 256, 4, 2, GemmEpilogue::kSwigluFp8},
+    {128, 256, 3, 1, GemmEpilogue::kBf16, true},  {32, 128, 10, 1, GemmEpilogue::kBf16, false, true},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -87,16 +94,23 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //   per stage: A tile block_m x 128 B + B tile block_n x 128 B + A scales (block_m + 4 fp32, TMA box padded to
 //              128 B) + full/empty mbarriers (16 B)
 //   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
-//              16 B pad against bank conflicts) + 1 KiB to align the base to 1024 B (128B swizzle)
+//              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
+//              whole bf16 slice) + 1 KiB to align the base to 1024 B (128B swizzle)
 constexpr int kGemmSfaBoxPad = 4;
 constexpr int gemm_stage_smem_bytes(int block_m, int block_n) {
   return block_m * 128 + block_n * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16;
 }
 constexpr int kGemmStagingRowBytes = 144;
 constexpr int kGemmStagingBytes = 8 * 16 * kGemmStagingRowBytes;
-constexpr int gemm_fixed_smem_bytes() { return 2 * 2 * 64 * 4 + kGemmStagingBytes + 1024; }
-constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages) {
-  return gemm_fixed_smem_bytes() + num_stages * gemm_stage_smem_bytes(block_m, block_n);
+constexpr int gemm_tile_buffer_row_bytes(int block_n) { return 2 * block_n + 16; }
+constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
+  return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
+}
+constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false) {
+  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + 1024;
+}
+constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false) {
+  return gemm_fixed_smem_bytes(block_n, tile_buffer) + num_stages * gemm_stage_smem_bytes(block_m, block_n);
 }
 
 struct GemmPlan {
@@ -105,7 +119,7 @@ struct GemmPlan {
   int n = 0, k = 0, num_experts = 0;
   GemmEpilogue epilogue = GemmEpilogue::kBf16;
   // Tiles: one entry of kGemmKernels. block_m counts tokens, block_n output channels (weight rows).
-  bool swap_ab = false;  // tokens on WGMMA N (decode); no such kernel is compiled yet, so always false
+  bool swap_ab = false;  // tokens on WGMMA N (GemmKernelShape::swap_ab): wg_tile_m counts weights, wg_tile_n tokens
   int block_m = 0, block_n = 0, block_k = hopper::kBlockK;
   // Accumulator tile of one math warpgroup, in WGMMA terms (M = rows of the A operand, N = columns), and whether
   // the two warpgroups split the block's output channels (64 x 256 tiles) or its token rows (128-row tiles).
@@ -113,6 +127,7 @@ struct GemmPlan {
   bool wg_split_channels = false;
   int num_math_warpgroups = 2;
   int cluster_size = 1;  // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
+  bool tile_buffer = false;  // GemmKernelShape::tile_buffer
   // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA thread active) + the math warpgroups.
   int producer_registers = 40, math_registers = 232;
   int math_registers_needed = 0;  // estimate (see math_registers_estimate); ptxas -v is the final word
@@ -133,6 +148,7 @@ struct GemmPlan {
 // block_m here wins over SYMMOE_BLOCK_M.
 struct GemmPins {
   int block_m = 0, block_n = 0, cluster_size = 0;
+  int tile_buffer = 0;  // 1: a tile_buffer kernel, -1: not one, 0: planner's choice
 };
 
 // Picks one of kGemmKernels: BLOCK_M from the ladder over the compiled block_m values (the smallest holding

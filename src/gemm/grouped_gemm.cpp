@@ -36,12 +36,14 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
   }
   plan::GemmPins pins;
   pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.cluster_size = opt.cluster_m;
+  pins.tile_buffer = opt.tile_buffer;
   Launch launch;
   launch.plan = plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
                                         swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16,
                                         plan::PlanOverrides::from_env(), pins);
   const plan::GemmPlan& p = launch.plan;
-  launch.kernel = plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue};
+  launch.kernel =
+      plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue, p.tile_buffer, p.swap_ab};
   launch.num_ctas = p.num_sms;
   return launch;
 }
@@ -110,6 +112,7 @@ static void set_comparison_options(kernel::GemmParams& params, const LaunchOptio
   params.direct_store = opt.direct_store;
   params.skip_promotion = opt.skip_promotion;
   params.skip_epilogue = opt.skip_epilogue;
+  params.skip_store = opt.skip_store;
 }
 
 void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t stream, const LaunchOptions& opt) {

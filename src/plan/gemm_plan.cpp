@@ -13,16 +13,23 @@ namespace {
 // shape, as this model predicts).
 constexpr int kTileOverheadColumns = 32;
 
+// NOTES: a tile_buffer kernel (plan.hpp) is the planner's choice where one matches, on a tie with the same tile.
+// Measured (H200, x2 GPU 0, 2026-11-30, bench gemm round-robin, two device calls): 128 x 256 bf16, 3 stages + tile
+// buffer is faster than 4 stages + slab staging by 1.02-1.07x (l1 1.02, l2 1.05, e128 1.04, flash_l2 1.07, dense
+// 1.01 / 1.04); with the stores skipped both take the same time (0.998-1.001x): the lost stage costs nothing.
+constexpr bool kPreferTileBuffer = true;
+
+// tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer.
 bool kernel_matches(const GemmKernelShape& kernel, GemmEpilogue epilogue, int block_m, int block_n, int cluster,
-                    int stages) {
+                    int stages, int tile_buffer = 0) {
   return kernel.epilogue == epilogue && (!block_m || kernel.block_m == block_m) &&
          (!block_n || kernel.block_n == block_n) && (!cluster || kernel.cluster_size == cluster) &&
-         (!stages || kernel.num_stages == stages);
+         (!stages || kernel.num_stages == stages) && (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0));
 }
 
-bool any_kernel(GemmEpilogue epilogue, int block_m, int block_n, int cluster, int stages) {
+bool any_kernel(GemmEpilogue epilogue, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0) {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (kernel_matches(kernel, epilogue, block_m, block_n, cluster, stages)) return true;
+    if (kernel_matches(kernel, epilogue, block_m, block_n, cluster, stages, tile_buffer)) return true;
   return false;
 }
 
@@ -30,7 +37,8 @@ std::string compiled_list(GemmEpilogue epilogue) {
   std::ostringstream os;
   for (const GemmKernelShape& kernel : kGemmKernels)
     if (kernel.epilogue == epilogue)
-      os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size;
+      os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size
+         << (kernel.tile_buffer ? "/tb" : "") << (kernel.swap_ab ? "/swap" : "");
   return os.str();
 }
 
@@ -42,22 +50,24 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   GemmPlan p;
   p.m_per_expert_expected = m_expected;
   p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue;
-  p.swap_ab = false;
+  p.swap_ab = kernel.swap_ab;
   p.block_m = kernel.block_m, p.block_n = kernel.block_n;
-  p.wg_split_channels = kernel.block_m == hopper::kWgmmaM;
+  // Swap-A/B: the warpgroups split the weight rows (WGMMA M = 64 each), all block_m tokens on WGMMA N.
+  p.wg_split_channels = kernel.swap_ab || kernel.block_m == hopper::kWgmmaM;
   p.wg_tile_m = hopper::kWgmmaM;
-  p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
+  p.wg_tile_n = kernel.swap_ab ? kernel.block_m : p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
   p.producer_registers = 40;
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
   p.math_registers_needed = math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
   p.cluster_size = kernel.cluster_size;
+  p.tile_buffer = kernel.tile_buffer;
   p.num_sms = num_sms / p.cluster_size * p.cluster_size;
   p.num_stages = kernel.num_stages;
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n);
-  p.smem_fixed = gemm_fixed_smem_bytes();
-  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages);
+  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer);
+  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer);
   p.num_tiles_expected =
       static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
@@ -94,14 +104,18 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
                "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
+  SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
+               "tile_buffer must be 1 (on), -1 (off) or 0 (planner's choice), got ", pins.tile_buffer);
 
-  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
+  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first. The swap-A/B kernel (block_m 32) only
+  // where pinned: it is no faster than 64 x 256 on masked decode (NOTES in kernels/gemm/grouped_gemm_swap_ab.cuh).
   int block_m = forced_block_m;
   if (!block_m) {
     int ladder[kNumGemmKernels];
     int num_ladder = 0;
     for (const int candidate : {64, 128})
-      if (any_kernel(epilogue, candidate, pins.block_n, pins.cluster_size, stages)) ladder[num_ladder++] = candidate;
+      if (any_kernel(epilogue, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer))
+        ladder[num_ladder++] = candidate;
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", gemm_epilogue_name(epilogue),
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(epilogue), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
@@ -118,15 +132,17 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   bool have_best = false;
   long long best_cost = 0;
   for (const GemmKernelShape& kernel : kGemmKernels) {
-    if (!kernel_matches(kernel, epilogue, block_m, pins.block_n, cluster, stages)) continue;
+    if (!kernel_matches(kernel, epilogue, block_m, pins.block_n, cluster, stages, pins.tile_buffer)) continue;
     GemmPlan p = make_plan(m_per_expert_expected, n, k, num_experts, num_sms, kernel);
     const long long cost = static_cast<long long>(p.num_waves_expected) * (p.block_n + kTileOverheadColumns);
-    if (!have_best || cost < best_cost || (cost == best_cost && p.block_n > best.block_n))
+    const bool same_tile_preferred = cost == best_cost && p.block_n == best.block_n &&
+                                     p.tile_buffer == kPreferTileBuffer && best.tile_buffer != kPreferTileBuffer;
+    if (!have_best || cost < best_cost || (cost == best_cost && p.block_n > best.block_n) || same_tile_preferred)
       best = p, have_best = true, best_cost = cost;
   }
   SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", gemm_epilogue_name(epilogue), " block_m=",
                block_m, " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages,
-               " (compiled:", compiled_list(epilogue), ")");
+               " tile_buffer=", pins.tile_buffer, " (compiled:", compiled_list(epilogue), ")");
   best.validate();
   return best;
 }
@@ -136,14 +152,18 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(block_k == hopper::kBlockK, "plan", "block_k must be 128 (one FP8 scale block), got ", block_k, where());
   bool compiled = false;
   for (const GemmKernelShape& kernel : kGemmKernels)
-    compiled = compiled || kernel_matches(kernel, epilogue, block_m, block_n, cluster_size, num_stages);
-  SYMMOE_CHECK(compiled && !swap_ab, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ",
+    compiled = compiled || kernel_matches(kernel, epilogue, block_m, block_n, cluster_size, num_stages,
+                                          tile_buffer ? 1 : -1);
+  SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ",
                cluster_size, " swap_ab=", swap_ab, " is not a compiled grouped-GEMM kernel (",
                gemm_epilogue_name(epilogue), ":", compiled_list(epilogue), ")", where());
+  SYMMOE_CHECK(swap_ab == detail::block_m_is_swap_ab(block_m), "plan", "swap_ab=", swap_ab, " with block_m ", block_m,
+               ": swap-A/B is the kernel for block_m <= ", detail::kMaxSwapBlockM, where());
   // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
   // accumulator (128 registers per thread) next to the 64-register partial accumulator.
-  const bool cover = wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
-                                       : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
+  const bool cover = swap_ab             ? (2 * wg_tile_m == block_n && wg_tile_n == block_m)
+                     : wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
+                                         : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
   SYMMOE_CHECK(cover && wg_tile_m == hopper::kWgmmaM && wg_tile_n % 8 == 0 && wg_tile_n >= 8 &&
                    wg_tile_n <= hopper::kMaxWgmmaN && num_math_warpgroups == 2,
                "plan", "the two math warpgroup tiles (", wg_tile_m, " x ", wg_tile_n,
@@ -161,7 +181,8 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(math_registers_needed <= math_registers, "plan", "math warpgroup tile needs ~", math_registers_needed,
                " registers per thread, only ", math_registers, " available", where());
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n) && smem_fixed == gemm_fixed_smem_bytes() &&
+  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n) &&
+                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer) &&
                    smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
                "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
                " or disagrees with gemm_smem_bytes", where());
@@ -176,7 +197,9 @@ void GemmPlan::validate() const {
 // Every compiled kernel fits shared memory (checked once here, at compile time).
 static_assert([] {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages) > hopper::kMaxSmemPerBlock) return false;
+    if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer) >
+        hopper::kMaxSmemPerBlock)
+      return false;
   return true;
 }(), "a compiled grouped-GEMM kernel does not fit 227 KiB of shared memory");
 
@@ -187,7 +210,8 @@ std::string GemmPlan::to_string() const {
      << (swap_ab ? "swap-A/B (tokens on WGMMA N)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
      << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
-     << " cluster=" << cluster_size << " | regs math " << math_registers << " (need ~" << math_registers_needed
+     << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << " | regs math " << math_registers
+     << " (need ~" << math_registers_needed
      << ") producer " << producer_registers << " threads=" << num_threads << " | stages=" << num_stages
      << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage << "/stage) | grid=" << num_sms
      << " tiles~" << num_tiles_expected << " waves~" << num_waves_expected;

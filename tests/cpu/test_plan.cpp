@@ -45,7 +45,7 @@ void check_gemm(const plan::GemmPlan& p) {
     compiled = compiled || (k.block_m == p.block_m && k.block_n == p.block_n && k.num_stages == p.num_stages &&
                             k.cluster_size == p.cluster_size && k.epilogue == p.epilogue);
   ASSERT_TRUE(compiled) << p.to_string();
-  ASSERT_EQ(p.smem_bytes, plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages)) << p.to_string();
+  ASSERT_EQ(p.smem_bytes, plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer)) << p.to_string();
   // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
   ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
   ASSERT_EQ(p.swap_ab, p.block_m <= 32);
@@ -269,9 +269,14 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 64);
   EXPECT_FALSE(m.swap_ab);
-  // No swap-A/B kernel is compiled (grouped GEMM or fused): 32 names no kernel.
+  // Swap-A/B is compiled for the bf16 grouped GEMM only (block_m 32, tokens on WGMMA N): 32 names no SwiGLU or
+  // fused kernel.
   o.block_m = 32;
-  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
+  const plan::GemmPlan swap = plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o);
+  EXPECT_TRUE(swap.swap_ab);
+  EXPECT_EQ(swap.block_n, 128);
+  EXPECT_EQ(swap.wg_tile_n, 32);  // the tokens are the WGMMA N of each warpgroup (64 weight rows)
+  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o); },
                "SYMMOE_BLOCK_M");
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
   o.block_m = 48;

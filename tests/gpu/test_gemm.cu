@@ -141,21 +141,26 @@ void concat_weights(const Problem& p, std::vector<uint8_t>& data, std::vector<fl
 struct Config {
   int block_m, block_n, cluster_m, num_sms;  // 0: planner's choice (num_sms 0: all SMs)
   bool direct_store = false;                 // epilogue stores from registers instead of staged bulk stores
+  int tile_buffer = 0;                       // 1: whole-slice epilogue buffer kernel, -1: not, 0: planner's choice
 };
 std::string name(const Config& c) {
   return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " cluster " + std::to_string(c.cluster_m) +
-         " sms " + std::to_string(c.num_sms) + (c.direct_store ? " direct-store" : "");
+         " sms " + std::to_string(c.num_sms) + (c.direct_store ? " direct-store" : "") +
+         (c.tile_buffer ? c.tile_buffer > 0 ? " tile-buffer" : " no-tile-buffer" : "");
 }
 gemm::LaunchOptions launch_options(const Config& c) {
   gemm::LaunchOptions opt;
   opt.block_m = c.block_m, opt.block_n = c.block_n, opt.cluster_m = c.cluster_m, opt.num_sms = c.num_sms;
   opt.direct_store = c.direct_store;
+  opt.tile_buffer = c.tile_buffer;
   return opt;
 }
 // Every compiled bf16 configuration, plus few-CTA runs (many tiles per CTA: the stage ring wraps across tiles).
 const std::vector<Config> kAllConfigs = {{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 256, 1, 0}, {64, 256, 2, 0},
                                          {128, 256, 1, 0}, {128, 256, 2, 0}, {128, 256, 2, 6}, {64, 256, 1, 5},
                                          {128, 128, 1, 3}, {128, 256, 2, 0, true}, {64, 256, 1, 5, true},
+                                         {128, 256, 1, 0, false, 1}, {128, 256, 1, 5, false, 1},
+                                         {128, 256, 1, 0, false, -1}, {32, 128, 1, 0}, {32, 128, 1, 5},
                                          {0, 0, 0, 0}};
 const std::vector<Config> kL1Configs = {{64, 256, 1, 0}, {64, 256, 2, 0}, {128, 256, 1, 0}, {128, 256, 2, 0},
                                         {64, 256, 2, 4}, {128, 256, 1, 3}, {128, 256, 2, 0, true},
@@ -230,7 +235,9 @@ TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
   // One hot expert, Zipf-like tail, an empty last expert; segments aligned to 64 only.
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {700, 150, 40, 9, 3, 1, 0}, 64, 256, 640,
                               fmt::ScaleFormat::kUe8m0, seed);
-  for (const auto& c : {Config{128, 256, 2, 0}, Config{64, 256, 1, 0}, Config{128, 128, 1, 3}}) check_bf16(p, c);
+  for (const auto& c : {Config{128, 256, 2, 0}, Config{64, 256, 1, 0}, Config{128, 128, 1, 3},
+                        Config{128, 256, 1, 3, false, 1}})
+    check_bf16(p, c);
 }
 
 TEST(GroupedGemm, MaskedOddAndEmptyExperts) {
@@ -262,7 +269,8 @@ TEST(GroupedGemm, MaskedOneTokenPerExpert) {
   std::printf("  seed %llu\n", (unsigned long long)seed);
   const auto p = make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 1, 0}, Config{64, 256, 2, 0}, Config{128, 256, 1, 7}}) check_bf16(p, c);
+  for (const auto& c : {Config{64, 256, 1, 0}, Config{64, 256, 2, 0}, Config{128, 256, 1, 7}, Config{32, 128, 1, 0}})
+    check_bf16(p, c);
 }
 
 TEST(GroupedGemm, MaskedDecodeSizes) {
@@ -270,7 +278,9 @@ TEST(GroupedGemm, MaskedDecodeSizes) {
   std::printf("  seed %llu\n", (unsigned long long)seed);
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 1, 0}, Config{64, 256, 2, 0}, Config{128, 128, 1, 0}}) check_bf16(p, c);
+  for (const auto& c : {Config{64, 256, 1, 0}, Config{64, 256, 2, 0}, Config{128, 128, 1, 0}, Config{32, 128, 1, 0},
+                        Config{32, 128, 1, 3}})
+    check_bf16(p, c);
 }
 
 // FP8 value of code q at scale s and its ulp (one step of the e4m3 grid at that magnitude).

@@ -19,9 +19,12 @@
 
 namespace symmoe::gemm::kernel {
 
-struct WarpStaging {
+// 16 staging rows of one warp, kRowBytes_ apart; WarpStaging is the 64-column slab form used by the epilogues here and
+// in the fused kernel, epilogue_tile_buffer.cuh uses wider rows (a whole 16 x BLOCK_N bf16 slice).
+template <int kRowBytes_>
+struct StagingRows {
   static constexpr int kRows = 16;
-  static constexpr int kRowBytes = plan::kGemmStagingRowBytes;
+  static constexpr int kRowBytes = kRowBytes_;
   uint8_t* rows;  // this warp's kRows staging rows
   int lane;
 
@@ -46,6 +49,8 @@ struct WarpStaging {
     __syncwarp();
   }
 };
+
+using WarpStaging = StagingRows<plan::kGemmStagingRowBytes>;
 
 // One 16 x 64 bf16 slab of the warp's WGMMA accumulator fragment (64-column half h, slab 0 or 1 of it) into its
 // staging rows, row r at row(r) (128 B), ready for publish(): the bf16 epilogues of the grouped GEMM and of the fused

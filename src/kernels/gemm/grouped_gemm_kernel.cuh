@@ -20,6 +20,7 @@
 
 #include "kernels/gemm/epilogue_bf16.cuh"
 #include "kernels/gemm/epilogue_swiglu.cuh"
+#include "kernels/gemm/epilogue_tile_buffer.cuh"
 #include "kernels/gemm/math.cuh"
 #include "kernels/gemm/producer.cuh"
 #include "kernels/gemm/scheduler.cuh"
@@ -32,11 +33,13 @@ constexpr int kNumThreads = 128 * (kNumMathWarpgroups + 1);
 constexpr int kMathRegisters = 232, kProducerRegisters = 40;
 constexpr int kEpilogueBarrier = 1;  // named barrier id of the two math warpgroups (256 threads)
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+// kTileBuffer: the bf16 epilogue stages the whole slice and returns to the mainloop at once (epilogue_tile_buffer.cuh).
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer>
 __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
                         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b) {
-  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  static_assert(!kTileBuffer || kEpilogue == EpilogueKind::kBf16, "the tile buffer is a bf16 epilogue");
+  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>;
   extern __shared__ uint8_t smem_raw[];
   // Align by offsetting the __shared__ array itself (not through an integer cast), so the compiler keeps the
   // shared address space: scale loads, amax exchange and staging stores compile to LDS/STS, not generic LD/ST.
@@ -65,21 +68,25 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   if (wg == kNumMathWarpgroups) {
     ptx::setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == kNumMathWarpgroups * 128)
-      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b, sched,
-                                                             cta_rank);
+      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kTileBuffer>(params, smem, &tmap_a, &tmap_sfa, &tmap_b,
+                                                                          sched, cta_rank);
   } else {
     ptx::setmaxnreg_inc<kMathRegisters>();
     const WarpgroupSlice<BLOCK_M, BLOCK_N> slice(wg);
     PipelineState<kNumStages> pipe;
     float acc[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc];
     if (params.ordered_issue && wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first
-    const WarpStaging staging = warp_staging(smem, wg, (threadIdx.x % 128) / 32, threadIdx.x % 32);
+    const StagingRows<Layout::kStagingRowBytes> staging{smem.staging(wg * 4 + (threadIdx.x % 128) / 32),
+                                                        int(threadIdx.x % 32)};
     Tile tile;
     for (int tile_count = 0; sched.next(tile); ++tile_count) {
-      math_mainloop<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue>(params, smem, tile, slice, wg, pipe, acc);
+      math_mainloop<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue, kTileBuffer>(params, smem, tile, slice, wg,
+                                                                                     pipe, acc);
       if (params.skip_epilogue) continue;  // timing only (GemmParams)
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc, staging);
+      else if constexpr (kTileBuffer)
+        epilogue_bf16_tile_buffer(params, tile, slice, acc, staging);
       else
         epilogue_bf16(params, tile, slice, acc, staging);
     }

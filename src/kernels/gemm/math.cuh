@@ -17,6 +17,12 @@
 // warpgroup whose 64 rows are all padding (an expert's last m-block with <= 64 rows): 0.99-1.00x on 128 experts x
 // 386 rows, i.e. one warpgroup alone takes as long per tile as two. Under this load the H200 runs at its 700 W cap
 // (nvidia-smi: 690 W, SM clock 1455-1770 MHz of 1980, throttle reason SW power cap).
+// NOTES: what the power cap leaves (H200, 2026-11-30, bench gemm --solo-ms, each kernel alone 1.5 s with an
+// nvidia-smi log, 691-693 W in every run): l1 ours 1005 TFLOPS at 1485 MHz (677 TFLOPS/GHz, 68% of the tensor peak
+// per cycle), without promotion 1160 at 1388 MHz (836/GHz), cuBLASLt 1035 at 1455 MHz (711/GHz); l2 ours 913 at 1530
+// (597/GHz), without promotion 1049 at 1455, without the bulk stores 1005 at 1500, cuBLASLt 879 at 1740 (505/GHz).
+// Removing work lowers the clock (more tensor work per second draws more power): the promotion costs ~15% of
+// cycles, not of power.
 // NOTES: issue order. Both warpgroups wake on the same full barrier; issuing their WGMMA batches at the same time
 // makes them finish together and then promote together, leaving the tensor cores idle. With ordered_issue they
 // take turns (named barriers kIssueBarrier0/1: warpgroup w waits for its turn, issues its batch, hands the turn
@@ -110,8 +116,9 @@ __device__ __forceinline__ void promote(const GemmParams& p, float* acc_half, co
 
 // Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return. A 64 x 256 slice
 // is two 128-column halves sharing one partial accumulator (issue half, wait, promote, next half).
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
-__device__ __forceinline__ void math_mainloop(const GemmParams& p, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false>
+__device__ __forceinline__ void math_mainloop(const GemmParams& p,
+                                              const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>& smem,
                                               const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                               int wg, PipelineState<kNumStages>& pipe,
                                               float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {

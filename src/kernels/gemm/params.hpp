@@ -49,9 +49,11 @@ struct GemmParams {
   // (epilogue_staging.cuh); for comparisons.
   bool direct_store = false;
   // Timing only (bench gemm --alt, leave-one-out): results are wrong when set. skip_promotion: no promotion FFMAs
-  // (the WGMMAs, waits and scale loads stay); skip_epilogue: tiles are computed and never stored.
+  // (the WGMMAs, waits and scale loads stay); skip_epilogue: tiles are computed and never stored; skip_store (tile
+  // buffer epilogue only): the epilogue runs up to the bulk stores and issues none.
   bool skip_promotion = false;
   bool skip_epilogue = false;
+  bool skip_store = false;
 };
 
 }  // namespace symmoe::gemm::kernel

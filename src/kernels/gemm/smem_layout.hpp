@@ -2,8 +2,9 @@
 // kDynamicBytes to launch, the kernel reads the pointers).
 // Per pipeline stage: A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA, each tile
 // 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange
-// [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh) and
-// the full/empty mbarriers. The total is plan::gemm_smem_bytes (the planner's number), checked below.
+// [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh; with
+// kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh) and the full/empty mbarriers.
+// The total is plan::gemm_smem_bytes (the planner's number), checked below.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 namespace symmoe::gemm::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTileBuffer = false>
 struct GemmSmemLayout {
   static constexpr int kBlockK = 128;  // bytes of e4m3 per row per stage = the 128B swizzle span
   static constexpr int kABytes = BLOCK_M * kBlockK;
@@ -25,15 +26,17 @@ struct GemmSmemLayout {
   static constexpr int kAmaxOffset = kSfaOffset + kNumStages * kSfaBytes;
   static constexpr int kAmaxBytes = 2 * 2 * 64 * 4;
   static constexpr int kStagingOffset = kAmaxOffset + kAmaxBytes;
-  static constexpr int kStagingRowBytes = plan::kGemmStagingRowBytes;
+  static constexpr int kStagingRowBytes =
+      kTileBuffer ? plan::gemm_tile_buffer_row_bytes(BLOCK_N) : plan::kGemmStagingRowBytes;
   static constexpr int kStagingWarpBytes = 16 * kStagingRowBytes;
-  static constexpr int kBarrierOffset = kStagingOffset + plan::kGemmStagingBytes;
+  static constexpr int kBarrierOffset = kStagingOffset + plan::gemm_staging_bytes(BLOCK_N, kTileBuffer);
   static constexpr int kBytes = kBarrierOffset + 2 * kNumStages * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
   static constexpr int kStageTxBytes = kABytes + kBBytes + kSfaBoxBytes;
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
   static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
-  static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages),
+  static_assert(kStagingWarpBytes * 8 == plan::gemm_staging_bytes(BLOCK_N, kTileBuffer), "8 math warps' staging");
+  static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, kTileBuffer),
                 "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
   static_assert(kStagingOffset % 16 == 0 && kStagingRowBytes % 16 == 0, "bulk-store sources are 16-byte aligned");
 

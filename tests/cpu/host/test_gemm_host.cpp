@@ -45,7 +45,12 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   in.num_experts = 32, in.n = 4096, in.k = 7168, in.num_rows = 32 * 1536, in.sfa_stride = sfa_stride_for(32 * 1536);
   LaunchOptions opt;
   opt.num_sms = 132;  // no device query
+  // bf16: the tile-buffer kernel (3 stages) unless pinned off.
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 128x256x128, stages 3, cluster 1, epilogue bf16, tile buffer} x 132 CTAs");
+  opt.tile_buffer = -1;
   EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16} x 132 CTAs");
+  opt.tile_buffer = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
   opt.cluster_m = 2;
@@ -64,6 +69,9 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   opt = {};
   opt.num_sms = 132;
   EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
+  opt.block_m = 32;  // swap-A/B only where pinned
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 32x128x128, stages 10, cluster 1, epilogue bf16, swap-A/B} x 132 CTAs");
 }
 
 TEST(GemmHost, BadArgumentsAreNamed) {
