@@ -8,6 +8,7 @@
 //   nvl_gbps      bytes actually pushed over NVLink per direction (dispatch: whole token records to the peer;
 //                 combine: bf16 rows to the peer) / time
 //   ceiling_gbps  same run: a plain peer-copy kernel, all SMs, both directions at once, per direction
+//   ceiling_at_sms_gbps  the same peer copy on only the point's SM count (what SM stores can reach with those SMs)
 //   baseline      NCCL send/recv all-to-all (ncclGroupStart + ncclSend/ncclRecv to every rank incl. self) of the
 //                 same logical bytes per rank pair, on the same streams
 // --skip: phase-skip masks (SYMMOE_EP_SKIP) timed at every point, to see where the time goes (outputs wrong).
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -98,7 +100,7 @@ struct RankData {
 struct Row {
   std::string shape, op;
   int tokens, sms, skip;
-  double time_us, gbps, nvl_gbps, ceiling, nccl_us;
+  double time_us, gbps, nvl_gbps, ceiling, ceiling_sms, nccl_us;
 };
 
 int run_ep_bench(int argc, char** argv) {
@@ -108,7 +110,7 @@ int run_ep_bench(int argc, char** argv) {
       .option("tokens", "128,512,4096,8192", "tokens per rank")
       .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine")
       .option("reps", "30", "timed repetitions per point")
-      .option("variant", "round3", "variant tag written to every result line (kernel generation)")
+      .option("variant", "ep4", "variant tag written to every result line (kernel generation)")
       .option("skip", "0",
               "phase-skip masks to time at every point (SYMMOE_EP_SKIP bits, kernels/ep/params.hpp; 0 = full "
               "kernels; any other value gives wrong outputs and is tagged variant-skipN)");
@@ -133,8 +135,9 @@ int run_ep_bench(int argc, char** argv) {
   for (int r = 0; r < R; ++r) devs[r] = comm->placement(r).device;
   SYMMOE_NCCL_CHECK(ncclCommInitAll(nccl.data(), R, devs.data()));
 
-  // ---- same-run ceiling: every rank pushes to the next one at once, all SMs ----
+  // ---- same-run ceiling: every rank pushes to the next one at once, all SMs (and each SM count of the sweep) ----
   double ceiling = 0;
+  std::map<int, double> ceiling_at;
   {
     const size_t bytes = size_t(256) << 20;
     SymmetricBuffer dst = comm->alloc_symmetric(bytes);
@@ -144,21 +147,28 @@ int run_ep_bench(int argc, char** argv) {
       SYMMOE_CUDA_CHECK(cudaMalloc(&src[r], bytes));
     }
     on(0);
-    const double us = median_time_us(s0, [&] {
-      for (int r = 0; r < R; ++r) {
-        on(r);
-        const comm::SymBuffer sym = comm::make_sym_buffer(dst, r);
-        int sms = 0;
-        SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, devs[r]));
-        peer_copy_kernel<<<sms, 512, 0, comm->stream(r)>>>(static_cast<const uint4*>(src[r]),
-                                                           sym.map(static_cast<uint4*>(dst.ptr(r)), (r + 1) % R),
-                                                           bytes / 16);
-        SYMMOE_CUDA_CHECK_LAUNCH("peer_copy_kernel");
-      }
-      on(0);
-    }, 3, 20);
-    comm->synchronize();
-    ceiling = double(bytes) / us / 1e3;
+    const auto peer_copy_gbps = [&](int ctas) {  // ctas <= 0: all SMs
+      const double us = median_time_us(s0, [&] {
+        for (int r = 0; r < R; ++r) {
+          on(r);
+          const comm::SymBuffer sym = comm::make_sym_buffer(dst, r);
+          int sms = 0;
+          SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, devs[r]));
+          peer_copy_kernel<<<ctas > 0 ? std::min(ctas, sms) : sms, 512, 0, comm->stream(r)>>>(
+              static_cast<const uint4*>(src[r]), sym.map(static_cast<uint4*>(dst.ptr(r)), (r + 1) % R), bytes / 16);
+          SYMMOE_CUDA_CHECK_LAUNCH("peer_copy_kernel");
+        }
+        on(0);
+      }, 3, 20);
+      comm->synchronize();
+      return double(bytes) / us / 1e3;
+    };
+    ceiling = peer_copy_gbps(0);
+    for (const int sms : sm_list) {
+      ceiling_at[sms] = peer_copy_gbps(sms);
+      std::printf("peer-copy at %d SMs per rank (all ranks pushing at once): %.1f GB/s per direction\n", sms,
+                  ceiling_at[sms]);
+    }
     for (int r = 0; r < R; ++r) {
       on(r);
       SYMMOE_CUDA_CHECK(cudaFree(src[r]));
@@ -290,6 +300,7 @@ int run_ep_bench(int argc, char** argv) {
                 .add("nvl_gbps", op == 0 ? d_nvl : c_nvl)
                 .add("ceiling_gbps", ceiling)
                 .add("nvl_fraction_of_ceiling", (op == 0 ? d_nvl : c_nvl) / ceiling)
+                .add("ceiling_at_sms_gbps", ceiling_at[sms])
                 .add("dtype", op == 0 ? "fp8_e4m3+fp32_per128" : "bf16")
                 .add("baseline", "nccl")
                 .add("baseline_time_us", nccl_us)
@@ -300,8 +311,9 @@ int run_ep_bench(int argc, char** argv) {
                 .add("baseline_gbps_remote", remote_rows_per_rank * logical_row / nccl_us / 1e3);
             append_result(out, "ep", line);
           }
-          rows.push_back({shape_name, "dispatch", T, sms, skip, d_us, d_gbps, d_nvl, ceiling, nccl_us});
-          rows.push_back({shape_name, "combine", T, sms, skip, c_us, c_gbps, c_nvl, ceiling, nccl_us});
+          const double ceil_sms = ceiling_at[sms];
+          rows.push_back({shape_name, "dispatch", T, sms, skip, d_us, d_gbps, d_nvl, ceiling, ceil_sms, nccl_us});
+          rows.push_back({shape_name, "combine", T, sms, skip, c_us, c_gbps, c_nvl, ceiling, ceil_sms, nccl_us});
         }
       }
       unsetenv("SYMMOE_EP_SKIP");
@@ -315,11 +327,12 @@ int run_ep_bench(int argc, char** argv) {
   }
   for (auto& c : nccl) ncclCommDestroy(c);
 
-  std::printf("\n%-6s %-9s %6s %4s %4s %10s %9s %9s %7s %10s\n", "shape", "op", "tokens", "sms", "skip", "time_us",
-              "GB/s", "nvl_GB/s", "%ceil", "nccl_us");
+  std::printf("\n%-6s %-9s %6s %4s %4s %10s %9s %9s %7s %8s %10s\n", "shape", "op", "tokens", "sms", "skip",
+              "time_us", "GB/s", "nvl_GB/s", "%ceil", "%ceilSM", "nccl_us");
   for (const auto& r : rows)
-    std::printf("%-6s %-9s %6d %4d %4d %10.2f %9.1f %9.1f %6.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(), r.tokens,
-                r.sms, r.skip, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling, r.nccl_us);
+    std::printf("%-6s %-9s %6d %4d %4d %10.2f %9.1f %9.1f %6.1f%% %7.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(),
+                r.tokens, r.sms, r.skip, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling,
+                100.0 * r.nvl_gbps / r.ceiling_sms, r.nccl_us);
   return 0;
 }
 

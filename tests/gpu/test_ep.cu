@@ -382,12 +382,13 @@ INSTANTIATE_TEST_SUITE_P(Ranks, EpGolden,
                                            Param{8, EpDtype::kFp8E4m3, EpScales::kUe8m0Per32}),
                          param_name);
 
-// Larger batches (~1000 tokens per rank: several tokens per warp, bases across many CTAs): the same comparisons,
+// Larger batches (~1000 tokens per rank: several tokens per warp, bases across many CTAs) and longer rows (hidden
+// 4608: an FP8 row is two bulk-copy pieces, the second partial, plus a 144-byte scale piece): the same comparisons,
 // and a bad id far into the batch is still found (the error key is reset in the kernel afterwards).
 class EpLargeBatch : public ::testing::TestWithParam<int> {};
 
 TEST_P(EpLargeBatch, MatchesGoldenModelAndFindsLateBadIds) {
-  EpSetup s = make_setup(GetParam() == 0 ? num_gpus() : GetParam(), EpDtype::kFp8E4m3, EpScales::kFp32Per128, 512,
+  EpSetup s = make_setup(GetParam() == 0 ? num_gpus() : GetParam(), EpDtype::kFp8E4m3, EpScales::kFp32Per128, 4608,
                          32, 6, 1024);
   uint64_t seed = 70;
   for (const auto kind : {ref::RoutingKind::kUniform, ref::RoutingKind::kZipf, ref::RoutingKind::kHotExpert}) {

@@ -9,7 +9,7 @@
 //               sends the partial to its master lane (halves NVLink bytes at K/R = 4).
 // Weights: non-expand rows carry all K weights -> combine_weights[t][master][0..K); expand lane k's weight ->
 // combine_weights[t][k][k]. The reduce epilogue picks the column of the rank that owns each lane.
-// Rows that are copied unchanged move with 16-byte register copies (kCopyVecs vectors per lane in flight, 6 sender
+// Rows that are copied unchanged move with 16-byte register copies (kCopyVecs vectors per lane in flight, 8 sender
 // warps per SM). The reduce_local partial is computed in registers and stored with 16-byte stores.
 // NOTES: rows are H*2 bytes, 16-byte aligned.
 #pragma once

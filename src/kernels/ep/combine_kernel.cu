@@ -8,6 +8,11 @@
 // reduce reads them from x): 665 us. Then per-row arrival flags instead of the second barrier, reduce overlapped
 // with the sends: 625 us at 24 SMs (51.6% of the ceiling), 527 us at 32, 20.5 us at 128 tokens/rank. Round 3:
 // the entry barrier without grid syncs: 18.1 us at 128 tokens/rank (measured with one fence per 4 rows, dropped).
+// Round 4: kCombineWarps = 16 (params.hpp) and each reducer loads the next token's routing ahead: 576 us at 24 SMs
+// (8192 tokens), 18.4 us at 128. Where 8192 goes (bench ep --skip, 24 SMs, 16 warps, 01:30): without the rows
+// sent 422 us, without the reduce 416, with neither (flags and fences only) 120: the per-row fences are not the
+// limit; each half alone is a latency chain per warp (a row = 2 dependent 8-KB load batches; a token = 6 dependent
+// load steps after its flag), and the time falls with more SMs (476 us at 32).
 #include "kernels/ep/entry_barrier.cuh"
 #include "kernels/ep/reduce_epilogue.cuh"
 #include "symmoe/cuda_check.hpp"
@@ -17,12 +22,11 @@ namespace {
 
 // Warps per CTA that send (the others reduce). NOTES: a sender warp moves ~14 KB per row and waits for one
 // sys-scope fence per row; half the warps of 24 SMs send, the other half reduce as rows arrive. Both halves are
-// latency-bound (bench ep --skip, x2, 2026-11-30, V3 8192 tokens, 24 SMs: sends alone 414-469 us, reduces alone
-// 516-522 us, both 630 us): per warp a few dependent round trips per row/token, 6 warps per SM.
-constexpr int kSendWarps = kNumWarps / 2;
+// latency-bound: per warp a few dependent round trips per row/token, so more warps per SM pay (kCombineWarps).
+constexpr int kSendWarps = kCombineWarps / 2;
 
-__global__ void __launch_bounds__(kNumThreads, 1) combine_kernel(const __grid_constant__ CombineParams p) {
-  __shared__ const int4* lists[kNumWarps][32];  // per warp: row lists (send: ints, reduce: row pointers)
+__global__ void __launch_bounds__(kCombineWarps * 32, 1) combine_kernel(const __grid_constant__ CombineParams p) {
+  __shared__ const int4* lists[kCombineWarps][32];  // per warp: row lists (send: ints, reduce: row pointers)
   const int warp = warp_id();
   const uint32_t epoch = *p.sync.barrier_epoch();  // advanced only by this kernel's last departing CTA
   const bool ok = entry_barrier(p.sym, p.sync, p.wait, epoch);
@@ -33,17 +37,22 @@ __global__ void __launch_bounds__(kNumThreads, 1) combine_kernel(const __grid_co
     const int num_recv = p.handle.device_counts[0];
     combine_send_rows(p, g, num_warps, num_recv, reinterpret_cast<int*>(lists[warp]));
   } else {
-    constexpr int kReduceWarps = kNumWarps - kSendWarps;
+    constexpr int kReduceWarps = kCombineWarps - kSendWarps;
     const int g = blockIdx.x * kReduceWarps + (warp - kSendWarps), num_warps = gridDim.x * kReduceWarps;
-    for (int t = g; t < p.num_tokens; t += num_warps)
-      if (!reduce_token(p, t, lists[warp])) return;
+    const int first_row = local_first_row(p);
+    ReduceRoute route = load_reduce_route(p, g);
+    for (int t = g; t < p.num_tokens; t += num_warps) {
+      const ReduceRoute next = load_reduce_route(p, t + num_warps);
+      if (!reduce_token(p, t, lists[warp], route, first_row)) return;
+      route = next;
+    }
   }
 }
 
 }  // namespace
 
 void launch_combine(const CombineParams& p, int num_ctas, cudaStream_t stream) {
-  combine_kernel<<<num_ctas, kNumThreads, 0, stream>>>(p);
+  combine_kernel<<<num_ctas, kCombineWarps * 32, 0, stream>>>(p);
   SYMMOE_CUDA_CHECK_LAUNCH("ep combine_kernel");
 }
 

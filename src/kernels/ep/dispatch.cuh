@@ -5,15 +5,16 @@
 //
 // Why push straight into the output rows: the receiver then copies nothing in non-expand mode (the first version
 // pushed whole records and copied them out after a second barrier: ~240 MB of extra HBM traffic at V3/8192 and a
-// serial epilogue, half of the time). Why 16-byte register copies and not bulk copies through shared memory: a
-// warp keeps kCopyVecs x 512 B of loads in flight without waiting on an mbarrier per token, stores need no proxy
-// fences, and a row loaded once is stored to every destination (DESIGN.md 2: SM-store push reaches 293 GB/s with
-// 8 SMs). Each CTA counts the tokens it pushed per destination (`pushed`, shared) and, after its last push, adds
-// them to the destination's recv_arrivals[src] behind one sys-scope fence (signal_arrivals): the receiver places a
-// source's rows as soon as all of them have landed, with no second barrier.
+// serial epilogue, half of the time). The x rows (and 16-byte multiple scale rows) move through the warp's bulk
+// pipe (bulk_rows.cuh): loaded once, stored to every destination by the TMA engine, loads started at kernel entry;
+// other scale rows and the records go with lane stores. Each CTA counts the tokens it pushed per destination
+// (`pushed`, shared) and, after its last push, adds them to the destination's recv_arrivals[src] behind one
+// sys-scope fence (signal_arrivals): the receiver places a source's rows as soon as all of them have landed, with
+// no second barrier.
 #pragma once
 
 #include "kernels/comm/sym_buffer.cuh"
+#include "kernels/ep/bulk_rows.cuh"
 #include "kernels/ep/common.cuh"
 #include "kernels/ep/notify.cuh"
 #include "kernels/ptx/sync.cuh"
@@ -21,8 +22,10 @@
 namespace symmoe::ep {
 
 // Pushes token t (whole warp). lane < K carries its lane's routing; master lanes carry their destination slot.
+// The x row (and the scale row when pipe.sf) goes through `pipe`, whose next row is t's.
 __device__ __forceinline__ void push_token(const DispatchParams& p, const int* row_base, int* pushed, int t,
-                                           const LaneRoute& r, int slot, int expert_pos, float weight) {
+                                           const LaneRoute& r, int slot, int expert_pos, float weight,
+                                           BulkRowPipe& pipe) {
   const int K = p.layout.dims().num_topk, lane = lane_id();
   const uint32_t masters = __ballot_sync(0xffffffffu, r.master);
   uint8_t *x_dst = nullptr, *sf_dst = nullptr, *meta_dst = nullptr;
@@ -49,21 +52,23 @@ __device__ __forceinline__ void push_token(const DispatchParams& p, const int* r
   }
   const uint32_t row_dsts =
       (p.skip & kSkipRemoteRows) ? __ballot_sync(0xffffffffu, r.master && r.dst_rank == p.rank) : masters;
-  warp_copy16_fanout<false>(p.x + int64_t(t) * p.x_row_bytes, uint32_t(p.x_row_bytes), x_dst, row_dsts);
-  if (p.sf_row_bytes > 0 && !(p.skip & kSkipScaleRows))
+  pipe.push_row(x_dst, sf_dst, row_dsts, !(p.skip & kSkipScaleRows));
+  if (p.sf_row_bytes > 0 && !(p.skip & kSkipScaleRows) && !pipe.sf)
     warp_copy4_fanout<false>(p.x_sf + int64_t(t) * p.sf_row_bytes, uint32_t(p.sf_row_bytes), sf_dst, row_dsts);
 }
 
 // Fresh dispatch, one warp over [begin, end): slots and expert positions from the warp's bases (notify.cuh),
 // handle's dst_buffer_slot_idx and topk_idx copy, then the push. bases: this warp's [R + E] row (shared).
 __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
-                                                     int* pushed, int* bases, int begin, int end) {
+                                                     int* pushed, int* bases, int begin, int end,
+                                                     BulkRowPipe& pipe) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, E = dims.num_experts, K = dims.num_topk, El = dims.num_local_experts();
   const int T_max = dims.num_max_tokens_per_rank, lane = lane_id(), per_chunk = route_chunk_tokens(K);
   for (int t0 = begin; t0 < end; t0 += per_chunk) {
     const int t1 = min(end, t0 + per_chunk);
-    load_route_chunk(chunk, p.topk_idx, p.topk_weights, nullptr, t0, t1);
+    // A range of one chunk kept its routing and weights from count_tokens (one load round trip less).
+    if (!range_in_one_chunk(begin, end, K)) load_route_chunk(chunk, p.topk_idx, p.topk_weights, nullptr, t0, t1);
     for (int t = t0; t < t1; ++t) {
       const int64_t e = lane < K ? chunk.expert(t, lane) : int64_t(-1);
       const LaneRoute r = route_lane(e, K, E, El);
@@ -76,14 +81,17 @@ __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, Ro
         p.handle.dst_buffer_slot_idx[int64_t(t) * K + lane] = r.master ? p.rank * T_max + slot : -1;
         p.handle.topk_idx[int64_t(t) * K + lane] = e;
       }
-      if (__any_sync(0xffffffffu, r.master)) push_token(p, row_base, pushed, t, r, slot, expert_pos, weight);
+      if (__any_sync(0xffffffffu, r.master))
+        push_token(p, row_base, pushed, t, r, slot, expert_pos, weight, pipe);
+      else
+        pipe.push_row(nullptr, nullptr, 0u, false);
     }
   }
 }
 
 // Cached dispatch, one warp over [begin, end): routing and slots from the handle.
 __device__ __forceinline__ void dispatch_cached_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
-                                                      int* pushed, int begin, int end) {
+                                                      int* pushed, int begin, int end, BulkRowPipe& pipe) {
   const auto& dims = p.layout.dims();
   const int E = dims.num_experts, K = dims.num_topk, El = dims.num_local_experts();
   const int T_max = dims.num_max_tokens_per_rank, lane = lane_id(), per_chunk = route_chunk_tokens(K);
@@ -97,7 +105,9 @@ __device__ __forceinline__ void dispatch_cached_range(const DispatchParams& p, R
       r.master = slot_idx >= 0;
       const float weight = lane < K ? chunk.weight(t, lane) : 0.f;
       if (__any_sync(0xffffffffu, r.master))
-        push_token(p, row_base, pushed, t, r, slot_idx - p.rank * T_max, -1, weight);
+        push_token(p, row_base, pushed, t, r, slot_idx - p.rank * T_max, -1, weight, pipe);
+      else
+        pipe.push_row(nullptr, nullptr, 0u, false);
     }
   }
 }

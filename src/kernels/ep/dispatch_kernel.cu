@@ -17,8 +17,13 @@
 // --skip, 24 SMs): without the remote x/scale rows 154 us, without scale rows 265, without records 269, without
 // the epilogue 267, without all four 112 (the dropped variant below, same push: without local rows 250): each
 // warp walks its tokens serially (load -> local + remote stores), so remote stores stall the same warps that copy
-// locally; more bytes in flight per warp (bulk copies, several tokens per warp) is the next lever, not the
-// protocol.
+// locally. Round 4: rows through per-warp bulk pipes (bulk_rows.cuh; loads from kernel entry), the routing chunk
+// of a one-chunk range kept from counting, departure after the pushes: 265 us at 8192 / 24 SMs (vs 267 with
+// register copies in the same run), 270 at 16 (vs 283), 19.2-19.8 us at 128 (equal). Without the remote rows
+// 137-139 us, without every data phase 116-120, so the remote rows add ~140-160 us on top of the walk instead of
+// overlapping it; a plain peer copy reaches 340 GB/s per direction on 24 SMs (same run), the remote rows here
+// ~225: the serial per-warp walk (count, slots, records, ~3 pieces per token through a 2-deep pipe) paces them
+// (inferred from the sums, not isolated).
 // Tried and dropped (same run series): count words tagged with the epoch as the barrier plus every CTA counting
 // all tokens for T*K <= 4096 (no grid sync): 27.4 us at 128 tokens, 73 us at 512 (vs 30.6): the per-CTA count
 // of all tokens costs more than the grid sync it saves.
@@ -32,13 +37,17 @@
 namespace symmoe::ep {
 namespace {
 
-// Shared memory: [kNumWarps][R + E] counters/bases | [kNumWarps] routing chunks | [R] row bases | receive scratch.
+// Shared memory: [kNumWarps][R + E] counters/bases | [kNumWarps] routing chunks | [kNumWarps] bulk pipes |
+// [R] row bases | receive scratch.
 __host__ __device__ constexpr size_t counters_bytes(const layout::EpDims& d) {
   return align_up<size_t>(size_t(kNumWarps) * (d.num_ranks + d.num_experts) * 4, 16);
 }
 __host__ __device__ constexpr size_t chunks_offset(const layout::EpDims& d) { return counters_bytes(d); }
-__host__ __device__ constexpr size_t row_base_offset(const layout::EpDims& d) {
+__host__ __device__ constexpr size_t pipes_offset(const layout::EpDims& d) {
   return chunks_offset(d) + size_t(kNumWarps) * route_chunk_bytes();
+}
+__host__ __device__ constexpr size_t row_base_offset(const layout::EpDims& d) {
+  return pipes_offset(d) + size_t(kNumWarps) * bulk_pipe_bytes();
 }
 __host__ __device__ constexpr size_t scratch_offset(const layout::EpDims& d) {
   return row_base_offset(d) + align_up<size_t>(size_t(d.num_ranks) * 4, 16);
@@ -62,6 +71,9 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
 
   int begin, end;
   warp_token_range(p.num_tokens, g, num_warps, &begin, &end);
+  BulkRowPipe pipe;  // row loads start now: they need only the token range
+  pipe.start(smem + pipes_offset(dims) + size_t(warp) * bulk_pipe_bytes(), p.x, uint32_t(p.x_row_bytes), p.x_sf,
+               p.sf_row_bytes, begin, end);
   bool input_error = false, ok = true;
   if (!p.cached) {
     count_tokens(p, chunk, counters + warp * n, begin, end);
@@ -78,17 +90,24 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
     __syncthreads();  // CTA 0's count stores (any warp) before warp 0's releasing fence
   }
   ok = ok && entry_barrier(p.sym, p.sync, p.wait, epoch);
-  // Every CTA read the error key above: the last to depart resets it for the next call.
-  depart(p.layout.get_departures(), p.sync, epoch, [&] { *p.error_key = ~0ull; });
-  if (!ok) return;
+  // Every CTA read the error key above: the last to depart resets it for the next call. Departure comes late (after
+  // the pushes): thread 0's atomic then overlaps the wait for the peers' rows instead of delaying warp 0's pushes.
+  const auto leave = [&] { depart(p.layout.get_departures(), p.sync, epoch, [&] { *p.error_key = ~0ull; }); };
+  if (!ok) {
+    pipe.finish();
+    leave();
+    return;
+  }
   dest_row_bases(p, row_base, parity);
   if (!p.cached) {
-    if (!input_error) dispatch_fresh_range(p, chunk, row_base, pushed, counters + warp * n, begin, end);
+    if (!input_error) dispatch_fresh_range(p, chunk, row_base, pushed, counters + warp * n, begin, end, pipe);
   } else {
-    dispatch_cached_range(p, chunk, row_base, pushed, begin, end);
+    dispatch_cached_range(p, chunk, row_base, pushed, begin, end, pipe);
   }
+  pipe.finish();
   signal_arrivals(p, pushed);
   const RecvMeta m = receive_metadata(p, scratch, parity);
+  leave();
   copy_epilogue(p, m);
 }
 

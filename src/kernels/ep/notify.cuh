@@ -92,6 +92,12 @@ __device__ __forceinline__ unsigned long long input_error_key(int token, int lan
          static_cast<unsigned long long>(kind);
 }
 
+// True when the warp's whole range fits one routing chunk: count_tokens then loads the weights with the routing
+// and the push reuses the chunk.
+__device__ __forceinline__ bool range_in_one_chunk(int begin, int end, int num_topk) {
+  return end - begin <= route_chunk_tokens(num_topk);
+}
+
 // Token range [begin, end) of global warp `g` out of `num_warps`.
 __device__ __forceinline__ void warp_token_range(int num_tokens, int g, int num_warps, int* begin, int* end) {
   const int per_warp = (num_tokens + num_warps - 1) / num_warps;
@@ -109,7 +115,8 @@ __device__ __forceinline__ void count_tokens(const DispatchParams& p, RouteChunk
   __syncwarp();
   for (int t0 = begin; t0 < end; t0 += per_chunk) {
     const int t1 = min(end, t0 + per_chunk);
-    load_route_chunk(chunk, p.topk_idx, nullptr, nullptr, t0, t1);
+    load_route_chunk(chunk, p.topk_idx, range_in_one_chunk(begin, end, K) ? p.topk_weights : nullptr, nullptr, t0,
+                     t1);
     for (int t = t0; t < t1; ++t) {
       const int64_t e = lane < K ? chunk.expert(t, lane) : int64_t(-1);
       const LaneRoute r = route_lane(e, K, E, El);

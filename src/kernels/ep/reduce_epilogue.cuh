@@ -7,8 +7,9 @@
 // from combine's x / topk_weights at the local received row psum_recv[rank - 1] + slot, without a flag.
 // The flags a token waited on are reset to 0 here: no sender writes them again before this rank has entered the
 // next combine (its first barrier), so no epochs are needed.
-// NOTES: one warp per token, 8 hidden elements (16 bytes) per lane per step, kReduceVecs chunks x 2 rows = 14
-// independent 16-byte loads in flight per lane (7: H = 7168 in 4 steps; 8 spills at the 168-register cap).
+// NOTES: one warp per token, 8 hidden elements (16 bytes) per lane per step, kReduceVecs chunks x 2 rows = 10
+// independent 16-byte loads in flight per lane (5: H = 7168 in 6 steps; the most without spills at the
+// 128-register cap of kCombineWarps = 16; 7 fit the 168 registers of 12 warps).
 #pragma once
 
 #include "kernels/comm/timeout.cuh"
@@ -16,16 +17,38 @@
 
 namespace symmoe::ep {
 
-constexpr int kReduceVecs = 7;
+constexpr int kReduceVecs = 5;
 
-// rows: this warp's 32 row pointers of shared scratch. Returns false when a flag wait timed out (or the rank
-// aborted): the caller stops.
-__device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, const int4** rows) {
+// One lane's routing of token t (handle): loaded one token ahead by the caller, so the load latency hides behind
+// the previous token's reduce.
+struct ReduceRoute {
+  int64_t expert;
+  int slot;
+};
+__device__ __forceinline__ ReduceRoute load_reduce_route(const CombineParams& p, int t) {
+  const int K = p.layout.dims().num_topk, lane = lane_id();
+  ReduceRoute r{-1, -1};
+  if (t < p.num_tokens && lane < K) {
+    r.expert = p.handle.topk_idx[int64_t(t) * K + lane];
+    r.slot = p.handle.dst_buffer_slot_idx[int64_t(t) * K + lane];
+  }
+  return r;
+}
+
+// Non-expand: the first row of combine's x that this rank received from itself (one load per call).
+__device__ __forceinline__ int local_first_row(const CombineParams& p) {
+  return !p.expand && p.rank > 0 ? p.handle.psum_num_recv_tokens_per_rank[p.rank - 1] : 0;
+}
+
+// rows: this warp's 32 row pointers of shared scratch; route: load_reduce_route(p, t); first_row:
+// local_first_row(p). Returns false when a flag wait timed out (or the rank aborted): the caller stops.
+__device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, const int4** rows, ReduceRoute route,
+                                             int first_row) {
   const auto& dims = p.layout.dims();
   const int K = dims.num_topk, H = dims.hidden, El = dims.num_local_experts(), lane = lane_id();
   const int T_max = dims.num_max_tokens_per_rank;
-  const int64_t e = lane < K ? p.handle.topk_idx[int64_t(t) * K + lane] : -1;
-  const int slot = lane < K ? p.handle.dst_buffer_slot_idx[int64_t(t) * K + lane] : -1;
+  const int64_t e = route.expert;
+  const int slot = route.slot;
   const bool valid = e >= 0;
   const bool include = (p.expand && !p.reduce_local_experts) ? valid : slot >= 0;
   const uint32_t lanes = __ballot_sync(0xffffffffu, include);
@@ -34,7 +57,6 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
   const int owner_lane = 31 - __clz(same);  // master lane of this lane's destination
   const int owner_slot = __shfl_sync(0xffffffffu, slot, owner_lane);
   // Non-expand rows this rank received from itself: row first_row + slot of combine's x (no copy, no flag).
-  const int first_row = !p.expand && p.rank > 0 ? p.handle.psum_num_recv_tokens_per_rank[p.rank - 1] : 0;
   const bool local = !p.expand && valid && dst_rank == p.rank;
   const int64_t local_row = first_row + owner_slot - int64_t(p.rank) * T_max;  // valid on `local` lanes
 
