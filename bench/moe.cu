@@ -84,9 +84,11 @@ std::string spread(std::vector<double> x) {
 // per-CTA stage stamps as min / median / max over the CTAs, in us from the earliest kernel entry (the producer's
 // summed wait in us, tiles as counts); then the CTAs' first tiles: the producer's wait for the rows, the time from
 // rows-ready to its last load, and the weight bytes of the k-blocks loaded in that time over it (one SM's weight
-// stream; the first kNumStages k-blocks are issued at once, so they count as loaded at rows-ready).
+// stream; the first kNumStages k-blocks are issued at once, some of their weights before rows-ready, so they count as
+// loaded at rows-ready), and the math warps' epilogue (mainloop done -> epilogue and its signal done).
+// With raw_path set, also every CTA's words as CSV (stamps in us from the earliest entry, 0 where not stamped).
 void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwardArgs>& margs, int T,
-                 const MoeShape& shape) {
+                 const MoeShape& shape, const std::string& raw_path) {
   using namespace mega;
   fused.set_trace(true);
   graph_time_all_ranks_us(comm, [&] { fused.forward(margs); }, 3, 1);
@@ -97,6 +99,27 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
   const auto word = [&](int cta, int i) { return v[size_t(cta) * kTraceWordsPerCta + i]; };
   unsigned long long start = ~0ull;
   for (int c = 0; c < num_ctas; ++c) start = std::min(start, word(c, kTraceStart));
+  if (!raw_path.empty()) {
+    std::FILE* f = std::fopen(raw_path.c_str(), "w");
+    SYMMOE_CHECK(f != nullptr, "bench", "--trace-raw: cannot write '", raw_path, "'");
+    std::fprintf(f, "cta");
+    for (int i = 0; i < kTraceWordsPerCta; ++i)
+      if (i < kNumTracePoints) std::fprintf(f, ",%s", kTracePointNames[i]);
+      else std::fprintf(f, ",tile%d_w%d", (i - kNumTracePoints) / kTraceTileWords, (i - kNumTracePoints) % kTraceTileWords);
+    std::fprintf(f, "\n");
+    for (int c = 0; c < num_ctas; ++c) {
+      std::fprintf(f, "%d", c);
+      for (int i = 0; i < kTraceWordsPerCta; ++i) {
+        const unsigned long long raw = word(c, i);
+        const bool stamp = i < kNumTracePoints ? i != kTraceNumTiles && i != kTraceProducerWaitNs
+                                               : (i - kNumTracePoints) % kTraceTileWords != kTileId;
+        if (!stamp) std::fprintf(f, ",%llu", raw);
+        else std::fprintf(f, ",%.2f", raw == 0 ? 0.0 : (raw - start) / 1e3);
+      }
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+  }
   const plan::MegaPlan& plan = fused.plan_for_tokens(0, T);
   std::printf("trace tokens %d, rank 0, %d CTAs, BLOCK_M %d: point min / median / max\n", T, num_ctas, plan.block_m);
   for (int point = 0; point < kNumTracePoints; ++point) {
@@ -114,19 +137,22 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
     const int k_blocks = (l2 ? shape.intermediate : shape.hidden) / 128;
     const double weight_bytes = double(l2 ? plan.l2_block_n : plan.l1_block_n) * 128 *
                                 std::max(k_blocks - plan.num_stages, 0);
-    std::vector<double> wait, run, gbps;
+    std::vector<double> wait, run, gbps, epilogue;
     for (int c = 0; c < num_ctas; ++c)
       for (int s = 0; s < int(std::min<unsigned long long>(word(c, kTraceNumTiles), kTraceTileSlots)); ++s) {
         const auto tile = [&](int w) { return word(c, kNumTracePoints + s * kTraceTileWords + w); };
-        if (int(tile(kTileIsL2)) != l2 || tile(kTileLoadsIssued) == 0) continue;
+        if (int(tile(kTileId) & 1) != l2 || tile(kTileLoadsIssued) == 0) continue;
         wait.push_back((tile(kTileInputsReady) - tile(kTileWaitStart)) / 1e3);
         const double us = (tile(kTileLoadsIssued) - tile(kTileInputsReady)) / 1e3;
         run.push_back(us);
         gbps.push_back(weight_bytes / us / 1e3);
+        if (tile(kTileMathDone) != 0 && tile(kTileMainloopDone) != 0)
+          epilogue.push_back((tile(kTileMathDone) - tile(kTileMainloopDone)) / 1e3);
       }
-    std::printf("  %s tiles (%zu of the CTAs' first %d): wait_us %s | ready->last load us %s | weight GB/s per SM %s\n",
+    std::printf("  %s tiles (%zu of the CTAs' first %d): wait_us %s | ready->last load us %s | weight GB/s per SM %s"
+                " | epilogue us %s\n",
                 l2 ? "L2" : "L1", run.size(), kTraceTileSlots, spread(wait).c_str(), spread(run).c_str(),
-                spread(gbps).c_str());
+                spread(gbps).c_str(), spread(epilogue).c_str());
   }
 }
 
@@ -143,7 +169,8 @@ int run_moe_bench(int argc, char** argv) {
       .option("ep-sms", "0", "CTAs of dispatch/combine per rank (0: the EP plan)")
       .option("reps", "20", "timed repetitions per point")
       .option("seed", "1", "seed of weights, inputs and routing")
-      .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)");
+      .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)")
+      .option("trace-raw", "", "with --trace: directory for every CTA's raw stamps, trace-<shape>-<tokens>.csv");
   if (!args.parse(argc, argv)) return 0;
   const std::string out = args.str("out"), shape_name = args.str("shape");
   const auto token_list = args.int_list("tokens");
@@ -252,7 +279,11 @@ int run_moe_bench(int argc, char** argv) {
           .add("routing", args.str("routing"))
           .add("plan", fused->plan_for_tokens(0, T).to_string());
       if (time_composed) line.add("speedup_vs_composed", row.forward_us / t);
-      if (args.has("trace")) print_trace(*comm, *fused, margs, T, shape);
+      if (args.has("trace"))
+        print_trace(*comm, *fused, margs, T, shape,
+                    args.str("trace-raw").empty() ? std::string()
+                                                  : args.str("trace-raw") + "/trace-" + shape_name + "-" +
+                                                        std::to_string(T) + ".csv");
       line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
       append_result(out, "moe", line);
     }

@@ -21,11 +21,17 @@ enum TracePoint : int {
   kNumTracePoints
 };
 
-// After the points: the CTA's first kTraceTileSlots tiles, kTraceTileWords each, all from the producer thread (the
-// math warpgroups have no registers to spare): [it starts waiting for the tile's rows, the rows are there, it issued
-// the tile's last load (the math warps had freed all but kNumStages stages by then), 1 for an L2 tile else 0].
-constexpr int kTraceTileSlots = 4, kTraceTileWords = 4;
-enum TraceTileWord : int { kTileWaitStart, kTileInputsReady, kTileLoadsIssued, kTileIsL2 };
+// After the points: the CTA's first kTraceTileSlots tiles, kTraceTileWords each: from the producer thread [it starts
+// waiting for the tile's rows, the rows are there, it issued the tile's last load (the math warps had freed all but
+// kNumStages stages by then), the tile's id (trace_tile_id)], then from math thread 0 [its mainloop is done, its
+// epilogue is done].
+constexpr int kTraceTileSlots = 8, kTraceTileWords = 6;
+enum TraceTileWord : int { kTileWaitStart, kTileInputsReady, kTileLoadsIssued, kTileId, kTileMainloopDone, kTileMathDone };
+// kTileId: bit 0 L2 tile, bits 1-15 local expert, bits 16-31 n-block, bits 32-63 pool block.
+constexpr unsigned long long trace_tile_id(bool l2, int local_expert, int n_block, int pool_block) {
+  return (l2 ? 1ull : 0ull) | (unsigned long long)(local_expert) << 1 | (unsigned long long)(n_block) << 16 |
+         (unsigned long long)(pool_block) << 32;
+}
 constexpr int kTraceWordsPerCta = kNumTracePoints + kTraceTileSlots * kTraceTileWords;
 
 constexpr const char* kTracePointNames[kNumTracePoints] = {

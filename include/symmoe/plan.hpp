@@ -179,6 +179,10 @@ static_assert(kNumMegaKernels == layout::kMegaNumBlockMCandidates &&
                   kMegaKernels[0].block_m == layout::kMegaBlockMCandidates[0] &&
                   kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1],
               "the fused kernels' BLOCK_M values must be layout::kMegaBlockMCandidates");
+// Largest hidden size of the fused kernel: a dispatch warp's lane carries two of a pulled row's per-128 scales.
+constexpr int kMegaMaxHidden = 2 * 32 * 128;
+// Largest top-k of the fused kernel: a combine item holds one row piece per lane in registers.
+constexpr int kMegaMaxTopk = 8;
 // Beyond the GEMM core: per (source rank, local expert) received counts (E int32) and per local expert the pool
 // segment start (El + 1), valid rows (El) and a wave-end bit per expert (El / 32 words), read by the scheduler and
 // the dispatch warps.

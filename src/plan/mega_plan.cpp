@@ -135,6 +135,10 @@ void MegaPlan::validate() const {
                "L1 and L2 BLOCK_N must be 256 and BLOCK_K 128", where());
   SYMMOE_CHECK((2 * shape.intermediate) % l1_block_n == 0 && shape.hidden % 128 == 0, "plan",
                "tiles must divide 2I, H must be a multiple of 128", where());
+  SYMMOE_CHECK(shape.hidden <= kMegaMaxHidden, "plan", "hidden ", shape.hidden, " exceeds the fused kernel's ",
+               kMegaMaxHidden, " (two per-128 scales per lane of a pulling warp)", where());
+  SYMMOE_CHECK(shape.num_topk <= kMegaMaxTopk, "plan", "top-k ", shape.num_topk, " exceeds the fused kernel's ",
+               kMegaMaxTopk, " (one register row piece per lane in the combine)", where());
   const int wg_n = block_m == hopper::kWgmmaM ? 128 : 256;
   SYMMOE_CHECK(l1_wg_tile_m == hopper::kWgmmaM && l2_wg_tile_m == hopper::kWgmmaM && l1_wg_tile_n == wg_n &&
                    l2_wg_tile_n == wg_n,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/scan.cuh"
 #include "kernels/ep/params.hpp"
 
 namespace symmoe::ep {
@@ -99,12 +100,7 @@ __device__ __forceinline__ int warp_exclusive_scan(const int* in, int* out, int 
   int carry = 0;
   for (int base = 0; base < n; base += 32) {
     const int v = base + lane < n ? in[base + lane] : 0;
-    int incl = v;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl += y;
-    }
+    const int incl = symmoe::kernel::warp_inclusive_sum(v);
     if (base + lane < n) out[base + lane] = carry + incl - v;
     carry += __shfl_sync(0xffffffffu, incl, 31);
   }
@@ -116,12 +112,7 @@ __device__ __forceinline__ void warp_inclusive_scan(int* data, int n) {
   const int lane = lane_id();
   int carry = 0;
   for (int base = 0; base < n; base += 32) {
-    int incl = base + lane < n ? data[base + lane] : 0;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl += y;
-    }
+    const int incl = symmoe::kernel::warp_inclusive_sum(base + lane < n ? data[base + lane] : 0);
     if (base + lane < n) data[base + lane] = carry + incl;
     carry += __shfl_sync(0xffffffffu, incl, 31);
   }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "kernels/comm/packed_counter.cuh"
+#include "kernels/common/scan.cuh"
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
@@ -41,34 +42,6 @@ __device__ __forceinline__ void count_and_publish(const MegaParams& p, int threa
     if (slot < uint32_t(d.num_max_tokens_per_rank))
       *p.sym.map(p.ws.get_src_token_topk(local_expert, int(p.sym.rank), int(slot)), dst) = i;  // i = t * K + k
   }
-}
-
-// Exclusive prefix sum of one int per thread over the CTA (blockDim.x a multiple of 32, <= 1024); *total gets the
-// sum. Every thread must call it. scratch: 32 ints of shared memory.
-__device__ __forceinline__ int cta_exclusive_scan(int value, int* scratch, int* total) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
-  int inclusive = value;
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int v = __shfl_up_sync(~0u, inclusive, o);
-    if (lane >= o) inclusive += v;
-  }
-  if (lane == 31) scratch[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < num_warps ? scratch[lane] : 0;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-      const int v = __shfl_up_sync(~0u, w, o);
-      if (lane >= o) w += v;
-    }
-    scratch[lane] = w;  // inclusive over the warps
-  }
-  __syncthreads();
-  const int result = (warp ? scratch[warp - 1] : 0) + inclusive - value;
-  *total = scratch[num_warps - 1];
-  __syncthreads();  // scratch reusable
-  return result;
 }
 
 // Every thread of the CTA; `ok` false (a failed barrier): every count reads 0, so the CTA computes nothing.
@@ -96,7 +69,7 @@ __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const Ex
       for (int s = 0; s < R; ++s) n += c.chunk_start[e * R + s];
     const int padded = (n + BLOCK_M - 1) / BLOCK_M * BLOCK_M;
     int chunk_rows = 0;
-    const int start = rows_before + cta_exclusive_scan(padded, scan_scratch, &chunk_rows);
+    const int start = rows_before + symmoe::kernel::cta_exclusive_scan(padded, scan_scratch, &chunk_rows);
     if (e < El) {
       // Clamps act only with invalid routing (see NOTES at the top): the pool then ends early, never overflows.
       const int seg = min(start, pool_rows);
@@ -142,6 +115,14 @@ __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCount
     const int t = entry / d.num_topk, k = entry % d.num_topk;
     const uint4* src = reinterpret_cast<const uint4*>(p.sym.map(p.ws.get_x(t), uint32_t(s)));
     uint4* dst = reinterpret_cast<uint4*>(p.ws.get_l1_pool_x(uint64_t(r)));
+    // The row's scales (lane j holds scales j and j + 32: H / 128 <= 64, plan::kMegaMaxHidden) and top-k weight are
+    // loaded with the row's first vectors, not after the row: one NVLink round trip for all (each was its own,
+    // ~1.5 us apiece, on the critical path of a 1-token call).
+    const int num_scales = d.hidden / 128;
+    const float* src_scales = p.sym.map(p.ws.get_x_scales(t), uint32_t(s));
+    const float scale_lo = lane < num_scales ? src_scales[lane] : 0.f;
+    const float scale_hi = lane + 32 < num_scales ? src_scales[lane + 32] : 0.f;
+    const float weight = lane == 0 ? *p.sym.map(p.ws.get_topk_weights(t) + k, uint32_t(s)) : 0.f;
     // kPullUnroll 16-byte loads in flight per lane before the stores: a peer's row arrives in H / (512 x unroll)
     // NVLink round trips instead of H / 512 (one load at a time made a Pro row ~14 serial round trips).
     constexpr int kPullUnroll = plan::mega_data_registers(BLOCK_M) >= 56 ? 4 : 2;  // 16 registers each at 56
@@ -156,11 +137,10 @@ __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCount
       for (int u = 0; u < kPullUnroll; ++u)
         if (j0 + 32 * u < row_vectors) dst[j0 + 32 * u] = v[u];
     }
-    const float* scales = p.sym.map(p.ws.get_x_scales(t), uint32_t(s));
-#pragma unroll 1
-    for (int j = lane; j < d.hidden / 128; j += 32) *p.ws.get_l1_pool_scale(j, uint64_t(r)) = scales[j];
+    if (lane < num_scales) *p.ws.get_l1_pool_scale(lane, uint64_t(r)) = scale_lo;
+    if (lane + 32 < num_scales) *p.ws.get_l1_pool_scale(lane + 32, uint64_t(r)) = scale_hi;
     if (lane == 0) {
-      *p.ws.get_l1_pool_weight(uint64_t(r)) = *p.sym.map(p.ws.get_topk_weights(t) + k, uint32_t(s));
+      *p.ws.get_l1_pool_weight(uint64_t(r)) = weight;
       *p.ws.get_l1_pool_src(uint64_t(r)) = layout::PoolRowSource{s, t, k, 0};
     }
     // Generic writes, read by TMA (async proxy) on any SM of this GPU after the acquire on the counter.

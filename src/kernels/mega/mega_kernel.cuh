@@ -7,7 +7,8 @@
 //   scheduler.cuh  waves of experts; L1 then L2 tiles per wave; block counts from device-side counts
 // Stages of one call (every CTA; R ranks; all CTAs co-resident, grid <= the rank's SM share):
 //   count_and_publish -> rank_barrier #1 -> load_expert_counts -> roles (pull || TMA || math+epilogues)
-//   -> grid_sync -> clear the call's counters (recv counts, arrival counters, masks) -> rank_barrier #2 -> combine
+//   -> grid_sync -> clear the call's counters (recv counts, arrival counters, masks) + rank barrier #2 (CTA 0's
+//   cross-rank step, then a grid sync) -> combine
 // NOTES: why the counters are safe to clear there: every CTA read the recv counts before its roles; peers write
 // this rank's counters/lists again only in their next call's count stage, after rank_barrier #2 of this call,
 // which this rank reaches only after clearing. Arrival counters and masks are local and every GEMM of the rank is
@@ -44,16 +45,23 @@ __device__ __forceinline__ void finish_call(const MegaParams& p) {
   const int R = d.num_ranks, El = d.num_local_experts();
   const layout::SyncArea area = p.ws.get_sync_area();
   // ---- 3. clear this call's counters, then every rank's rows are in its combine buffer ----
-  comm::grid_sync(area.grid_sync_counter(), p.ctx);
+  // comm::rank_barrier with the clears folded in (one grid sync fewer: ~1.5 us of a 1-token call): after the first
+  // grid sync every role of the rank is done, CTA 0 clears the recv counts before its cross-rank release (peers
+  // write them again only after it), every CTA clears its share of the local arrival counters (read again only in
+  // the next call's roles, after that call's barrier).
+  const bool synced = comm::grid_sync(area.grid_sync_counter(), p.ctx);
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceGridSynced);
-  if (blockIdx.x == 0)
+  if (blockIdx.x == 0) {
     for (int i = threadIdx.x; i < R * El; i += kNumThreads) *p.ws.get_expert_recv_count(i / El, i % El) = 0;
+    __syncthreads();  // the clears before warp 0's system-scope release
+    if (synced) comm::cross_rank_barrier_block(p.sym, area, p.ctx);
+  }
   for (uint64_t b = uint64_t(blockIdx.x) * kNumThreads + threadIdx.x; b < p.ws.num_pool_blocks();
        b += uint64_t(gridDim.x) * kNumThreads) {
     *p.ws.get_l1_arrival_count(b) = 0;
     *p.ws.get_l2_arrival_mask(b) = 0;
   }
-  comm::rank_barrier(p.sym, area, p.ctx);
+  comm::grid_sync(area.grid_sync_counter(), p.ctx);
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCombineStart);
   // ---- 4. combine ----
   combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
@@ -129,15 +137,21 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const WarpStaging staging = warp_staging(smem, wg, warp % 4, lane);
     Scheduler sched(p, counts, blockIdx.x);
     MegaTile t;
-    for (int l1_count = 0; sched.next(t);) {
+    for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
       if (!t.l2) {
         math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe, acc);
+        if constexpr (kTrace)
+          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
         epilogue_swiglu_fp8<kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
         signal_l1_tile_done(p, t, staging);
       } else {
         math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kBf16>(l2, smem, t.tile, slice, wg, pipe, acc);
+        if constexpr (kTrace)
+          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
         epilogue_l2_writeback(p, t.tile, slice, acc, staging);
       }
+      if constexpr (kTrace)
+        if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMathDone, ptx::globaltimer_ns());
     }
     if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
     // Every write-back to a peer complete and ordered before rank_barrier #2's release.

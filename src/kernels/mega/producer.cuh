@@ -1,6 +1,7 @@
 // TMA producer of the fused kernel: the GEMM core's producer (src/kernels/gemm/producer.cuh: per 128-wide K block
 // wait for a free stage, announce the bytes, load A, A's scales and B) with the fused kernel's hook in front of
-// every tile: wait until its A rows exist.
+// every tile: wait until its A rows exist. The tile's first kEarlyWeightStages stages get their weights (B) before
+// that wait and their rows (A, A's scales) after it; the stage's full barrier expects all three either way.
 //   L1 tile: l1_arrival_count[pool block] >= the block's valid rows (the dispatch warps' pulls), site
 //            mega_l1_arrival;
 //   L2 tile: l2_arrival_mask[pool block] has every L1 n-block's bit (the L1 epilogues), site mega_l2_mask.
@@ -43,6 +44,13 @@ __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const Mega
   ptx::fence_proxy_async_global();  // the rows were written by the generic proxy; TMA reads through the async one
 }
 
+// Stages whose weights are loaded before the wait for the tile's rows. NOTES: measured (x2, 2026-11-30 01:32, fused
+// only, same binary, 0 / 1 / 2 / 3 / all 5 stages): Flash 1 token 76.5 / 75.0 / 74.1 / 74.1 / 74.8 us, Pro 1 token
+// 154.9 / 157.5 / 153.8 / 153.3 / 158.3, 8-128 tokens within 0.5%: with every stage early, the burst of weight loads
+// at the start queues the peers' row reads of the pull behind it in HBM (trace, Flash 1 token: rows ready at
+// 18.4-18.7 us with all 5 early, 12.3-17.6 with none).
+constexpr int kEarlyWeightStages = 3;
+
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
 __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
                                                   const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
@@ -55,7 +63,21 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
   while (sched.next(t)) {
     // NOTES: streaming the tile's weights into the L2 cache (cp.async.bulk.prefetch) while the rows are not there
     // yet measured 3-8% SLOWER at Flash 1/8/128 tokens (x2, 2026-11-30, same binary, SYMMOE_MEGA_PREFETCH 0 vs 2):
-    // removed.
+    // removed. What pays instead: the weights of the tile's first stages go straight into shared memory before the
+    // wait (they do not depend on the rows), so the pull / the L1 epilogues overlap the first weight loads.
+    const CUtensorMap* phase_maps = t.l2 ? &maps.l2_a : &maps.l1_a;  // A, A scales, B
+    const int n = t.l2 ? d.hidden : 2 * d.intermediate;
+    const int num_k_blocks = (t.l2 ? d.intermediate : d.hidden) / 128;
+    const int b_row = t.tile.expert_idx * n + t.tile.n_begin;
+    const int num_early = min(kEarlyWeightStages < kNumStages ? kEarlyWeightStages : kNumStages, num_k_blocks);
+    gemm::kernel::PipelineState<kNumStages> early = pipe;  // the stages that get their weights before the wait
+    for (int kb = 0; kb < num_early; ++kb) {
+      ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+      uint64_t* full = smem.full(pipe.stage);
+      ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);  // A, its scales and B: complete after the A loads
+      ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
+      pipe.advance();
+    }
     const uint64_t wait_start = kTrace ? ptx::globaltimer_ns() : 0;
     wait_tile_inputs(p, t);
     if constexpr (kTrace) {
@@ -63,21 +85,25 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
       trace_add(p, kTraceProducerWaitNs, ready - wait_start);
       const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
       trace_tile(p, slot, kTileWaitStart, wait_start), trace_tile(p, slot, kTileInputsReady, ready);
-      trace_tile(p, slot, kTileIsL2, t.l2 ? 1 : 0);
+      trace_tile(p, slot, kTileId, trace_tile_id(t.l2, t.tile.expert_idx, t.tile.n_begin / BLOCK_N, t.pool_block));
     }
-    const CUtensorMap* phase_maps = t.l2 ? &maps.l2_a : &maps.l1_a;  // A, A scales, B
-    const int n = t.l2 ? d.hidden : 2 * d.intermediate;
-    const int num_k_blocks = (t.l2 ? d.intermediate : d.hidden) / 128;
-    const int b_row = t.tile.expert_idx * n + t.tile.n_begin;
+    const int sfa_row = t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1);
     for (int kb = 0; kb < num_k_blocks; ++kb) {
-      ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-      uint64_t* full = smem.full(pipe.stage);
-      ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);
-      ptx::tma_load_2d(smem.a(pipe.stage), phase_maps, full, kb * 128, t.tile.row_begin);
-      ptx::tma_load_2d(smem.sfa(pipe.stage), phase_maps + 1, full, t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1),
-                       kb);
-      ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
-      pipe.advance();
+      uint64_t* full;
+      if (kb < num_early) {
+        full = smem.full(early.stage);
+        ptx::tma_load_2d(smem.a(early.stage), phase_maps, full, kb * 128, t.tile.row_begin);
+        ptx::tma_load_2d(smem.sfa(early.stage), phase_maps + 1, full, sfa_row, kb);
+        early.advance();
+      } else {
+        ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+        full = smem.full(pipe.stage);
+        ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);
+        ptx::tma_load_2d(smem.a(pipe.stage), phase_maps, full, kb * 128, t.tile.row_begin);
+        ptx::tma_load_2d(smem.sfa(pipe.stage), phase_maps + 1, full, sfa_row, kb);
+        ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
+        pipe.advance();
+      }
     }
     if constexpr (kTrace) trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileLoadsIssued, ptx::globaltimer_ns());
   }

@@ -1,10 +1,17 @@
 // Tile scheduler of the fused kernel: waves of experts, within a wave first every L1 tile of its experts, then
 // every L2 tile. Wave w holds the experts whose actual L1 tiles start in [w, w + 1) x MegaParams::wave_l1_tiles
-// (load_expert_counts computes the wave ends from the received counts) (seed 000 section 5: L2 of wave w overlaps L1 of wave w + 1 on other SMs). Within an expert the
-// m-blocks are outer and the n-blocks inner, so the n-blocks that complete one pool block's L2 input (the L2
-// arrival mask) run at about the same time, and one pulled block feeds all its L1 tiles at once.
+// (load_expert_counts computes the wave ends from the received counts) (seed 000 section 5: L2 of wave w overlaps L1
+// of wave w + 1 on other SMs). Within an expert the m-blocks are outer and the n-blocks inner, so the n-blocks that
+// complete one pool block's L2 input (the L2 arrival mask) run at about the same time, and one pulled block feeds
+// all its L1 tiles at once.
 // Persistent: CTA c takes tiles c, c + num_ctas, ... of this linear order. Block counts come from the device-side
 // counts in shared memory (ExpertCounts), so the host never synchronises.
+// The order in closed form: segments are BLOCK_M-aligned and back to back, so the pool blocks before a wave number
+// seg_start[first expert] / BLOCK_M, and the wave starts at linear tile (those blocks) x (L1 + L2 n-blocks); inside
+// the wave a tile index splits into (block, n-block) by one division and the block's expert is a binary search
+// over the segment starts. NOTES: the first version walked the experts one by one (~0.11 us each, empty ones
+// included): at 1 token/rank a CTA's first tile started up to 17 us late and its second up to 18 us after its
+// first (Flash, trace, 2026-11-30).
 // NOTES: the producer thread and the math warpgroups each run their own copy; they agree because the walk is a
 // pure function of (blockIdx, the counts). Deadlock freedom: a tile waits only on tiles earlier in the linear
 // order (L2 on L1 of the same wave, L1 on the pull, which waits on nothing local), every CTA walks in increasing
@@ -46,13 +53,13 @@ struct MegaTile {
 template <int BLOCK_M, int BLOCK_N>
 struct MegaScheduler {
   const int32_t* seg_start;  // ExpertCounts::seg_start; num_rows and wave_last follow (El + 1 and 2 El + 1 after)
-  int num_local_experts, wave_end = 0;
+  int num_local_experts;
   // L1: 2I / BLOCK_N; L2: ceil(H / BLOCK_N) (a partial last block stores its valid half only). Two scalars, not an
   // array: a dynamically indexed array would put the scheduler in local memory.
   int l1_n_blocks, l2_n_blocks;
   int next_tile;
-  int wave_begin = -1, phase = 1, expert_idx = -1;  // expert_idx = wave_begin + index in the wave
-  int seg_tile_begin = 0, seg_tile_end = 0;
+  int wave_end = 0;                            // one past the current wave's last expert
+  int wave_block_begin = 0, wave_block_end = 0;  // the current wave's pool blocks
 
   __device__ MegaScheduler(const MegaParams& p, const ExpertCounts& c, int cta)
       : seg_start(c.seg_start), num_local_experts(p.ws.dims().num_local_experts()),
@@ -63,32 +70,35 @@ struct MegaScheduler {
 
   // Next tile of this CTA; false when every wave is done (then the object must not be used again).
   __device__ bool next(MegaTile& t) {
-    while (next_tile >= seg_tile_end) {
-      if (wave_begin < 0 || ++expert_idx == wave_end) {
-        if (phase == 0) {
-          phase = 1;  // the same wave's L2 tiles
-        } else {
-          phase = 0;  // the next wave's L1 tiles
-          wave_begin = wave_begin < 0 ? 0 : wave_end;
-          if (wave_begin >= num_local_experts) return false;
-          wave_end = wave_end_from(reinterpret_cast<const uint32_t*>(seg_start + 2 * num_local_experts + 1), wave_begin);
-        }
-        expert_idx = wave_begin;
-      }
-      const int m_blocks = (num_rows(expert_idx) + BLOCK_M - 1) / BLOCK_M;
-      seg_tile_begin = seg_tile_end;
-      seg_tile_end += m_blocks * (phase ? l2_n_blocks : l1_n_blocks);
+    const int tiles_per_block = l1_n_blocks + l2_n_blocks;
+#pragma unroll 1
+    while (next_tile >= wave_block_end * tiles_per_block) {
+      if (wave_end >= num_local_experts) return false;
+      wave_end = wave_end_from(reinterpret_cast<const uint32_t*>(seg_start + 2 * num_local_experts + 1), wave_end);
+      wave_block_begin = wave_block_end;
+      wave_block_end = seg_start[wave_end] / BLOCK_M;
     }
-    const int local = next_tile - seg_tile_begin;
+    int local = next_tile - wave_block_begin * tiles_per_block;
     next_tile += gridDim.x;
-    const int n_blocks = phase ? l2_n_blocks : l1_n_blocks;
-    const int m_block = local / n_blocks, n_block = local % n_blocks;
-    t.l2 = phase == 1;
-    t.tile.expert_idx = expert_idx;
-    t.tile.row_begin = seg_start[expert_idx] + m_block * BLOCK_M;
-    t.tile.num_rows = min(num_rows(expert_idx) - m_block * BLOCK_M, BLOCK_M);
-    t.tile.n_begin = n_block * BLOCK_N;
-    t.pool_block = t.tile.row_begin / BLOCK_M;
+    const int l1_tiles = (wave_block_end - wave_block_begin) * l1_n_blocks;
+    t.l2 = local >= l1_tiles;
+    if (t.l2) local -= l1_tiles;
+    const int n_blocks = t.l2 ? l2_n_blocks : l1_n_blocks;
+    const int block = wave_block_begin + local / n_blocks;
+    // The block's expert: the last e with seg_start[e] <= its first row (empty experts share their successor's start,
+    // and the last of equal starts is the one whose rows follow).
+    const int row_begin = block * BLOCK_M;
+    int lo = 0, hi = wave_end - 1;
+#pragma unroll 1
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (seg_start[mid] <= row_begin) lo = mid; else hi = mid - 1;
+    }
+    t.tile.expert_idx = lo;
+    t.tile.row_begin = row_begin;
+    t.tile.num_rows = min(num_rows(lo) - (row_begin - seg_start[lo]), BLOCK_M);
+    t.tile.n_begin = (local % n_blocks) * BLOCK_N;
+    t.pool_block = block;
     return true;
   }
 };
