@@ -242,8 +242,9 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 // ---------------------------------------------------------------------------------------------------------------
 // What the EP host takes from the plan: how many SMs (CTAs) dispatch and combine use, and the buffer size. The
 // kernels' own shape (warps per CTA, shared memory) is fixed by the kernels (src/kernels/ep/params.hpp, which reads
-// kEpWarpsPerCta from here) and checked by the host against the device before launch.
-constexpr int kEpWarpsPerCta = 12;
+// the warps per CTA from here) and checked by the host against the device before launch.
+constexpr int kEpDispatchWarpsPerCta = 12;  // ~168 registers per thread (bulk row pipes); 16 warps spilled
+constexpr int kEpCombineWarpsPerCta = 16;   // half send, half reduce, 128 registers per thread
 
 struct EpPlan {
   MoeShape shape;
@@ -251,7 +252,7 @@ struct EpPlan {
   int num_sms = 0;  // SMs of the GPU (or of this virtual rank's share)
   // Notify (counting, prefix sums) runs at the start of the dispatch kernel on the dispatch SMs.
   int dispatch_sms = 0, combine_sms = 0;
-  int warps_per_cta = kEpWarpsPerCta;
+  int dispatch_warps_per_cta = kEpDispatchWarpsPerCta, combine_warps_per_cta = kEpCombineWarpsPerCta;
   uint64_t buffer_bytes = 0;
 
   layout::EpDims dims() const;

@@ -59,7 +59,8 @@ void bind_plan(py::module_& m) {
       .def_readonly("num_sms", &plan::EpPlan::num_sms)
       .def_readonly("dispatch_sms", &plan::EpPlan::dispatch_sms)
       .def_readonly("combine_sms", &plan::EpPlan::combine_sms)
-      .def_readonly("warps_per_cta", &plan::EpPlan::warps_per_cta)
+      .def_readonly("dispatch_warps_per_cta", &plan::EpPlan::dispatch_warps_per_cta)
+      .def_readonly("combine_warps_per_cta", &plan::EpPlan::combine_warps_per_cta)
       .def_readonly("buffer_bytes", &plan::EpPlan::buffer_bytes);
   def_printable(ep);
 

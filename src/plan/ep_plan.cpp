@@ -55,8 +55,9 @@ void EpPlan::validate() const {
   shape.validate();
   SYMMOE_CHECK(dispatch_sms >= 1 && dispatch_sms <= num_sms && combine_sms >= 1 && combine_sms <= num_sms, "plan",
                "EP SM counts must be in [1, ", num_sms, "]", where());
-  SYMMOE_CHECK(warps_per_cta == kEpWarpsPerCta, "plan", "EP kernels are built for ", kEpWarpsPerCta,
-               " warps per CTA, plan says ", warps_per_cta, where());
+  SYMMOE_CHECK(dispatch_warps_per_cta == kEpDispatchWarpsPerCta && combine_warps_per_cta == kEpCombineWarpsPerCta,
+               "plan", "EP kernels are built for ", kEpDispatchWarpsPerCta, " dispatch / ", kEpCombineWarpsPerCta,
+               " combine warps per CTA, plan says ", dispatch_warps_per_cta, " / ", combine_warps_per_cta, where());
   SYMMOE_CHECK(buffer_bytes == layout::EpLayout(dims()).num_bytes(), "plan", "EP buffer size ", buffer_bytes,
                " does not match its layout", where());
 }
@@ -65,7 +66,8 @@ std::string EpPlan::to_string() const {
   std::ostringstream os;
   os << "ep " << shape.to_string() << " dtype=" << layout::token_dtype_name(dtype) << " sms=" << num_sms
      << " | dispatch (incl. notify): " << dispatch_sms << " SMs | combine: " << combine_sms << " SMs | "
-     << warps_per_cta << " warps per CTA | buffer " << buffer_bytes << " B";
+     << "warps per CTA: dispatch " << dispatch_warps_per_cta << ", combine " << combine_warps_per_cta << " | buffer "
+     << buffer_bytes << " B";
   return os.str();
 }
 

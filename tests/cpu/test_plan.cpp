@@ -237,6 +237,15 @@ TEST(Plan, BadArgumentsRaise) {
   MoeShape wide = v3;
   wide.intermediate = 8192 + 128;
   expect_error([&] { plan::plan_mega_moe(wide, 132, kNoOverrides); }, "L2 arrival mask");
+  MoeShape too_wide_hidden = v3;  // a pulling lane carries two per-128 scales
+  too_wide_hidden.hidden = plan::kMegaMaxHidden + 128;
+  expect_error([&] { plan::plan_mega_moe(too_wide_hidden, 132, kNoOverrides); }, "hidden 8320 exceeds");
+  MoeShape plan_max = v3;
+  plan_max.hidden = plan::kMegaMaxHidden;
+  EXPECT_NO_THROW(plan::plan_mega_moe(plan_max, 132, kNoOverrides));
+  MoeShape many_topk = v3;  // a combine item holds one row piece per top-k lane in registers
+  many_topk.num_topk = plan::kMegaMaxTopk + 1;
+  expect_error([&] { plan::plan_mega_moe(many_topk, 132, kNoOverrides); }, "top-k 9 exceeds");
   expect_error([] { plan::plan_mega_moe(named_shape("v3", 8, 0), 132, kNoOverrides); }, "num_max_tokens_per_rank");
 }
 

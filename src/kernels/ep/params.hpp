@@ -13,16 +13,17 @@
 
 namespace symmoe::ep {
 
-// Warps per CTA of the dispatch kernel (the plan's warps_per_cta). NOTES: register copies (combine sends, expand
-// epilogue) keep kCopyVecs 16-byte vectors per lane in flight (8 KB per warp); dispatch moves its rows through
-// per-warp bulk pipes (bulk_rows.cuh) and needs ~168 registers per thread (16 warps, capped at 128, spilled).
-constexpr int kNumWarps = plan::kEpWarpsPerCta;
+// Warps per CTA of the dispatch kernel (the plan's dispatch_warps_per_cta). NOTES: register copies (combine
+// sends, expand epilogue) keep kCopyVecs 16-byte vectors per lane in flight (8 KB per warp); dispatch moves its rows
+// through per-warp bulk pipes (bulk_rows.cuh) and needs ~168 registers per thread (16 warps, capped at 128, spilled).
+constexpr int kNumWarps = plan::kEpDispatchWarpsPerCta;
 constexpr int kCopyVecs = 16;
 constexpr int kNumThreads = kNumWarps * 32;
-// Warps per CTA of the combine kernel (half send, half reduce; 128 registers per thread). NOTES: measured against
-// kNumWarps in the same run (bench ep, x2, 2026-11-30 01:24, V3, 2 ranks): 8192 tokens 576 vs 592 us at 24 SMs,
-// 730 vs 748 at 16; 512 tokens 43.0 vs 45.4 / 48.7 vs 55.4; 128 tokens 18.4 vs 18.2 at 24 SMs, 18.9 vs 24.5 at 16.
-constexpr int kCombineWarps = 16;
+// Warps per CTA of the combine kernel (the plan's combine_warps_per_cta: half send, half reduce, 128 registers per
+// thread). NOTES: measured against 12 warps in the same run (bench ep, x2, 2026-11-30 01:24, V3, 2 ranks): 8192
+// tokens 576 vs 592 us at 24 SMs, 730 vs 748 at 16; 512 tokens 43.0 vs 45.4 / 48.7 vs 55.4; 128 tokens 18.4 vs 18.2
+// at 24 SMs, 18.9 vs 24.5 at 16.
+constexpr int kCombineWarps = plan::kEpCombineWarpsPerCta;
 
 // Benchmark-only (SYMMOE_EP_SKIP, read on every call; `symmoe bench ep --skip`): phases left out to see where
 // the time goes. Outputs are WRONG when a bit is set; the protocol (counts, barrier, arrival counts, flags) always
