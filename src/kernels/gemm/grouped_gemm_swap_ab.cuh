@@ -30,11 +30,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     ptx::prefetch_tensormap(&tmap_a);
     ptx::prefetch_tensormap(&tmap_sfa);
     ptx::prefetch_tensormap(&tmap_b);
-    for (int s = 0; s < kNumStages; ++s) {
-      ptx::mbarrier_init(smem.full(s), 1);
-      ptx::mbarrier_init(smem.empty(s), kNumMathWarpgroups * 4);
-    }
-    ptx::fence_mbarrier_init_cluster();
+    smem.init_stage_barriers(kNumMathWarpgroups * 4);
   }
   __syncthreads();
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/params.hpp"
+#include "kernels/ptx/mbarrier.cuh"
 
 namespace symmoe::gemm::kernel {
 
@@ -52,6 +53,15 @@ struct GemmSmemLayout {
   __device__ uint64_t* full(int s) const { return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + s; }
   __device__ uint64_t* empty(int s) const {
     return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumStages + s;
+  }
+  // One thread, before the CTA's first sync: full barriers complete on the producer's arrive + the stage's TMA
+  // bytes, empty barriers on one arrive per consumer warp (consumer_arrivals).
+  __device__ void init_stage_barriers(uint32_t consumer_arrivals) const {
+    for (int s = 0; s < kNumStages; ++s) {
+      ptx::mbarrier_init(full(s), 1);
+      ptx::mbarrier_init(empty(s), consumer_arrivals);
+    }
+    ptx::fence_mbarrier_init_cluster();
   }
 };
 

@@ -93,11 +93,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     trace_stamp<kTrace>(p, kTraceStart);
     ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
     ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
-    for (int s = 0; s < kNumStages; ++s) {
-      ptx::mbarrier_init(smem.full(s), 1);
-      ptx::mbarrier_init(smem.empty(s), 2 * 4);  // one arrive per math warp
-    }
-    ptx::fence_mbarrier_init_cluster();
+    smem.init_stage_barriers(2 * 4);  // one arrive per math warp
   }
   __syncthreads();
 
