@@ -15,6 +15,9 @@ log="$out/device.log"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 num_gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 export SYMMOE_GPU_KIND=${SYMMOE_GPU_KIND:-nvidia-h200$([ "$num_gpus" -gt 1 ] && echo "-x$num_gpus")}
+# The commit recorded in result lines: tools/pack-device.sh writes it next to the binaries.
+[ -z "${SYMMOE_COMMIT:-}" ] && [ -f "$bin/COMMIT" ] && SYMMOE_COMMIT=$(cat "$bin/COMMIT")
+export SYMMOE_COMMIT=${SYMMOE_COMMIT:-unknown}
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader >> "$log" 2>&1

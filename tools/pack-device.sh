@@ -9,5 +9,10 @@ rm -rf "$dest" && mkdir -p "$dest"
 cp "$build/symmoe" "$dest/"
 for f in "$build"/gpu_test_*; do [ -x "$f" ] && cp "$f" "$dest/"; done
 strip --strip-debug "$dest"/* 2>/dev/null || true
+# The commit the binaries were built from (the GPU machine gets no .git): device-check.sh exports it as
+# SYMMOE_COMMIT, so result lines name it; "-dirty" when the build tree had uncommitted changes.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ "$commit" != unknown ] && ! git diff --quiet HEAD 2>/dev/null && commit="$commit-dirty"
+echo "$commit" > "$dest/COMMIT"
 du -sh "$dest"
 ls -la "$dest"
