@@ -1,4 +1,5 @@
-// Device buffer for GPU tests: frees itself, every CUDA call checked, poisonable before a kernel writes it.
+// GPU-test helpers: a device buffer that frees itself, every CUDA call checked, poisonable before a kernel writes
+// it; the number of visible GPUs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,12 @@
 #include "symmoe/cuda_check.hpp"
 
 namespace symmoe::test {
+
+inline int num_gpus() {
+  int n = 0;
+  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&n));
+  return n;
+}
 
 template <typename T>
 struct DeviceArray {

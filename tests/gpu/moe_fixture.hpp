@@ -28,11 +28,7 @@
 namespace symmoe {
 namespace {
 
-int num_gpus() {
-  int n = 0;
-  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&n));
-  return n;
-}
+using test::num_gpus;
 
 uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
 

@@ -25,11 +25,7 @@
 namespace symmoe {
 namespace {
 
-int num_gpus() {
-  int n = 0;
-  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&n));
-  return n;
-}
+using test::num_gpus;
 
 using test::DevMem;
 using test::upload;

@@ -13,6 +13,7 @@
 #include "kernels/comm/barrier.cuh"
 #include "kernels/comm/packed_counter.cuh"
 #include "kernels/ptx/bulk.cuh"
+#include "gpu/device_array.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/runtime.hpp"
 
@@ -21,11 +22,7 @@ namespace {
 
 bool multi_process() { return multi_process_env_present(); }
 
-int num_gpus() {
-  int n = 0;
-  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&n));
-  return n;
-}
+using test::num_gpus;
 
 // ranks == 0: one rank per GPU. Multi-process: the launcher's world.
 std::unique_ptr<Communicator> make_comm(int ranks, int timeout_ms) {
