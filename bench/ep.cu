@@ -11,7 +11,7 @@
 //   ceiling_at_sms_gbps  the same peer copy on only the point's SM count (what SM stores can reach with those SMs)
 //   baseline      NCCL send/recv all-to-all (ncclGroupStart + ncclSend/ncclRecv to every rank incl. self) of the
 //                 same logical bytes per rank pair, on the same streams
-// --skip: phase-skip masks (SYMMOE_EP_SKIP) timed at every point, to see where the time goes (outputs wrong).
+// --skip: phase-skip masks (ep::SkipPhase bits, src/ep/bench_access.hpp) timed at every point, to see where the time goes (outputs wrong).
 // Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls captured per graph
 // (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is the
 // collective's). NCCL is timed the same way (its group captured into the graphs: baseline_timing "cuda_graph");
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "ep/bench_access.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
@@ -112,7 +113,7 @@ int run_ep_bench(int argc, char** argv) {
       .option("reps", "30", "timed repetitions per point")
       .option("variant", "ep4", "variant tag written to every result line (kernel generation)")
       .option("skip", "0",
-              "phase-skip masks to time at every point (SYMMOE_EP_SKIP bits, kernels/ep/params.hpp; 0 = full "
+              "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/params.hpp; 0 = full "
               "kernels; any other value gives wrong outputs and is tagged variant-skipN)");
   if (!args.parse(argc, argv)) return 0;
   const std::string out = args.str("out");
@@ -267,8 +268,8 @@ int run_ep_bench(int argc, char** argv) {
       }
       for (const int sms : sm_list) {
         for (const int skip : skip_list) {
-          // The EP buffer reads SYMMOE_EP_SKIP on every call (the graphs below capture it at capture time).
-          if (skip) setenv("SYMMOE_EP_SKIP", std::to_string(skip).c_str(), 1); else unsetenv("SYMMOE_EP_SKIP");
+          // Read by every call while it launches (the graphs below capture it at capture time).
+          EpBenchAccess::set_skip_phases(buffer, uint32_t(skip));
           const std::string variant = args.str("variant") + (skip ? "-skip" + std::to_string(skip) : "");
           opt.cpu_sync = false, opt.num_sms = sms;
           const int calls = T >= 4096 ? 4 : 20;
@@ -316,7 +317,7 @@ int run_ep_bench(int argc, char** argv) {
           rows.push_back({shape_name, "combine", T, sms, skip, c_us, c_gbps, c_nvl, ceiling, ceil_sms, nccl_us});
         }
       }
-      unsetenv("SYMMOE_EP_SKIP");
+      EpBenchAccess::set_skip_phases(buffer, 0);
     }
     for (int r = 0; r < R; ++r) {
       on(r);

@@ -13,6 +13,9 @@
 //   tflops      2 * recv_pairs * H * I * 3 / t, recv_pairs = (token, expert) pairs rank 0 computes
 //   hbm_gbps    (touched local experts' weights incl. scales + recv_pairs * (H + 4H/128) FP8 rows in
 //               + recv_pairs * 2H bf16 rows out) / t — the layer's minimum traffic, not every intermediate
+//   weight_gbps touched local experts' weights incl. scales / t, and weight_fraction_of_ceiling against
+//               hbm_ceiling_gbps: a streaming read of 4 GiB on GPU 0 measured at the start of the same run
+//               (bench/hbm_ceiling.hpp)
 //   nvl_gbps    bytes rank 0 exchanges with OTHER ranks (dispatch: token records it receives, x + scales + K
 //               idx/weights; combine: bf16 rows it sends back) / t
 //   stage times dispatch / l1 (glue + L1) / l2 / combine, each timed alone on the data the previous stage left
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "hbm_ceiling.hpp"
 #include "moe_inputs.hpp"
 #include "rank_timer.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -191,6 +195,9 @@ int run_moe_bench(int argc, char** argv) {
   const int T_max = *std::max_element(token_list.begin(), token_list.end());
   const MoeShape shape = named_shape(shape_name, R, T_max);
   shape.validate();
+  SYMMOE_CUDA_CHECK(cudaSetDevice(0));
+  const double hbm_ceiling = hbm_read_ceiling_gbps();  // rank 0's GPU, before the layers take their memory
+  std::printf("HBM streaming-read ceiling (same run, GPU 0): %.0f GB/s\n", hbm_ceiling);
   auto comm = Communicator::in_process(R);
   std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic weights (%.2f GB per rank)\n", shape_name.c_str(),
               shape.to_string().c_str(), R, num_gpus,
@@ -265,6 +272,9 @@ int run_moe_bench(int argc, char** argv) {
           .add("time_us", t)
           .add("tflops", tr.flops(shape) / t / 1e6)
           .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
+          .add("hbm_ceiling_gbps", hbm_ceiling)
+          .add("weight_gbps", tr.weight_bytes(shape) / t / 1e3)
+          .add("weight_fraction_of_ceiling", tr.weight_bytes(shape) / t / 1e3 / hbm_ceiling)
           .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
           .add("recv_pairs", double(tr.recv_pairs))
           .add("experts_touched", tr.experts_touched);

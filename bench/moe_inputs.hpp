@@ -57,6 +57,8 @@ struct RankTraffic {
   double flops(const MoeShape& s) const { return 2.0 * double(recv_pairs) * s.hidden * s.intermediate * 3; }
   // Touched weights + FP8 rows in (x + scales) + bf16 rows out.
   double hbm_bytes(const MoeShape& s) const;
+  // Touched weights alone (incl. scales): what a memory-bound call must stream at least once.
+  double weight_bytes(const MoeShape& s) const;
   // Token records in (x + scales + K idx/weights) + bf16 rows back.
   double nvl_bytes(const MoeShape& s) const;
 };

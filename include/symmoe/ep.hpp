@@ -111,7 +111,9 @@ class EpHandle {
   int32_t* psum_num_recv_tokens_per_expert = nullptr;       // [El] (mode-dependent, see reference/dispatch.hpp)
   int32_t* num_recv_tokens_per_expert = nullptr;            // [El] aligned counts
   int32_t* recv_src_metadata = nullptr;                     // [R*T_max, 2+K]
-  int32_t* device_counts = nullptr;                         // [2]: num_recv_tokens, num_expanded_tokens
+  // [3]: num_recv_tokens, num_expanded_tokens, and 1 when this rank's routing was bad in the dispatch that filled
+  // the handle (it sent nothing; a combine with this handle then leaves combined_x / combined_topk_weights unwritten)
+  int32_t* device_counts = nullptr;
 
   int device = -1;
   int num_local_experts() const { return num_experts / num_ranks; }
@@ -178,6 +180,7 @@ class EpBuffer {
   int num_ctas(int rank, int requested_sms) const;
 
  private:
+  friend struct EpBenchAccess;  // bench/ep.cu's phase-skip timing only (src/ep/bench_access.hpp)
   struct Impl;
   std::unique_ptr<Impl> impl_;
   EpBufferConfig config_;

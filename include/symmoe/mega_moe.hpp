@@ -23,6 +23,10 @@
 // - Semantics: y[t] = bf16(sum_{k routed, ascending} bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), zeros for
 //   an all-masked token: the composed path's function, bitwise (same GEMM core, epilogues and combine order; see
 //   tests/gpu/test_mega.cu).
+// - Bad routing (an expert id outside [-1, E), or an expert repeated within a token) is found on the device: that
+//   rank's tokens are not computed (no peer receives them), its y is not written, the other ranks' outputs are
+//   complete, and synchronize() raises the error EpBuffer raises for the same input ("dispatch rank R token T lane
+//   L: ..."), naming the first bad entry (smallest token, then lane).
 // - Errors: host checks throw symmoe::Error before anything is launched; a timed-out device wait (a stalled peer:
 //   site "barrier"; a local protocol bug: "mega_l1_arrival" / "mega_l2_mask" / "grid_sync") is raised by
 //   synchronize() as PeerTimeout. After one, the workspace's sync state is stale: destroy the layer.
@@ -86,7 +90,7 @@ class MegaMoe {
   MegaInputView input(size_t local_index) const;
 
   std::vector<const uint16_t*> forward(const std::vector<MoeForwardArgs>& args);
-  void synchronize();  // waits for every local rank; raises peer timeouts
+  void synchronize();  // waits for every local rank; raises peer timeouts, then bad routing
 
   // [El] int32 on the rank's device: (token, expert) pairs received per local expert by the last forward
   // (options.count_received); nullptr otherwise.

@@ -123,6 +123,12 @@ class Communicator {
   bool is_local(int rank) const;                          // driven by this process
   const RankPlacement& placement(int rank) const;         // local ranks only
   cudaStream_t stream(int rank) const;                     // non-blocking stream on the rank's device
+  // The stream a layer call of `rank` runs on: `user` when given. Otherwise the rank's own stream, first made to
+  // wait for the work already queued on the device's legacy default stream (cudaMemcpy, cudaMemset, launches
+  // without a stream), so inputs written that way before the call are seen and outputs poisoned that way are not
+  // overwritten afterwards. While that stream is being captured into a CUDA graph the graph orders its own nodes
+  // and no wait is added.
+  cudaStream_t call_stream(int rank, cudaStream_t user) const;
   uint64_t timeout_ns() const;
 
   SymmetricBuffer alloc_symmetric(size_t num_bytes);  // collective, zero-filled, 256-byte aligned bases

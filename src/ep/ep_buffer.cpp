@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "kernels/comm/sym_buffer.cuh"
+#include "kernels/common/input_error.hpp"
+#include "ep/bench_access.hpp"
 #include "kernels/ep/params.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
@@ -97,6 +99,7 @@ struct EpBuffer::Impl {
 
   Communicator* comm = nullptr;
   layout::EpDims dims;
+  uint32_t bench_skip = 0;  // ep::SkipPhase bits: 0 except under bench/ep.cu --skip (src/ep/bench_access.hpp)
   SymmetricBuffer buffer;
   std::vector<RankState> ranks;  // local ranks, Communicator::local_ranks() order
   ~Impl() {
@@ -223,7 +226,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
         const size_t a0 = c.take(R * 4), a1 = c.take(E * 4), a2 = c.take(size_t(T_max) * K * 4);
         const size_t a3 = c.take(size_t(T_max) * K * 8), a4 = c.take(R * 4), a5 = c.take(El * 4);
         const size_t a6 = c.take(El * 4), a7 = c.take(El * 4), a8 = c.take(size_t(R) * T_max * (2 + K) * 4);
-        const size_t a9 = c.take(2 * 4);
+        const size_t a9 = c.take(3 * 4);
         h.storage_ = std::make_unique<EpHandle::Storage>();
         h.storage_->block.allocate(st.placement.device, c.cursor);
         uint8_t* b = h.storage_->block.base();
@@ -246,7 +249,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     }
   }
 
-  const uint32_t skip = uint32_t(env::get_int("EP_SKIP", 0));  // benchmark-only (kernels/ep/params.hpp)
+  const uint32_t skip = im.bench_skip;
   std::vector<EpDispatchResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     Impl::RankState& st = im.ranks[i];
@@ -276,7 +279,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     p.warp_counts = st.warp_counts;
     p.error_key = st.error_key;
     p.error = st.error_dev;
-    cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
+    const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
     ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
@@ -317,7 +320,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     SYMMOE_CHECK((args[i].topk_weights != nullptr) == with_weights, "ep",
                  "combine: topk_weights must be given on every rank or on none (rank ",
                  im.ranks[i].placement.rank, " differs from rank ", im.ranks[0].placement.rank, ")");
-  const uint32_t skip = uint32_t(env::get_int("EP_SKIP", 0));  // benchmark-only (kernels/ep/params.hpp)
+  const uint32_t skip = im.bench_skip;
   std::vector<EpCombineResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     Impl::RankState& st = im.ranks[i];
@@ -340,7 +343,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     p.combined_topk_weights = with_weights ? st.combined_topk_weights : nullptr;
     p.skip = skip;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
-    cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
+    const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
     ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
     results[i].combined_x = st.combined_x;
     results[i].combined_topk_weights = p.combined_topk_weights;
@@ -356,20 +359,12 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
   return results;
 }
 
+void EpBenchAccess::set_skip_phases(EpBuffer& buffer, uint32_t bits) { buffer.impl_->bench_skip = bits; }
+
 void EpBuffer::synchronize() {
   Impl& im = *impl_;
   im.comm->synchronize();  // CUDA errors and peer timeouts first
-  for (auto& st : im.ranks) {
-    volatile ep::InputError* e = st.error_host;
-    if (!e->valid) continue;
-    const ep::InputError copy{e->value, e->token, e->lane, e->kind, e->first_lane, e->valid, 0};
-    e->valid = 0;
-    if (copy.kind == int32_t(ep::InputErrorKind::kDuplicate))
-      SYMMOE_FAIL("ep", "dispatch rank ", st.placement.rank, " token ", copy.token, " lane ", copy.lane, ": expert ",
-                  copy.value, " duplicates lane ", copy.first_lane, " (the rank sent nothing)");
-    SYMMOE_FAIL("ep", "dispatch rank ", st.placement.rank, " token ", copy.token, " lane ", copy.lane,
-                ": expert id ", copy.value, " outside [-1, ", config_.num_experts, ") (the rank sent nothing)");
-  }
+  for (auto& st : im.ranks) raise_input_error(st.error_host, st.placement.rank, config_.num_experts, "ep");
 }
 
 }  // namespace symmoe

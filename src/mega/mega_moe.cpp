@@ -2,9 +2,11 @@
 #include "symmoe/mega_moe.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "gemm/tensor_map.hpp"
+#include "kernels/common/input_error.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/mega/launch.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -22,6 +24,7 @@ struct MegaMoe::Impl {
     unsigned long long* trace = nullptr;       // [num_sms][kTraceWordsPerCta] while tracing
     uint16_t* own_y = nullptr;         // [T_max, H] when the caller passes no y
     int32_t* recv_counts = nullptr;    // [El] (options.count_received)
+    kernel::InputError* input_error = nullptr;  // host-mapped: the kernel's record of bad routing
     bool weights_bound = false;        // bind_weights() ran (forward() requires it)
   };
   // Rank i of this process (Communicator::local_ranks() order), checked.
@@ -43,6 +46,7 @@ struct MegaMoe::Impl {
       if (r.own_y) cudaFree(r.own_y);
       if (r.recv_counts) cudaFree(r.recv_counts);
       if (r.trace) cudaFree(r.trace);
+      if (r.input_error) cudaFreeHost(r.input_error);
     }
   }
 };
@@ -95,6 +99,9 @@ MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const MegaMoeOptions
     SYMMOE_CUDA_CHECK(cudaMalloc(&r.own_y, size_t(shape.num_max_tokens_per_rank) * shape.hidden * 2));
     if (options.count_received)
       SYMMOE_CUDA_CHECK(cudaMalloc(&r.recv_counts, size_t(shape.num_local_experts()) * 4));
+    SYMMOE_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&r.input_error), sizeof(kernel::InputError),
+                                    cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(r.input_error, 0, sizeof(kernel::InputError));
     im.ranks.push_back(r);
   }
 }
@@ -170,7 +177,11 @@ const int32_t* MegaMoe::received_counts(size_t i) const {
   return impl_->at(i).recv_counts;
 }
 
-void MegaMoe::synchronize() { impl_->comm->synchronize(); }
+void MegaMoe::synchronize() {
+  impl_->comm->synchronize();  // CUDA errors and peer timeouts first
+  for (const auto& r : impl_->ranks)
+    raise_input_error(r.input_error, r.placement.rank, shape_.num_experts, "mega");
+}
 
 std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
   Impl& im = *impl_;
@@ -186,7 +197,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
   for (size_t i = 0; i < args.size(); ++i) {
     Impl::Rank& r = im.ranks[i];
     const MoeForwardArgs& a = args[i];
-    const cudaStream_t stream = a.stream ? a.stream : im.comm->stream(r.placement.rank);
+    const cudaStream_t stream = im.comm->call_stream(r.placement.rank, a.stream);
     const MegaInputView in = input(i);
     const size_t T = size_t(a.num_tokens);
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
@@ -215,6 +226,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.clamp = options_.clamp;
     p.y = a.y ? a.y : r.own_y;
     p.recv_counts = r.recv_counts;
+    p.input_error = r.input_error;
     p.trace = r.trace;
     if (r.trace)
       SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, Impl::trace_words(r) * 8, stream));

@@ -164,7 +164,9 @@ void ComposedMoe::stage_dispatch(const std::vector<MoeForwardArgs>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     dargs[i].num_tokens = args[i].num_tokens, dargs[i].x = args[i].x, dargs[i].x_scales = args[i].x_scales;
     dargs[i].topk_idx = args[i].topk_idx, dargs[i].topk_weights = args[i].topk_weights;
-    dargs[i].stream = im.stream(i, args[i]);
+    // The first stage orders the call after legacy-stream work (Communicator::call_stream); later stages follow it
+    // on the same stream.
+    dargs[i].stream = im.comm->call_stream(im.ranks[i].placement.rank, args[i].stream);
   }
   EpDispatchOptions dopt;
   dopt.expand = true, dopt.expert_alignment = options_.expert_alignment, dopt.zero_padding = false;

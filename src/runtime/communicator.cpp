@@ -59,6 +59,7 @@ struct Communicator::Impl {
   std::unique_ptr<runtime_detail::Backend> backend;
   std::vector<int> local_index;
   std::vector<cudaStream_t> streams;             // per local rank
+  std::vector<cudaEvent_t> legacy_done;          // per local rank: call_stream's wait on the legacy stream
   std::vector<layout::ErrorRecord*> error_areas; // per local rank, host-mapped
   SymmetricBuffer sync;
   uint64_t timeout_ns = 0;
@@ -72,6 +73,7 @@ struct Communicator::Impl {
     sync = SymmetricBuffer();  // before the backend goes
     for (size_t i = 0; i < streams.size(); ++i) {
       if (streams[i]) cudaStreamDestroy(streams[i]);
+      if (legacy_done[i]) cudaEventDestroy(legacy_done[i]);
       if (error_areas[i]) cudaFreeHost(error_areas[i]);
     }
   }
@@ -116,11 +118,13 @@ void Communicator::init_local_state() {
   const auto& locals = impl.backend->local_ranks();
   impl.local_index.assign(impl.backend->num_ranks(), -1);
   impl.streams.assign(locals.size(), nullptr);
+  impl.legacy_done.assign(locals.size(), nullptr);
   impl.error_areas.assign(locals.size(), nullptr);
   for (size_t i = 0; i < locals.size(); ++i) {
     impl.local_index[locals[i].rank] = int(i);
     DeviceGuard guard(locals[i].device);
     SYMMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&impl.streams[i], cudaStreamNonBlocking));
+    SYMMOE_CUDA_CHECK(cudaEventCreateWithFlags(&impl.legacy_done[i], cudaEventDisableTiming));
     void* host = nullptr;
     SYMMOE_CUDA_CHECK(cudaHostAlloc(&host, layout::kErrorAreaBytes, cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(host, 0, layout::kErrorAreaBytes);
@@ -137,6 +141,18 @@ bool Communicator::is_local(int rank) const {
 }
 const RankPlacement& Communicator::placement(int rank) const { return local_ranks()[impl_->index(rank)]; }
 cudaStream_t Communicator::stream(int rank) const { return impl_->streams[impl_->index(rank)]; }
+cudaStream_t Communicator::call_stream(int rank, cudaStream_t user) const {
+  if (user) return user;
+  const int i = impl_->index(rank);
+  cudaStream_t s = impl_->streams[i];
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SYMMOE_CUDA_CHECK(cudaStreamIsCapturing(s, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return s;
+  DeviceGuard guard(placement(rank).device);
+  SYMMOE_CUDA_CHECK(cudaEventRecord(impl_->legacy_done[i], cudaStreamLegacy));
+  SYMMOE_CUDA_CHECK(cudaStreamWaitEvent(s, impl_->legacy_done[i], 0));
+  return s;
+}
 uint64_t Communicator::timeout_ns() const { return impl_->timeout_ns; }
 const SymmetricBuffer& Communicator::sync_buffer() const { return impl_->sync; }
 

@@ -149,6 +149,8 @@ void check_mega(const MoeShape& s) {
   ASSERT_TRUE(inside(l, MegaLayout::kSrcTokenTopk, l.get_src_token_topk(El - 1, R - 1, T - 1), 4, 4, "src list"));
   ASSERT_TRUE(
       inside(l, MegaLayout::kSrcTokenTopk, l.get_src_token_topk(El - 1, R - 1), uint64_t(T) * 4, 4, "src list start"));
+  ASSERT_TRUE(inside(l, MegaLayout::kInputError, l.get_input_error_key(), 8, 8, "input error key"));
+  ASSERT_TRUE(inside(l, MegaLayout::kInputError, l.get_src_input_error(R - 1), 4, 4, "src input error"));
   // The lists of different (expert, src rank) pairs do not overlap.
   if (R > 1) {
     ASSERT_EQ(l.get_src_token_topk(0, 1) - l.get_src_token_topk(0, 0), T);

@@ -1,5 +1,9 @@
 // GPU-test helpers: a device buffer that frees itself, every CUDA call checked, poisonable before a kernel writes
 // it; the number of visible GPUs.
+// NOTES: cudaMemcpy / cudaMemset run on the legacy default stream and may return before the device finished them
+// (pageable uploads, memsets). The library's rank streams are non-blocking: a call given an explicit stream, or a
+// graph replay, is not ordered after that work. So every helper here that writes device memory waits for the legacy
+// stream before it returns (an unfinished poison could otherwise land after the kernel's writes).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +14,8 @@
 #include "symmoe/cuda_check.hpp"
 
 namespace symmoe::test {
+
+inline void finish_legacy_stream() { SYMMOE_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy)); }
 
 inline int num_gpus() {
   int n = 0;
@@ -28,6 +34,7 @@ struct DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
   void upload(const std::vector<T>& h) {
     SYMMOE_CUDA_CHECK(cudaMemcpy(ptr, h.data(), std::min(h.size(), n) * sizeof(T), cudaMemcpyHostToDevice));
+    finish_legacy_stream();
   }
   std::vector<T> download() const {
     std::vector<T> h(n);
@@ -35,7 +42,10 @@ struct DeviceArray {
     return h;
   }
   // Fill every byte with `byte` (0xFF: NaN for floats, -1 for ints) so unwritten outputs show.
-  void poison(int byte = 0xFF) { SYMMOE_CUDA_CHECK(cudaMemset(ptr, byte, n * sizeof(T))); }
+  void poison(int byte = 0xFF) {
+    SYMMOE_CUDA_CHECK(cudaMemset(ptr, byte, n * sizeof(T)));
+    finish_legacy_stream();
+  }
 };
 
 // Untyped allocation on a given device (multi-GPU tests: each rank's buffers live on its own device).
@@ -61,7 +71,15 @@ template <typename T>
 DevMem upload(int device, const std::vector<T>& v) {
   DevMem m(device, v.size() * sizeof(T));
   if (!v.empty()) SYMMOE_CUDA_CHECK(cudaMemcpy(m.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  finish_legacy_stream();
   return m;
+}
+
+// Fill `bytes` at `p` on `device` with `byte` so unwritten outputs show (0xFF: bf16/fp32 NaN, int -1).
+inline void poison(int device, const void* p, size_t bytes, int byte = 0xFF) {
+  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+  if (p && bytes) SYMMOE_CUDA_CHECK(cudaMemset(const_cast<void*>(p), byte, bytes));
+  finish_legacy_stream();
 }
 
 }  // namespace symmoe::test

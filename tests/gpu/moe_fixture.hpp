@@ -42,10 +42,7 @@ std::vector<uint16_t> download_bf16(int device, const void* src, size_t count) {
   return out;
 }
 
-void poison(int device, const void* p, size_t bytes) {
-  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
-  if (p && bytes) SYMMOE_CUDA_CHECK(cudaMemset(const_cast<void*>(p), 0xFF, bytes));  // bf16 0xFFFF = NaN
-}
+using test::poison;  // 0xFF: bf16 0xFFFF = NaN
 
 // One rank configuration: communicator, shape, weights (device + the host copy the golden model reads), layer.
 struct Setup {

@@ -38,10 +38,7 @@ std::vector<T> download(int device, const void* src, size_t count) {
   return out;
 }
 
-void poison(int device, void* p, size_t bytes) {
-  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
-  if (p && bytes) SYMMOE_CUDA_CHECK(cudaMemset(p, 0xAB, bytes));
-}
+void poison(int device, const void* p, size_t bytes) { test::poison(device, p, bytes, 0xAB); }
 
 // Finite random bf16 values in [-2, 2).
 std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64& rng) {
@@ -404,6 +401,7 @@ TEST_P(EpLargeBatch, MatchesGoldenModelAndFindsLateBadIds) {
   idx[size_t(token) * K + lane] = s.config.num_experts;
   SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[bad_rank]));
   SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
+  test::finish_legacy_stream();
   std::vector<EpHandle> handles(s.R);
   try {
     s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
@@ -658,6 +656,39 @@ INSTANTIATE_TEST_SUITE_P(Ranks, EpBackward, ::testing::Values(0, 8),
                            return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
                          });
 
+// A call without an explicit stream is ordered after the work already queued on the device's legacy default stream
+// (Communicator::call_stream): a payload rewritten there by a copy that waits behind a ~10 ms kernel is the payload
+// dispatched. Before that rule, tests that poisoned or uploaded with cudaMemset / cudaMemcpy raced the rank streams
+// (outputs left as poison, a poisoned handle read by a cached dispatch: illegal address), more often on one GPU.
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+TEST(EpStreamOrder, CallsWithoutAStreamFollowTheLegacyStream) {
+  EpSetup s = make_setup(8, EpDtype::kFp8E4m3, EpScales::kFp32Per128);
+  Case c;
+  c.kind = ref::RoutingKind::kZipf, c.mask = 0.3, c.seed = 31;
+  Inputs in = make_inputs(s, c, 1), next = make_inputs(s, c, 2);  // same routing and counts, other payloads
+  const auto want = ref::dispatch(ref_config(s, c), next.host);
+  std::vector<EpHandle> handles(s.R);
+  s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);  // warm (host-synced)
+  for (int i = 0; i < s.R; ++i) {
+    int clock_khz = 0;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[i]));
+    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, s.devices[i]));
+    spin_kernel<<<1, 1, 0, cudaStreamLegacy>>>(10LL * clock_khz);
+    SYMMOE_CUDA_CHECK_LAUNCH("spin_kernel");
+    SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.x[i].ptr, next.x[i].ptr, next.x[i].bytes, cudaMemcpyDeviceToDevice,
+                                      cudaStreamLegacy));
+    SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.sf[i].ptr, next.sf[i].ptr, next.sf[i].bytes, cudaMemcpyDeviceToDevice,
+                                      cudaStreamLegacy));
+  }
+  const auto res = s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
+  for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, false, "after legacy copy");
+}
+
 // Bad expert ids and duplicates are found on the device and raised on the host naming rank, token, lane, value;
 // the other ranks do not hang, and the buffer keeps working afterwards.
 TEST(EpInputErrors, OutOfRangeAndDuplicateRaise) {
@@ -674,6 +705,7 @@ TEST(EpInputErrors, OutOfRangeAndDuplicateRaise) {
     if (kind == 2) idx[size_t(token) * K + 0] = value;  // ensure lane 0 holds it (duplicate at lane 2)
     SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[bad_rank]));
     SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
+    test::finish_legacy_stream();
     std::vector<EpHandle> handles(s.R);
     try {
       s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);

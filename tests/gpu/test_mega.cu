@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -288,6 +289,64 @@ TEST(MegaErrors, BadArgumentsRaiseBeforeLaunch) {
   bad.pop_back();
   EXPECT_THROW(mega->forward(bad), Error);
   run_case(*s, *mega, c);  // still works afterwards
+}
+
+// Bad routing on one rank (an id outside [-1, E), then an expert repeated within a token): the fused layer raises
+// the composed layer's error for the same input, leaves that rank's y untouched, still computes the other ranks'
+// tokens (bitwise equal to the composed path on the same input), and the next call is complete again.
+TEST(MegaErrors, BadRoutingRaisesTheComposedLayersError) {
+  auto s = make_setup(small_shape(4, 16), false, 128, 0.f, true);
+  auto mega = make_mega(*s, 0, {});
+  const int R = s->shape.num_ranks, K = s->shape.num_topk, H = s->shape.hidden;
+  const int bad_rank = 2, token = 11, lane = 3;
+  const auto error_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      return msg.substr(std::min(msg.find("dispatch rank"), msg.size()));
+    }
+    return std::string("no error");
+  };
+  for (const bool duplicate : {false, true}) {
+    SCOPED_TRACE(duplicate ? "duplicate expert" : "expert id out of range");
+    Case c;
+    c.tokens = 16, c.seed = fresh_seed();  // uniform routing, no masked lanes: every lane valid
+    Inputs in = make_inputs(*s, c);
+    std::vector<int64_t> idx = in.host[bad_rank].routing.topk_idx;
+    idx[size_t(token) * K + lane] = duplicate ? idx[size_t(token) * K + 1] : int64_t(s->shape.num_experts) + 5;
+    SYMMOE_CUDA_CHECK(cudaSetDevice(s->devices[bad_rank]));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
+    test::finish_legacy_stream();
+    std::vector<const uint16_t*> y_ptrs;
+    for (const auto& a : in.args) y_ptrs.push_back(a.y);
+
+    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+    s->layer->forward(in.args);
+    const std::string composed_error = error_of([&] { s->layer->synchronize(); });
+    const auto composed = download_all(*s, y_ptrs, in);
+
+    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+    mega->forward(in.args);
+    const std::string fused_error = error_of([&] { mega->synchronize(); });
+    const auto fused = download_all(*s, y_ptrs, in);
+
+    const std::string where = "dispatch rank 2 token 11 lane 3: ";
+    EXPECT_EQ(composed_error.rfind(where, 0), 0u) << composed_error;
+    EXPECT_EQ(fused_error, composed_error);
+    for (int i = 0; i < R; ++i) {
+      if (i == bad_rank) {
+        EXPECT_TRUE(std::all_of(fused[i].begin(), fused[i].end(), [](uint16_t v) { return v == 0xFFFF; }))
+            << "the bad rank's y was written";
+      } else {
+        EXPECT_TRUE(test::bitwise_equal(composed[i], fused[i], "rank " + std::to_string(i) + " y"));
+      }
+    }
+    if (HasFailure()) return;
+  }
+  Case c;
+  c.kind = ref::RoutingKind::kHotExpert, c.tokens = 16, c.seed = fresh_seed();
+  run_case(*s, *mega, c);  // the flags were cleared: a good call is complete and bitwise equal again
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 //   expert_send_count  E u64                      intra-rank grid reduction, packed (arrivals << 32) | count
 //   expert_recv_count  R x El u64                 [src_rank][local expert] tokens src sends here, packed, by src
 //   src_token_topk     El x R x T int32           [local expert][src_rank][i] = token * K + topk lane, by src
+//   input_error        u64 + R u32                this rank's first bad routing entry (~input_error_key, atomic
+//                                                 max; 0 = none), then [src_rank] = 1 when src's routing was bad
 //   l1_pool_x          P x H e4m3                 L1 GEMM input rows, experts in contiguous BLOCK_M-padded segments
 //   l1_pool_scales     (H/128) x P fp32           MN-major: one k-block's BLOCK_M scales are contiguous (one TMA)
 //   l1_pool_weights    P fp32                     top-k weight of each pool row (applied before L2 quantisation)
@@ -81,6 +83,7 @@ class MegaLayout {
     kExpertSendCount,
     kExpertRecvCount,
     kSrcTokenTopk,
+    kInputError,
     kL1PoolX,
     kL1PoolScales,
     kL1PoolWeights,
@@ -138,6 +141,14 @@ class MegaLayout {
     return at_offset<int32_t>(base_, offset(kSrcTokenTopk)) + list * dims_.num_max_tokens_per_rank + i;
   }
 
+  // ---- routing errors (kernels/common/input_error.hpp): written while counting, cleared at the end of the call ----
+  SYMMOE_HD unsigned long long* get_input_error_key() const {
+    return at_offset<unsigned long long>(base_, offset(kInputError));
+  }
+  SYMMOE_HD uint32_t* get_src_input_error(int src_rank) const {  // set by src_rank on every rank
+    return at_offset<uint32_t>(base_, offset(kInputError) + 8) + src_rank;
+  }
+
   // ---- L1 pool ----
   SYMMOE_HD uint8_t* get_l1_pool_x(uint64_t pool_row) const {  // [H]
     return at_offset<uint8_t>(base_, offset(kL1PoolX) + pool_row * dims_.hidden);
@@ -193,6 +204,7 @@ class MegaLayout {
     regions_.add(kExpertSendCount, "expert_send_count", E * 8, kAlignBulk);
     regions_.add(kExpertRecvCount, "expert_recv_count", R * El * 8, kAlignBulk);
     regions_.add(kSrcTokenTopk, "src_token_topk", El * R * T * 4, kAlignBulk);
+    regions_.add(kInputError, "input_error", 8 + R * 4, kAlignBulk);
     regions_.add(kL1PoolX, "l1_pool_x", P * H, kAlignBulk);
     regions_.add(kL1PoolScales, "l1_pool_scales", (H / 128) * P * 4, kAlignBulk);
     regions_.add(kL1PoolWeights, "l1_pool_weights", P * 4, kAlignBulk);

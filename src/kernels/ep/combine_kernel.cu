@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32, 1) combine_kernel(const __
     const int g = blockIdx.x * kSendWarps + warp, num_warps = gridDim.x * kSendWarps;
     const int num_recv = p.handle.device_counts[0];
     combine_send_rows(p, g, num_warps, num_recv, reinterpret_cast<int*>(lists[warp]));
-  } else {
+  } else if (p.handle.device_counts[2] == 0) {  // this rank's dispatch had bad routing: it sent nothing, writes nothing
     constexpr int kReduceWarps = kCombineWarps - kSendWarps;
     const int g = blockIdx.x * kReduceWarps + (warp - kSendWarps), num_warps = gridDim.x * kReduceWarps;
     const int first_row = local_first_row(p);

@@ -85,6 +85,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
       if (input_error && blockIdx.x == 0 && threadIdx.x == 0) publish_input_error(p, key);
       compute_bases(p, counters, input_error, parity);
     }
+    if (blockIdx.x == 0 && threadIdx.x == 0) p.handle.device_counts[2] = input_error ? 1 : 0;  // read by combine
   } else {
     publish_cached_counts(p, parity);
     __syncthreads();  // CTA 0's count stores (any warp) before warp 0's releasing fence

@@ -87,11 +87,6 @@ __device__ __forceinline__ void load_route_chunk(RouteChunk& c, const int64_t* t
   __syncwarp();
 }
 
-__device__ __forceinline__ unsigned long long input_error_key(int token, int lane, InputErrorKind kind) {
-  return (static_cast<unsigned long long>(token) << 32) | (static_cast<unsigned long long>(lane) << 8) |
-         static_cast<unsigned long long>(kind);
-}
-
 // True when the warp's whole range fits one routing chunk: count_tokens then loads the weights with the routing
 // and the push reuses the chunk.
 __device__ __forceinline__ bool range_in_one_chunk(int begin, int end, int num_topk) {
@@ -149,7 +144,7 @@ __device__ __forceinline__ void publish_cta_counts(const DispatchParams& p, cons
 // Host-visible record of the first bad entry (smallest token, then lane). One thread.
 __device__ __forceinline__ void publish_input_error(const DispatchParams& p, unsigned long long key) {
   const int K = p.layout.dims().num_topk;
-  const int token = int(key >> 32), lane = int((key >> 8) & 0xff);
+  const int token = symmoe::kernel::input_error_token(key), lane = symmoe::kernel::input_error_lane(key);
   const int64_t value = p.topk_idx[int64_t(token) * K + lane];
   int first = -1;
   for (int j = 0; j < lane && first < 0; ++j)
@@ -157,7 +152,7 @@ __device__ __forceinline__ void publish_input_error(const DispatchParams& p, uns
   p.error->value = value;
   p.error->token = token;
   p.error->lane = lane;
-  p.error->kind = int32_t(key & 0xff);
+  p.error->kind = symmoe::kernel::input_error_kind(key);
   p.error->first_lane = first;
   __threadfence_system();
   ptx::st_relaxed_sys(&p.error->valid, 1u);

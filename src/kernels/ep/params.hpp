@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/comm/sym_buffer.cuh"
+#include "kernels/common/input_error.hpp"
 #include "symmoe/layout/ep.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/layout/sync.hpp"
@@ -25,7 +26,7 @@ constexpr int kNumThreads = kNumWarps * 32;
 // at 24 SMs, 18.9 vs 24.5 at 16.
 constexpr int kCombineWarps = plan::kEpCombineWarpsPerCta;
 
-// Benchmark-only (SYMMOE_EP_SKIP, read on every call; `symmoe bench ep --skip`): phases left out to see where
+// Benchmark-only (`symmoe bench ep --skip`, set through src/ep/bench_access.hpp): phases left out to see where
 // the time goes. Outputs are WRONG when a bit is set; the protocol (counts, barrier, arrival counts, flags) always
 // runs, so no call can hang, and the handle metadata stays valid for later calls with the same routing.
 enum SkipPhase : uint32_t {
@@ -37,14 +38,10 @@ enum SkipPhase : uint32_t {
   kSkipReduce = 32,       // combine: reducers wait for (and reset) the flags, then add nothing
 };
 
-// A bad routing entry found on the device while counting. `valid` is written last (host-mapped memory).
-enum class InputErrorKind : int32_t { kNone = 0, kOutOfRange = 1, kDuplicate = 2 };
-struct InputError {
-  int64_t value;
-  int32_t token, lane, kind, first_lane;  // first_lane: the earlier lane with the same expert (duplicates)
-  uint32_t valid;
-  uint32_t pad;
-};
+// A bad routing entry found on the device while counting (kernels/common/input_error.hpp).
+using symmoe::kernel::InputError;
+using symmoe::kernel::InputErrorKind;
+using symmoe::kernel::input_error_key;
 
 // Device arrays of one EpHandle (see symmoe/ep.hpp for shapes).
 struct HandleArrays {

@@ -13,13 +13,16 @@
 // NOTES: the slot order depends on atomic arrival order, so a pool row's position varies between calls; results do
 // not (every row is computed independently, and combine sums in top-k lane order). Cost: one NVLink atomic per
 // routed pair (~K per token); the seed's per-CTA pre-reduction would save most of them: a later optimisation.
-// NOTES: routing errors: ids outside [0, E) count as masked here and in the combine (the host does not check
-// device data); a duplicated expert within one token is harmless unless a list overflows T_max entries, which
-// load_expert_counts clamps (and the pool is clamped to its rows), so bad input can give wrong rows, never
-// out-of-bounds writes.
+// NOTES: routing errors (an id outside [-1, E), an expert repeated within a token; kernels/common/input_error.hpp)
+// are found while counting: the entry is not published, the smallest (token, lane) key is kept in this rank's
+// workspace, and the source flag is set on every rank before rank barrier #1. Every rank then treats a flagged
+// source's lists as empty (its entries already published are ignored), so a bad rank's tokens reach no GEMM; the
+// bad rank writes the host record and skips its combine (y untouched). With valid routing a list holds at most
+// T_max entries (one per token); load_expert_counts still clamps, so no input can write out of bounds.
 #pragma once
 
 #include "kernels/comm/packed_counter.cuh"
+#include "kernels/common/input_error.hpp"
 #include "kernels/common/scan.cuh"
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
@@ -28,13 +31,31 @@
 
 namespace symmoe::mega::kernel {
 
+using symmoe::kernel::InputErrorKind;
+
+// A bad entry (t, k): keep the smallest key, flag this rank as a bad source on every rank (rare path).
+__device__ __noinline__ void report_input_error(const MegaParams& p, int t, int k, InputErrorKind kind) {
+  atomicMax(p.ws.get_input_error_key(), ~symmoe::kernel::input_error_key(t, k, kind));
+  for (uint32_t peer = 0; peer < p.sym.num_ranks; ++peer)
+    *p.sym.map(p.ws.get_src_input_error(int(p.sym.rank)), peer) = 1u;
+}
+
 __device__ __forceinline__ void count_and_publish(const MegaParams& p, int thread, int num_threads) {
   const layout::MegaDims& d = p.ws.dims();
   const int K = d.num_topk, El = d.num_local_experts();
   for (int i = thread; i < p.num_tokens * K; i += num_threads) {
     const int t = i / K, k = i % K;
-    const int64_t e = p.ws.get_topk_idx(t)[k];
-    if (e < 0 || e >= d.num_experts) continue;
+    const int64_t* token_experts = p.ws.get_topk_idx(t);
+    const int64_t e = token_experts[k];
+    if (e == -1) continue;
+    InputErrorKind bad = e < -1 || e >= d.num_experts ? InputErrorKind::kOutOfRange : InputErrorKind::kNone;
+#pragma unroll 1
+    for (int j = 0; j < k && bad == InputErrorKind::kNone; ++j)
+      if (token_experts[j] == e) bad = InputErrorKind::kDuplicate;
+    if (bad != InputErrorKind::kNone) {
+      report_input_error(p, t, k, bad);
+      continue;
+    }
     const uint32_t dst = uint32_t(e / El);
     const int local_expert = int(e % El);
     uint64_t* counter = p.sym.map(p.ws.get_expert_recv_count(int(p.sym.rank), local_expert), dst);
@@ -55,7 +76,8 @@ __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const Ex
   __shared__ int scan_scratch[32];
   for (int i = threadIdx.x; i < R * El; i += blockDim.x) {  // i = e * R + s
     const uint64_t v = *reinterpret_cast<volatile const uint64_t*>(p.ws.get_expert_recv_count(i % R, i / R));
-    c.chunk_start[i] = ok ? min(int(comm::packed_count(v)), d.num_max_tokens_per_rank) : 0;
+    const bool bad_source = *reinterpret_cast<volatile const uint32_t*>(p.ws.get_src_input_error(i % R)) != 0;
+    c.chunk_start[i] = ok && !bad_source ? min(int(comm::packed_count(v)), d.num_max_tokens_per_rank) : 0;
   }
   for (int w = threadIdx.x; w < (El + 31) / 32; w += blockDim.x) c.wave_last[w] = 0;
   __syncthreads();
@@ -88,6 +110,24 @@ __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const Ex
   }
   if (threadIdx.x == 0) c.seg_start[El] = min(rows_before, pool_rows);
   __syncthreads();
+}
+
+// One thread, after rank barrier #1, on a rank whose routing was bad: the host record of the first bad entry.
+__device__ __noinline__ void publish_input_error(const MegaParams& p) {
+  const int K = p.ws.dims().num_topk;
+  const unsigned long long key = ~*reinterpret_cast<volatile unsigned long long*>(p.ws.get_input_error_key());
+  const int token = symmoe::kernel::input_error_token(key), lane = symmoe::kernel::input_error_lane(key);
+  const int64_t* token_experts = p.ws.get_topk_idx(token);
+  int first = -1;
+  for (int j = 0; j < lane && first < 0; ++j)
+    if (token_experts[j] == token_experts[lane]) first = j;
+  p.input_error->value = token_experts[lane];
+  p.input_error->token = token;
+  p.input_error->lane = lane;
+  p.input_error->kind = symmoe::kernel::input_error_kind(key);
+  p.input_error->first_lane = first;
+  __threadfence_system();
+  ptx::st_relaxed_sys(&p.input_error->valid, 1u);
 }
 
 // One dispatch warp: the pool rows r = warp_idx, warp_idx + num_warps, ... below the last segment's end; padding

@@ -6,7 +6,7 @@
 //   combine.cuh    fp32 sum of each token's rows in ascending lane order, one bf16 rounding (all warps)
 //   scheduler.cuh  waves of experts; L1 then L2 tiles per wave; block counts from device-side counts
 // Stages of one call (every CTA; R ranks; all CTAs co-resident, grid <= the rank's SM share):
-//   count_and_publish -> rank_barrier #1 -> load_expert_counts -> roles (pull || TMA || math+epilogues)
+//   count_and_publish (routing checked) -> rank_barrier #1 -> load_expert_counts -> roles (pull || TMA || math+epilogues)
 //   -> grid_sync -> clear the call's counters (recv counts, arrival counters, masks) + rank barrier #2 (CTA 0's
 //   cross-rank step, then a grid sync) -> combine
 // NOTES: why the counters are safe to clear there: every CTA read the recv counts before its roles; peers write
@@ -39,8 +39,9 @@ constexpr int kNumDispatchWarps = 3;
 constexpr int kAmaxExchangeBarrier = 1;  // named barrier of the split-N L1 amax exchange (epilogue_swiglu.cuh)
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
+// `combine` false: this rank's routing was bad (dispatch.cuh): its y is left untouched.
 template <bool kTrace>
-__device__ __forceinline__ void finish_call(const MegaParams& p) {
+__device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
   const layout::MegaDims& d = p.ws.dims();
   const int R = d.num_ranks, El = d.num_local_experts();
   const layout::SyncArea area = p.ws.get_sync_area();
@@ -53,6 +54,8 @@ __device__ __forceinline__ void finish_call(const MegaParams& p) {
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceGridSynced);
   if (blockIdx.x == 0) {
     for (int i = threadIdx.x; i < R * El; i += kNumThreads) *p.ws.get_expert_recv_count(i / El, i % El) = 0;
+    for (int s = threadIdx.x; s < R; s += kNumThreads) *p.ws.get_src_input_error(s) = 0u;
+    if (threadIdx.x == 0) *p.ws.get_input_error_key() = 0ull;
     __syncthreads();  // the clears before warp 0's system-scope release
     if (synced) comm::cross_rank_barrier_block(p.sym, area, p.ctx);
   }
@@ -64,8 +67,9 @@ __device__ __forceinline__ void finish_call(const MegaParams& p) {
   comm::grid_sync(area.grid_sync_counter(), p.ctx);
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCombineStart);
   // ---- 4. combine ----
-  combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
-                 threadIdx.x % 32);
+  if (combine)
+    combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
+                   threadIdx.x % 32);
   if constexpr (kTrace) {
     __syncthreads();
     if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceEnd);
@@ -102,6 +106,9 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTracePublished);
   const bool counted = comm::rank_barrier(p.sym, area, p.ctx);
   load_expert_counts<BLOCK_M, BLOCK_N>(p, counts, counted);
+  // Read before finish_call's clear (CTA 0 clears after a grid sync that every CTA reaches after this read).
+  const bool routing_ok = *reinterpret_cast<volatile const uint32_t*>(p.ws.get_src_input_error(int(p.sym.rank))) == 0;
+  if (!routing_ok && blockIdx.x == 0 && threadIdx.x == 0) publish_input_error(p);
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCounted);
   if (blockIdx.x == 0 && p.recv_counts != nullptr)
     for (int e = threadIdx.x; e < El; e += kNumThreads) p.recv_counts[e] = counts.num_rows[e];
@@ -158,7 +165,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     ptx::setmaxnreg_dec<kCommonRegisters>();
   }
 
-  finish_call<kTrace>(p);
+  finish_call<kTrace>(p, routing_ok);
 }
 
 }  // namespace symmoe::mega::kernel
