@@ -84,7 +84,8 @@ struct Row {
 
 int run_p2p(int argc, char** argv) {
   cli::Args args("bench p2p", "NVLink push/pull bandwidth between every pair of ranks vs SM count; barrier latency.");
-  args.option("ranks", "0", "in-process ranks (0: one per GPU); ignored under symmoe launch").int_range(0, cli::kMaxRanks)
+  args.option("ranks", "0", "in-process ranks (0: one per GPU); ignored under symmoe launch")
+      .int_range(0, cli::kMaxRanks)
       .option("sms", "8,16,32,64,132", "SM counts (CTAs) for push/pull; capped at the rank's SM share")
       .option("bytes", "268435456", "bytes per push/pull")
       .option("reps", "20", "timed repetitions (median)").int_range(1, 100000)

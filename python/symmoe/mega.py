@@ -25,7 +25,8 @@ fp8_mega_moe of its SM90 variants). Differences (all deliberate):
 - buffer.x_sf is a strided view (rows x_scales_stride floats apart in the workspace); x, topk_idx, topk_weights
   are contiguous. The four input views check what is copied into them (copy_ or slice assignment): x takes
   float8_e4m3fn only, x_sf float32 only (DeepGEMM's SM100 packed-UE8M0 int32 scales raise), topk_idx int64 or
-  int32, topk_weights float32, each of the exact shape of the rows written; TypeError / ValueError otherwise. Views cover num_max_tokens_per_rank rows (not rounded up to an alignment: none is needed).
+  int32, topk_weights float32, each of the exact shape of the rows written; TypeError / ValueError otherwise.
+  Views cover num_max_tokens_per_rank rows (not rounded up to an alignment: none is needed).
 - The group is used once, to build the communicator (NCCL unique id); the workspace is symmoe's own symmetric
   allocation (CUDA IPC), not torch symmetric memory. `use_fp8_dispatch` must be True/None; `mma_type` 'fp8xfp8'.
 - activation_clamp: per call (a host-side parameter of the next launch; under CUDA-graph capture the value at

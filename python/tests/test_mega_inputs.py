@@ -42,7 +42,8 @@ def test_sources_that_keep_their_meaning_pass(name, src, shape):
     ("topk_weights", FakeCuda((T, K - 1), "float32"), (T, K), ValueError,
      r"buffer\.topk_weights: the source must have shape \[8, 6\] \(the rows it is copied into\), got \[8, 5\]"),
     ("x", FakeCuda((H,), "float8_e4m3fn"), (T, H), ValueError, r"must have shape \[8, 512\].*got \[512\]"),
-    ("topk_idx", "0,1", (T, K), TypeError, r"buffer\.topk_idx: the source must be a tensor of int64 or int32 .*got str"),
+    ("topk_idx", "0,1", (T, K), TypeError,
+     r"buffer\.topk_idx: the source must be a tensor of int64 or int32 .*got str"),
     ("topk_idx", True, (T, K), TypeError, r"got bool"),
 ])
 def test_sources_that_would_be_reinterpreted_raise(name, src, shape, exc, pattern):

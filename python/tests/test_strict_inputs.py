@@ -127,3 +127,12 @@ def test_routing_generator_refuses_bad_parameters():
     with pytest.raises(symmoe.Error, match=r"zipf_s must be >= 0 .* got nan"):
         ref.routing(4, E, K, kind="zipf", zipf_s=float("nan"))
     ref.routing(4, E, K, kind="zipf", zipf_s=0.0)
+
+
+def test_host_l1_transform_refuses_float_codes():
+    from symmoe import _C
+    sf = np.ones((1, 2, 1), np.float32)
+    with pytest.raises(TypeError, match=r"data must be E4M3 codes \(uint8\) \(an integer array\), got dtype float32"):
+        _C.transform_l1_weights(np.ones((1, 256, 128), np.float32), sf)
+    with pytest.raises(ValueError, match=r"data must be E4M3 codes .*got 256"):
+        _C.transform_l1_weights(np.full((1, 256, 128), 256, np.int32), sf)

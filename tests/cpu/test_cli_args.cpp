@@ -44,7 +44,8 @@ void expect_refused(std::vector<std::string> words, const std::string& needle) {
 
 TEST(CliArgs, AcceptsDeclaredFlagsAndValues) {
   cli::Args a = make_args();
-  ASSERT_EQ(parse_error(a, {"--cpu", "--tokens", "2", "--hot-fraction=1", "--sms", "8,132", "--layer", "composed"}), "");
+  ASSERT_EQ(parse_error(a, {"--cpu", "--tokens", "2", "--hot-fraction=1", "--sms", "8,132", "--layer", "composed"}),
+            "");
   EXPECT_TRUE(a.has("cpu"));
   EXPECT_EQ(a.integer("tokens"), 2);
   EXPECT_EQ(a.real("hot-fraction"), 1.0);
