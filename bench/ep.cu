@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli/limits.hpp"
 #include "ep/bench_access.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "symmoe/cuda_check.hpp"
@@ -108,9 +109,9 @@ int run_ep_bench(int argc, char** argv) {
   cli::Args args("bench ep", "EP dispatch/combine vs the peer-copy ceiling and NCCL all-to-all");
   args.option("out", "bench/results", "directory of the JSON-lines result file")
       .option("shapes", "v3,flash", "shapes (v3, flash, pro, tiny)")
-      .option("tokens", "128,512,4096,8192", "tokens per rank")
-      .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine")
-      .option("reps", "30", "timed repetitions per point")
+      .option("tokens", "128,512,4096,8192", "tokens per rank").list_range(1, cli::kMaxTokensPerRank)
+      .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine").list_range(1, 1024)
+      .option("reps", "30", "timed repetitions per point").int_range(1, 100000)
       .option("variant", "ep4", "variant tag written to every result line (kernel generation)")
       .option("skip", "0",
               "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/params.hpp; 0 = full "

@@ -248,7 +248,7 @@ int run_gemm_bench(int argc, char** argv) {
   args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode "
                       "(or all)")
       .option("decode-tokens", "1,8,16,64", "tokens per expert of the masked decode cases")
-      .option("reps", "30", "timed repetitions (median)")
+      .option("reps", "30", "timed repetitions (median)").int_range(1, 100000)
       .option("k", "0", "override k of every case (0: the case's own)")
       .option("n", "0", "override n of every case (0: the case's own)")
       .option("out", "bench/results", "directory of the JSON-lines result file")

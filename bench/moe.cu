@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli/limits.hpp"
 #include "hbm_ceiling.hpp"
 #include "moe_inputs.hpp"
 #include "rank_timer.hpp"
@@ -165,13 +166,14 @@ int run_moe_bench(int argc, char** argv) {
                               "and fused (one kernel), checked bitwise against each other");
   args.option("out", "bench/results", "directory of the JSON-lines result file")
       .option("shape", "flash", "flash | pro | v3 | tiny")
-      .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank")
+      .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank").list_range(1, cli::kMaxTokensPerRank)
       .option("layers", "composed,fused", "layers to time: composed | fused | composed,fused")
       .option("ranks", "0", "EP ranks (0: one per visible GPU; more: virtual ranks, round-robin over the GPUs)")
+      .int_range(0, cli::kMaxRanks)
       .option("routing", "uniform", "uniform | zipf | hot")
       .option("alignment", "128", "expert alignment of the expand layout")
       .option("ep-sms", "0", "CTAs of dispatch/combine per rank (0: the EP plan)")
-      .option("reps", "20", "timed repetitions per point")
+      .option("reps", "20", "timed repetitions per point").int_range(1, 100000)
       .option("seed", "1", "seed of weights, inputs and routing")
       .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)")
       .option("trace-raw", "", "with --trace: directory for every CTA's raw stamps, trace-<shape>-<tokens>.csv");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli/limits.hpp"
 #include "kernels/comm/barrier.cuh"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/runtime.hpp"
@@ -84,10 +85,11 @@ struct Row {
 int run_p2p(int argc, char** argv) {
   cli::Args args("bench p2p", "NVLink push/pull bandwidth between every pair of ranks vs SM count; barrier latency.");
   args.option("ranks", "0", "in-process ranks (0: one per GPU); ignored under symmoe launch")
+      .int_range(0, cli::kMaxRanks)
       .option("sms", "8,16,32,64,132", "SM counts (CTAs) for push/pull; capped at the rank's SM share")
       .option("bytes", "268435456", "bytes per push/pull")
-      .option("reps", "20", "timed repetitions (median)")
-      .option("iters", "20000", "barriers / round trips per latency kernel")
+      .option("reps", "20", "timed repetitions (median)").int_range(1, 100000)
+      .option("iters", "20000", "barriers / round trips per latency kernel").int_range(1, 100000000)
       .option("out", "bench/results", "directory of the JSON-lines result file");
   if (!args.parse(argc, argv)) return 0;
   int num_gpus = 0;

@@ -5,6 +5,7 @@
 
 #include "cli/command.hpp"
 #include "symmoe/common.hpp"
+#include "symmoe/env.hpp"
 
 namespace {
 void print_usage() {
@@ -16,6 +17,7 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  symmoe::env::warn_unknown_names();  // misspelt SYMMOE_* knobs, before any output
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage();
     return argc < 2 ? 2 : 0;

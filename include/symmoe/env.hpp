@@ -1,39 +1,45 @@
-// The one place that reads environment overrides. Every knob is SYMMOE_<NAME>; callers pass NAME only.
-// Known knobs (keep this list current):
-//   SYMMOE_GPU_KIND     device kind recorded in benchmark results (e.g. nvidia-h200-x2)
-//   SYMMOE_COMMIT       commit recorded in benchmark results
-//   SYMMOE_TIMEOUT_MS   bound on every cross-rank wait before it reports the stalled peer (default 10000)
-//   SYMMOE_UNIQUE_ID    multi-process bootstrap: NCCL unique id as 256 hex digits (runtime/bootstrap.cpp)
-//   SYMMOE_BOOTSTRAP_DIR  multi-process bootstrap: directory where rank 0 publishes the id (`symmoe launch` sets it)
-//   SYMMOE_BLOCK_M      planner: force BLOCK_M (tokens per tile: 16, 32, 64 or 128) of MegaMoE / grouped GEMM
-//   SYMMOE_NUM_STAGES   planner: force the pipeline stages (must fit shared memory)
-//   SYMMOE_EP_SMS       planner: force the SMs of EP dispatch and combine
-//   SYMMOE_EP_SKIP      benchmark only: EP phases to leave out (bits of kernels/ep/params.hpp SkipPhase; outputs
-//                       are wrong when set; `symmoe bench ep --skip` sets it per measurement)
-//   SYMMOE_EXPERTS_PER_WAVE  planner: force MegaMoE experts per wave (must divide E / R)
+// The one place that reads environment overrides. Every knob is SYMMOE_<NAME>; callers pass NAME only, and every
+// NAME is listed, with its meaning and the values it accepts, in src/common/env.cpp (kKnobs): `symmoe info` prints
+// the list. Reads are strict: a value that is not a whole decimal integer in the knob's range is a symmoe::Error
+// naming the variable, expected and got (SYMMOE_BLOCK_M=4294967312 is an error, never 16). A set SYMMOE_* variable
+// that is not a known knob (a misspelling) gets one warning per process on stderr with the closest known name.
+// NOTES: values are read at each call (cheap; tests and `symmoe bench ep --skip` set knobs between calls); the
+// names are checked once, at the first read (and at the start of the CLI).
 #pragma once
 
-#include <cstdlib>
+#include <limits>
 #include <string>
-
-#include "symmoe/common.hpp"
+#include <vector>
 
 namespace symmoe::env {
 
-inline const char* raw(const std::string& name) { return std::getenv(("SYMMOE_" + name).c_str()); }
+struct Knob {
+  const char* name;     // without the SYMMOE_ prefix
+  const char* meaning;  // one line, for `symmoe info` and warnings
+  bool is_integer;      // read with get_int: a whole decimal integer in [lo, hi]
+  long long lo, hi;
+  bool read_by_scripts;  // read by tools/*.sh or python/tests_gpu/*.sh only, never by the library
+};
 
-inline std::string get_string(const std::string& name, const std::string& def) {
-  const char* v = raw(name);
-  return v && *v ? std::string(v) : def;
-}
+// Every known knob, in one list.
+const std::vector<Knob>& known_knobs();
 
-inline long long get_int(const std::string& name, long long def) {
-  const char* v = raw(name);
-  if (!v || !*v) return def;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  SYMMOE_CHECK(end && *end == '\0', "env", "SYMMOE_", name, " must be an integer, got '", v, "'");
-  return x;
-}
+// SYMMOE_<name> as set, or nullptr. `name` must be a known knob (an unknown one is an internal error).
+const char* raw(const std::string& name);
+
+// SYMMOE_<name>, or `def` when unset or empty.
+std::string get_string(const std::string& name, const std::string& def);
+
+// Integer knob: `def` when unset or empty; otherwise the whole value must be a decimal integer in the knob's range
+// (symmoe::Error naming SYMMOE_<name>, the range and the value otherwise).
+long long get_int(const std::string& name, long long def);
+
+// Warns (once per process, on stderr) about every set SYMMOE_* variable that is not a known knob. Called by raw()
+// and at the start of the CLI.
+void warn_unknown_names();
+
+// The warning lines for `variables` (full names, e.g. "SYMMOE_BLOKC_M"): one per SYMMOE_* name that is not a
+// known knob, naming the closest known one. Empty when all are known.
+std::vector<std::string> unknown_name_warnings(const std::vector<std::string>& variables);
 
 }  // namespace symmoe::env

@@ -109,7 +109,9 @@ void bind_composed_moe(py::module_& m) {
 void bind_mega(py::module_& m) {
   m.def(
       "transform_l1_weights",
-      [](const CArray<uint8_t>& data, const CArray<float>& scales) {
+      [](const py::object& data_in, const py::object& scales_in) {
+        const CArray<uint8_t> data = integer_array<uint8_t>(data_in, "data", "E4M3 codes (uint8)");
+        const CArray<float> scales = real_array(scales_in, "scales");
         SYMMOE_CHECK(data.ndim() == 3, "python", "transform_l1_weights: data must be uint8 [E, 2I, H], got ",
                      data.ndim(), " dimensions");
         const int E = int(data.shape(0)), two_i = int(data.shape(1)), H = int(data.shape(2));

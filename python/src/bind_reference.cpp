@@ -19,31 +19,43 @@ py::array_t<T> rows_of(const std::vector<T>& v, int rows, int cols) {
   return to_numpy(v, {rows, cols});
 }
 
-// One source rank's dispatch input from numpy arrays; `rank` names it in errors.
+// One source rank's dispatch input from numpy arrays; `rank` names it in errors. x and x_sf are payload bytes
+// (python/symmoe/reference.py views any dtype as uint8 rows); topk_idx must hold integer expert ids (-1 = masked),
+// topk_weights real values.
 DispatchInput make_input(int rank, int num_topk, const CArray<uint8_t>& x, const std::optional<CArray<uint8_t>>& x_sf,
-                         const CArray<int64_t>& topk_idx, const CArray<float>& topk_weights) {
+                         const py::object& topk_idx_in, const py::object& topk_weights_in) {
+  const std::string r = "rank " + std::to_string(rank) + " ";
+  const CArray<int64_t> topk_idx =
+      integer_array<int64_t>(topk_idx_in, r + "topk_idx", "expert ids (int64, -1 = masked)");
+  const CArray<float> topk_weights = real_array(topk_weights_in, r + "topk_weights");
   DispatchInput in;
   const auto [t, row_bytes] = shape_2d(x, "x (uint8 rows)");
   in.num_tokens = t, in.x_row_bytes = row_bytes, in.x = to_vector(x);
   if (x_sf) {
     const auto [ts, sf_bytes] = shape_2d(*x_sf, "x_sf (uint8 rows)");
-    SYMMOE_CHECK(ts == t, "python", "rank ", rank, ": x_sf has ", ts, " rows but x has ", t);
+    SYMMOE_CHECK(ts == t, "python", "rank ", rank, ": x_sf has ", ts, " rows but x has ", t,
+                 " (one row of scales per token)");
     in.sf_row_bytes = sf_bytes, in.x_sf = to_vector(*x_sf);
   }
-  const auto [ti, k] = shape_2d(topk_idx, "topk_idx");
-  SYMMOE_CHECK(ti == t && k == num_topk, "python", "rank ", rank, ": topk_idx must be [", t, ", ", num_topk,
-               "], got [", ti, ", ", k, "]");
-  const auto [tw, kw] = shape_2d(topk_weights, "topk_weights");
-  SYMMOE_CHECK(tw == t && kw == num_topk, "python", "rank ", rank, ": topk_weights must be [", t, ", ", num_topk,
-               "], got [", tw, ", ", kw, "]");
+  const auto [ti, k] = shape_2d(topk_idx, (r + "topk_idx").c_str());
+  const auto [tw, kw] = shape_2d(topk_weights, (r + "topk_weights").c_str());
+  // Rows first, naming both sides: a row-count mismatch may be x's fault as well as topk_idx's.
+  SYMMOE_CHECK(ti == t, "python", "rank ", rank, ": x has ", t, " rows (tokens) but topk_idx has ", ti,
+               "; x, topk_idx and topk_weights need one row per token");
+  SYMMOE_CHECK(tw == t, "python", "rank ", rank, ": x has ", t, " rows (tokens) but topk_weights has ", tw,
+               "; x, topk_idx and topk_weights need one row per token");
+  SYMMOE_CHECK(k == num_topk, "python", "rank ", rank, ": topk_idx must have num_topk = ", num_topk,
+               " columns, got ", k);
+  SYMMOE_CHECK(kw == num_topk, "python", "rank ", rank, ": topk_weights must have num_topk = ", num_topk,
+               " columns (as topk_idx), got ", kw);
   in.topk_idx = to_vector(topk_idx), in.topk_weights = to_vector(topk_weights);
   return in;
 }
 
 std::vector<DispatchInput> make_inputs(int num_topk, const std::vector<CArray<uint8_t>>& x,
                                        const std::vector<std::optional<CArray<uint8_t>>>& x_sf,
-                                       const std::vector<CArray<int64_t>>& topk_idx,
-                                       const std::vector<CArray<float>>& topk_weights) {
+                                       const std::vector<py::object>& topk_idx,
+                                       const std::vector<py::object>& topk_weights) {
   const size_t r = x.size();
   SYMMOE_CHECK(x_sf.size() == r && topk_idx.size() == r && topk_weights.size() == r, "python",
                "one x, x_sf, topk_idx and topk_weights per rank: got ", r, ", ", x_sf.size(), ", ", topk_idx.size(),
@@ -118,8 +130,13 @@ void bind_handle(py::module_& m) {
 void bind_layer(py::module_& m) {
   using In = ref::MoeLayerInput;
   py::class_<In>(m, "RefLayerInput", "one rank's fused-layer input: FP8 x (per-128 scales) + routing")
-      .def(py::init([](const CArray<uint8_t>& x, const CArray<float>& x_scales, const CArray<int64_t>& topk_idx,
-                       const CArray<float>& topk_weights) {
+      .def(py::init([](const py::object& x_in, const py::object& x_scales_in, const py::object& topk_idx_in,
+                       const py::object& topk_weights_in) {
+             const CArray<uint8_t> x = integer_array<uint8_t>(x_in, "x", "E4M3 codes (uint8)");
+             const CArray<float> x_scales = real_array(x_scales_in, "x_scales");
+             const CArray<int64_t> topk_idx = integer_array<int64_t>(topk_idx_in, "topk_idx",
+                                                                     "expert ids (int64, -1 = masked)");
+             const CArray<float> topk_weights = real_array(topk_weights_in, "topk_weights");
              ref::MoeLayerInput in;
              const auto [t, h] = shape_2d(x, "x (E4M3 codes)");
              const auto [ts, hs] = shape_2d(x_scales, "x_scales");
@@ -127,8 +144,12 @@ void bind_layer(py::module_& m) {
                           "] for x [", t, ", ", h, "] (hidden a multiple of 128), got [", ts, ", ", hs, "]");
              const auto [ti, k] = shape_2d(topk_idx, "topk_idx");
              const auto [tw, kw] = shape_2d(topk_weights, "topk_weights");
-             SYMMOE_CHECK(ti == t && tw == t && kw == k, "python", "topk_idx [", ti, ", ", k, "] and topk_weights [",
-                          tw, ", ", kw, "] must both be [", t, ", K]");
+             SYMMOE_CHECK(ti == t, "python", "x has ", t, " rows (tokens) but topk_idx has ", ti,
+                          "; x, x_scales, topk_idx and topk_weights need one row per token");
+             SYMMOE_CHECK(tw == t, "python", "x has ", t, " rows (tokens) but topk_weights has ", tw,
+                          "; x, x_scales, topk_idx and topk_weights need one row per token");
+             SYMMOE_CHECK(kw == k, "python", "topk_weights must be [", t, ", ", k, "] like topk_idx, got [", tw,
+                          ", ", kw, "]");
              in.x.num_rows = t, in.x.num_cols = h, in.x.block = 128;
              in.x.data = to_vector(x), in.x.scales = to_vector(x_scales);
              in.routing.num_tokens = t, in.routing.num_topk = k;
@@ -211,7 +232,7 @@ void bind_reference(py::module_& m) {
   m.def(
       "ref_dispatch",
       [](const std::vector<CArray<uint8_t>>& x, const std::vector<std::optional<CArray<uint8_t>>>& x_sf,
-         const std::vector<CArray<int64_t>>& topk_idx, const std::vector<CArray<float>>& topk_weights, int num_experts,
+         const std::vector<py::object>& topk_idx, const std::vector<py::object>& topk_weights, int num_experts,
          int num_topk, int num_max_tokens_per_rank, int expert_alignment, bool do_expand, bool zero_padding) {
         ref::DispatchConfig c;
         c.num_ranks = int(x.size()), c.num_experts = num_experts, c.num_topk = num_topk;
@@ -226,8 +247,8 @@ void bind_reference(py::module_& m) {
   m.def(
       "ref_dispatch_cached",
       [](const std::vector<EpHandle>& handles, const std::vector<CArray<uint8_t>>& x,
-         const std::vector<std::optional<CArray<uint8_t>>>& x_sf, const std::vector<CArray<int64_t>>& topk_idx,
-         const std::vector<CArray<float>>& topk_weights, bool zero_padding) {
+         const std::vector<std::optional<CArray<uint8_t>>>& x_sf, const std::vector<py::object>& topk_idx,
+         const std::vector<py::object>& topk_weights, bool zero_padding) {
         SYMMOE_CHECK(!handles.empty(), "python", "cached dispatch needs one handle per rank, got none");
         const auto inputs = make_inputs(handles[0].num_topk, x, x_sf, topk_idx, topk_weights);
         return ref::dispatch_cached(handles, inputs, zero_padding);
@@ -237,7 +258,7 @@ void bind_reference(py::module_& m) {
   m.def(
       "ref_check_dispatch",
       [](const std::vector<CArray<uint8_t>>& x, const std::vector<std::optional<CArray<uint8_t>>>& x_sf,
-         const std::vector<CArray<int64_t>>& topk_idx, const std::vector<CArray<float>>& topk_weights,
+         const std::vector<py::object>& topk_idx, const std::vector<py::object>& topk_weights,
          const std::vector<DispatchOutput>& outputs) {
         SYMMOE_CHECK(!outputs.empty() && outputs.size() == x.size(), "python", "one output per rank: ", x.size(),
                      " inputs, ", outputs.size(), " outputs");
@@ -252,24 +273,26 @@ void bind_reference(py::module_& m) {
       "every dispatch invariant checked without re-running the model: '' when all hold, else a report");
   m.def(
       "ref_combine",
-      [](const std::vector<EpHandle>& handles, int hidden, const std::vector<CArray<uint16_t>>& x,
-         const std::optional<std::vector<CArray<float>>>& topk_weights,
-         const std::optional<std::vector<CArray<uint16_t>>>& bias_0,
-         const std::optional<std::vector<CArray<uint16_t>>>& bias_1, bool reduce_local_experts) {
+      [](const std::vector<EpHandle>& handles, int hidden, const std::vector<py::object>& x,
+         const std::optional<std::vector<py::object>>& topk_weights,
+         const std::optional<std::vector<py::object>>& bias_0,
+         const std::optional<std::vector<py::object>>& bias_1, bool reduce_local_experts) {
         const size_t r = handles.size();
         auto check_len = [r](size_t n, const char* what) {
           SYMMOE_CHECK(n == r, "python", "combine: one ", what, " per rank (", r, "), got ", n);
         };
         check_len(x.size(), "x");
+        if (topk_weights) check_len(topk_weights->size(), "topk_weights");
+        if (bias_0) check_len(bias_0->size(), "bias_0");
+        if (bias_1) check_len(bias_1->size(), "bias_1");
+        constexpr const char* kBf16 = "bf16 bit patterns (uint16, as float_to_bf16 gives)";
         std::vector<ref::CombineInput> inputs(r);
         for (size_t i = 0; i < r; ++i) {
-          inputs[i].x = to_vector(x[i]);
-          if (topk_weights) check_len(topk_weights->size(), "topk_weights");
-          if (bias_0) check_len(bias_0->size(), "bias_0");
-          if (bias_1) check_len(bias_1->size(), "bias_1");
-          if (topk_weights) inputs[i].topk_weights = to_vector((*topk_weights)[i]);
-          if (bias_0) inputs[i].bias_0 = to_vector((*bias_0)[i]);
-          if (bias_1) inputs[i].bias_1 = to_vector((*bias_1)[i]);
+          const std::string rank = "rank " + std::to_string(i) + " ";
+          inputs[i].x = to_vector(integer_array<uint16_t>(x[i], rank + "x", kBf16));
+          if (topk_weights) inputs[i].topk_weights = to_vector(real_array((*topk_weights)[i], rank + "topk_weights"));
+          if (bias_0) inputs[i].bias_0 = to_vector(integer_array<uint16_t>((*bias_0)[i], rank + "bias_0", kBf16));
+          if (bias_1) inputs[i].bias_1 = to_vector(integer_array<uint16_t>((*bias_1)[i], rank + "bias_1", kBf16));
         }
         ref::CombineOptions o;
         o.reduce_local_experts = reduce_local_experts;

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,24 @@ std::vector<T> to_vector(const CArray<T>& a) {
 }
 // Checks a.ndim() == 2 and returns (rows, cols); `what` names the argument.
 std::pair<int, int> shape_2d(const py::array& a, const char* what);
+
+// Strict numpy arguments (python/src/numpy_args.cpp): values are converted, never reinterpreted. `what` names the
+// argument in errors (TypeError for a wrong dtype, ValueError for a value out of range, each with expected and got).
+// Integer codes and ids (E4M3 / E2M1 / UE8M0 bytes, bf16 bits, expert ids): an array or nested list of an integer
+// dtype whose every value lies in [lo, hi] (default: T's range); float, bool and other dtypes are refused.
+py::array checked_integers(const py::object& obj, const std::string& what, const char* expected, long long lo,
+                           unsigned long long hi);
+template <typename T>
+CArray<T> integer_array(const py::object& obj, const std::string& what, const char* expected,
+                        long long lo = std::numeric_limits<T>::min(),
+                        unsigned long long hi = std::numeric_limits<T>::max()) {
+  return CArray<T>::ensure(checked_integers(obj, what, expected, lo, hi));
+}
+// Real values: an array or nested list of a float or integer dtype, as float32 (bool, complex, text refused).
+CArray<float> real_array(const py::object& obj, const std::string& what);
+// Real values that must be finite (quantiser inputs: one Inf or NaN would decide a whole block's scale): ValueError
+// naming the row and the `block`-wide column block of the first one.
+void check_finite_rows(const CArray<float>& a, const std::string& what, int block);
 
 fmt::ScaleFormat parse_scale_format(const std::string& name);  // "fp32" | "ue8m0"
 }  // namespace symmoe::py_bind

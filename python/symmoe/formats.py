@@ -9,7 +9,9 @@ Block quantisation (2-D fp32 input):
   quantize_activations(x, block=128, scale_format="fp32") -> (codes uint8 [M, K], scales fp32 [M, K/block])
   quantize_weights_128x128(w, scale_format="fp32") -> (codes uint8 [N, K], scales fp32 [ceil(N/128), ceil(K/128)])
   quantize_weights_fp4(w) -> (packed uint8 [N, K/2], column 2j in the low nibble; UE8M0 scales uint8 [N, K/32])
-Bad shapes or block sizes raise symmoe.Error with the C++ message.
+Bad shapes or block sizes raise symmoe.Error with the C++ message. Inputs are converted, never reinterpreted: codes
+and bit patterns must be integer arrays with values in range (a float array raises TypeError, 300 as an E4M3 code
+ValueError), quantiser inputs must be finite (ValueError naming the row and block of the first Inf or NaN).
 """
 import numpy as np
 
@@ -22,7 +24,9 @@ from ._C import (
 
 def unpack_e2m1(packed):
     """Packed E2M1 bytes [N, K/2] -> nibbles uint8 [N, K] (column 2j from the low nibble)."""
-    packed = np.asarray(packed, dtype=np.uint8)
+    packed = np.asarray(packed)
+    if packed.dtype != np.uint8:
+        raise TypeError(f"packed must be packed E2M1 bytes of dtype uint8, got dtype {packed.dtype}")
     out = np.empty(packed.shape[:-1] + (packed.shape[-1] * 2,), dtype=np.uint8)
     out[..., 0::2] = packed & 0xF
     out[..., 1::2] = packed >> 4

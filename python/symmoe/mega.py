@@ -23,7 +23,10 @@ fp8_mega_moe of its SM90 variants). Differences (all deliberate):
   re-laid as fp32 [E_local, I/128, H/128, 2] (gate, up) pairs (DeepGEMM keeps [E_local, 2I/128, H/128]). L2 is
   returned unchanged (the same tensors). Done on the GPU with torch ops (numpy arrays: on the CPU); no copy of L2.
 - buffer.x_sf is a strided view (rows x_scales_stride floats apart in the workspace); x, topk_idx, topk_weights
-  are contiguous. Views cover num_max_tokens_per_rank rows (not rounded up to an alignment: none is needed).
+  are contiguous. The four input views check what is copied into them (copy_ or slice assignment): x takes
+  float8_e4m3fn only, x_sf float32 only (DeepGEMM's SM100 packed-UE8M0 int32 scales raise), topk_idx int64 or
+  int32, topk_weights float32, each of the exact shape of the rows written; TypeError / ValueError otherwise.
+  Views cover num_max_tokens_per_rank rows (not rounded up to an alignment: none is needed).
 - The group is used once, to build the communicator (NCCL unique id); the workspace is symmoe's own symmetric
   allocation (CUDA IPC), not torch symmetric memory. `use_fp8_dispatch` must be True/None; `mma_type` 'fp8xfp8'.
 - activation_clamp: per call (a host-side parameter of the next launch; under CUDA-graph capture the value at
@@ -47,7 +50,7 @@ import sys
 
 from . import _C
 from ._checks import caller_stream, check, check_int, device_tensor, is_torch
-from .dlpack import DeviceView
+from .dlpack import DeviceView, tensor_info
 from .distributed import Communicator
 
 _W8 = ("float8_e4m3fn", "uint8")
@@ -136,6 +139,7 @@ class SymmBuffer:
         if torch is not None:
             views = tuple(torch.from_dlpack(v) for v in views)
             views = (views[0].view(torch.float8_e4m3fn),) + views[1:]
+            views = tuple(input_view(torch, name, v) for name, v in zip(_INPUT_NAMES, views[:4])) + views[4:]
         self.x, self.x_sf, self.topk_idx, self.topk_weights, self._received = views
 
     @property
@@ -167,6 +171,83 @@ class SymmBuffer:
     def __repr__(self):
         return (f"<symmoe.SymmBuffer rank={self.rank}/{self.num_ranks} E={self.num_experts} K={self.num_topk} "
                 f"H={self.hidden} I={self.intermediate_hidden} T_max={self.num_max_tokens_per_rank}>")
+
+
+# ---- the input views: what may be copied into them ----
+
+_INPUT_NAMES = ("x", "x_sf", "topk_idx", "topk_weights")
+# Per input view: the source dtypes whose values keep their meaning when torch converts them into the view's dtype,
+# and what the view holds. Anything else (a bf16 x cast to FP8 without its scales, an int32 packed-UE8M0 x_sf turned
+# into float "scales", float expert ids) is refused.
+_INPUT_SOURCES = {
+    "x": (("float8_e4m3fn",), "FP8 E4M3 activations (quantise bf16 / fp32 x per 128 channels first; the scales go "
+                              "to x_sf; E4M3 codes held as uint8: .view(torch.float8_e4m3fn))"),
+    "x_sf": (("float32",), "fp32 scales, one per token per 128 channels (packed UE8M0 int32 scales are not "
+                           "accepted: pass 2**(e - 127) as float32)"),
+    "topk_idx": (("int64", "int32"), "integer expert ids (-1 = masked)"),
+    "topk_weights": (("float32",), "fp32 top-k weights"),
+}
+
+
+def check_input_source(name, src, dst_shape):
+    """Raises TypeError / ValueError naming buffer.<name> when `src` (a tensor or DLPack producer; Python numbers
+    fill and pass) has a dtype whose conversion into the view would change its meaning, or a shape other than
+    `dst_shape` (no broadcasting into the layer's inputs)."""
+    dtypes, holds = _INPUT_SOURCES[name]
+    if isinstance(src, (int, float)) and not isinstance(src, bool):
+        return
+    if is_torch(src):
+        dtype, shape = _torch_dtype_name(src.dtype), tuple(src.shape)
+    elif hasattr(src, "__dlpack__"):
+        info = tensor_info(src)
+        dtype, shape = info.dtype, tuple(info.shape)
+    else:
+        raise TypeError(f"buffer.{name}: the source must be a tensor of {' or '.join(dtypes)} ({holds}), got "
+                        f"{type(src).__name__}")
+    if dtype not in dtypes:
+        raise TypeError(f"buffer.{name}: the source must have dtype {' or '.join(dtypes)} ({holds}), got {dtype}")
+    if shape != tuple(dst_shape):
+        raise ValueError(f"buffer.{name}: the source must have shape {list(dst_shape)} (the rows it is copied into), "
+                         f"got {list(shape)}")
+
+
+_input_view_types = {}
+
+
+def input_view(torch, name, tensor):
+    """`tensor` as a torch.Tensor subclass whose copy_ and slice assignment check their source
+    (check_input_source) before torch converts it. Indexing keeps the subclass (buffer.x[:T].copy_(x) is checked);
+    every other op returns plain tensors. NOTES: ~2 Python calls per copy; the layer call reads the buffer's raw
+    addresses, never these objects."""
+    cls = _input_view_types.get(name)
+    if cls is None:
+        class InputView(torch.Tensor):
+            input_name = name
+
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                fname = getattr(func, "__name__", "")
+                if fname == "copy_" and args:
+                    src = args[1] if len(args) > 1 else kwargs.get("src")
+                    check_input_source(cls.input_name, src, tuple(args[0].shape))
+                elif fname == "__setitem__" and len(args) == 3:
+                    with torch._C.DisableTorchFunctionSubclass():
+                        target = args[0][args[1]]
+                    check_input_source(cls.input_name, args[2], tuple(target.shape))
+                with torch._C.DisableTorchFunctionSubclass():
+                    out = func(*args, **kwargs)
+                if fname == "__getitem__" and isinstance(out, torch.Tensor):
+                    out = out.as_subclass(cls)
+                return out
+
+        InputView.__name__ = InputView.__qualname__ = f"SymmBufferInput_{name}"
+        cls = _input_view_types.setdefault(name, InputView)
+    return tensor.as_subclass(cls)
+
+
+def _torch_dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
 
 
 def _import_torch():

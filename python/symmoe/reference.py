@@ -89,8 +89,8 @@ def dispatch(x, topk_idx=None, topk_weights=None, num_experts=None, num_max_toke
     xs, sfs, x_meta, sf_meta = _split_inputs(x)
     if topk_idx is None or topk_weights is None:
         raise ValueError("topk_idx and topk_weights are required (one [T, K] array per rank)")
-    idx = [np.ascontiguousarray(i, dtype=np.int64) for i in topk_idx]
-    w = [np.ascontiguousarray(i, dtype=np.float32) for i in topk_weights]
+    idx = [np.asarray(i) for i in topk_idx]  # dtypes are checked (not converted) by _C: integer ids, real weights
+    w = [np.asarray(i) for i in topk_weights]
     if handle is not None:
         raws = _C.ref_dispatch_cached(list(handle), xs, sfs, idx, w, do_zero_padding)
     else:
@@ -106,25 +106,26 @@ def check_dispatch(x, topk_idx, topk_weights, results):
     """Every dispatch invariant (counts, slots, master lanes, prefix sums, expand segments, payload rows) checked
     without re-running the model; works on GPU results copied to numpy. Returns '' when all hold."""
     xs, sfs, _, _ = _split_inputs(list(x))
-    idx = [np.ascontiguousarray(i, dtype=np.int64) for i in topk_idx]
-    w = [np.ascontiguousarray(i, dtype=np.float32) for i in topk_weights]
+    idx = [np.asarray(i) for i in topk_idx]
+    w = [np.asarray(i) for i in topk_weights]
     return _C.ref_check_dispatch(xs, sfs, idx, w, [r.raw for r in results])
 
 
 def combine(x, handles, topk_weights=None, bias=None, reduce_local_experts=False):
-    """Golden combine. x[r]: bf16 bits uint16 [rows, H] shaped like rank r's recv_x; bias: None, one [T, H] array
-    per rank, or a (bias_0, bias_1) pair of such lists. Returns [(combined_x uint16 [T, H], weights or None)]."""
+    """Golden combine. x[r]: bf16 bits uint16 [rows, H] shaped like rank r's recv_x (float arrays raise TypeError:
+    convert with formats.float_to_bf16); bias: None, one [T, H] array per rank, or a (bias_0, bias_1) pair of such
+    lists. Returns [(combined_x uint16 [T, H], weights or None)]."""
     handles = list(handles)
-    xs = [np.ascontiguousarray(a, dtype=np.uint16) for a in x]
+    xs = [np.asarray(a) for a in x]  # bf16 bits (uint16) required: _C refuses floats instead of casting them
     hidden = xs[0].shape[-1] if xs and xs[0].ndim == 2 else 0
     if not hidden:
         raise ValueError("combine: x must be 2-D [rows, H] on rank 0")
     b0 = b1 = None
     if bias is not None:
         b0, b1 = bias if isinstance(bias, tuple) else (bias, None)
-        b0 = None if b0 is None else [np.ascontiguousarray(a, dtype=np.uint16) for a in b0]
-        b1 = None if b1 is None else [np.ascontiguousarray(a, dtype=np.uint16) for a in b1]
-    w = None if topk_weights is None else [np.ascontiguousarray(a, dtype=np.float32) for a in topk_weights]
+        b0 = None if b0 is None else [np.asarray(a) for a in b0]
+        b1 = None if b1 is None else [np.asarray(a) for a in b1]
+    w = None if topk_weights is None else [np.asarray(a) for a in topk_weights]
     return _C.ref_combine(handles, hidden, xs, w, b0, b1, reduce_local_experts)
 
 

@@ -1,5 +1,7 @@
 // Planner pieces shared by all plans: expected load, overrides (the only env reads of the planner), printing.
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "plan/model.hpp"
@@ -10,6 +12,20 @@ namespace symmoe::plan {
 
 double expected_tokens_per_expert(const MoeShape& shape, int tokens_per_rank) {
   return static_cast<double>(tokens_per_rank) * shape.num_ranks * shape.num_topk / shape.num_experts;
+}
+
+void detail::check_row_counts(const MoeShape& shape, const char* plan_name) {
+  const int64_t R = shape.num_ranks, T = shape.num_max_tokens_per_rank, K = shape.num_topk;
+  const int64_t El = shape.num_local_experts();
+  const int64_t limit = std::numeric_limits<int32_t>::max();
+  const int64_t expanded = R * T * std::min(K, El) + El * 128;
+  const auto check = [&](const char* what, int64_t rows) {
+    SYMMOE_CHECK(rows <= limit, "plan", plan_name, ": ", what, " rows ", rows, " exceed ", limit,
+                 " (the kernels' 32-bit row indices) for ", shape.to_string(), "; lower T_max (tokens per rank)");
+  };
+  check("received (R * T_max)", R * T);
+  check("expanded (R * T_max * min(K, E/R) + padding)", expanded);
+  check("combine (T_max * K)", T * K);
 }
 
 PlanOverrides PlanOverrides::from_env() {

@@ -27,6 +27,7 @@ layout::EpDims EpPlan::dims() const {
 
 EpPlan plan_ep(const MoeShape& shape, layout::TokenDtype dtype, int num_sms, const PlanOverrides& overrides) {
   shape.validate();
+  detail::check_row_counts(shape, "EP");
   SYMMOE_CHECK(num_sms >= 1, "plan", "EP: num_sms must be >= 1, got ", num_sms);
   SYMMOE_CHECK(dtype == layout::TokenDtype::kBf16 || dtype == layout::TokenDtype::kFp8E4m3, "plan",
                "EP: unknown token dtype ", static_cast<int>(dtype));

@@ -38,6 +38,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& 
 
 MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides) {
   shape.validate();
+  detail::check_row_counts(shape, "MegaMoE");
   SYMMOE_CHECK(num_tokens >= 0 && num_tokens <= shape.num_max_tokens_per_rank, "plan", "MegaMoE: num_tokens ",
                num_tokens, " outside [0, T_max = ", shape.num_max_tokens_per_rank, "]");
   SYMMOE_CHECK(num_sms >= 1, "plan", "MegaMoE: num_sms must be >= 1, got ", num_sms);

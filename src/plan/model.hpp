@@ -119,4 +119,9 @@ inline int math_registers_for(int num_math_warpgroups, int num_other_warpgroups,
   return regs < 240 ? regs : 240;
 }
 
+// The kernels index one rank's rows with 32-bit ints: received rows (R * T_max), expanded / pool rows
+// (R * T_max * min(K, E/R) plus up to 128 rows of padding per local expert) and combine rows (T_max * K). Throws
+// naming the shape and the count when one exceeds INT32_MAX, before any sizing arithmetic runs in int.
+void check_row_counts(const MoeShape& shape, const char* plan_name);
+
 }  // namespace symmoe::plan::detail

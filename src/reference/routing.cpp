@@ -63,6 +63,13 @@ Routing make_routing(int num_tokens, int num_experts, int num_topk, const Routin
   SYMMOE_CHECK(options.mask_prob >= 0 && options.mask_prob <= 1, "ref",
                "make_routing: mask_prob must be in [0, 1], got ", options.mask_prob);
   const bool hot = options.kind == RoutingKind::kHotExpert;
+  SYMMOE_CHECK(!hot || (options.hot_fraction >= 0 && options.hot_fraction <= 1), "ref",
+               "make_routing: hot_fraction must be in [0, 1], got ", options.hot_fraction);
+  // Every expert keeps a positive popularity (1 / E^s > 0), so K distinct experts can always be drawn.
+  SYMMOE_CHECK(options.kind != RoutingKind::kZipf ||
+                   (options.zipf_s >= 0 && std::pow(double(num_experts), options.zipf_s) < 1e300),
+               "ref", "make_routing: zipf_s must be >= 0 and small enough that E^s < 1e300 (E = ", num_experts,
+               "), got ", options.zipf_s);
   SYMMOE_CHECK(!hot || (options.hot_expert >= 0 && options.hot_expert < num_experts), "ref",
                "make_routing: hot_expert must be in [0, ", num_experts, "), got ", options.hot_expert);
   SYMMOE_CHECK(!hot || num_topk < num_experts || options.hot_fraction == 1.0, "ref",

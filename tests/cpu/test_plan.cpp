@@ -317,6 +317,25 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   EXPECT_EQ(plan::plan_ep(v3, layout::TokenDtype::kBf16, 132, o).dispatch_sms, 40);
 }
 
+// Row indices in the kernels are 32-bit: a T_max whose row counts overflow int is refused before any sizing, instead
+// of wrapping into a 1-SM plan of petabytes (`symmoe plan --tokens 2147483647`).
+TEST(Plan, RefusesRowCountsBeyondInt32) {
+  const MoeShape huge = named_shape("v3", 8, 2147483647);
+  expect_error([&] { plan::plan_ep(huge, layout::TokenDtype::kFp8E4m3, 132, kNoOverrides); },
+               "EP: received (R * T_max) rows 17179869176 exceed 2147483647");
+  expect_error([&] { plan::plan_mega_moe(huge, 132, kNoOverrides); }, "MegaMoE: received (R * T_max) rows");
+  // R * T_max fits, R * T_max * K does not: 8 * 2^25 * 8 = 2^31.
+  const MoeShape expanded = named_shape("v3", 8, 1 << 25);
+  expect_error([&] { plan::plan_ep(expanded, layout::TokenDtype::kBf16, 132, kNoOverrides); }, "expanded");
+  expect_error([&] { plan::plan_mega_moe(expanded, 132, kNoOverrides); }, "expanded");
+  // The largest batch the CLI admits (2^20 tokens per rank) plans at 64 ranks.
+  const MoeShape big = named_shape("v3", 64, 1 << 20);
+  const plan::EpPlan ep = plan::plan_ep(big, layout::TokenDtype::kFp8E4m3, 132, kNoOverrides);
+  EXPECT_GE(ep.dispatch_sms, 1);
+  EXPECT_GT(ep.buffer_bytes, uint64_t(64) << 20 << 10);  // > 64 GiB: sizes are 64-bit
+  EXPECT_NO_THROW(plan::plan_mega_moe(big, 132, kNoOverrides));
+}
+
 TEST(Plan, OverridesComeFromEnvironment) {
   ::setenv("SYMMOE_BLOCK_M", "64", 1);
   ::setenv("SYMMOE_EP_SMS", "12", 1);
@@ -329,7 +348,13 @@ TEST(Plan, OverridesComeFromEnvironment) {
   ::setenv("SYMMOE_BLOCK_M", "abc", 1);
   expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M");
   ::setenv("SYMMOE_BLOCK_M", "-16", 1);
-  expect_error([] { plan::PlanOverrides::from_env(); }, ">= 0");
+  expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M must be an integer in [0, 256], got '-16'");
+  ::setenv("SYMMOE_BLOCK_M", "4294967312", 1);  // 2^32 + 16: once read as 16 through an int cast
+  expect_error([] { plan::PlanOverrides::from_env(); }, "got '4294967312'");
+  ::setenv("SYMMOE_BLOCK_M", "99999999999999999999", 1);  // beyond long long
+  expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M must be an integer");
+  ::setenv("SYMMOE_BLOCK_M", "64 ", 1);
+  expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M must be an integer");
   ::unsetenv("SYMMOE_BLOCK_M");
   ::unsetenv("SYMMOE_EP_SMS");
   EXPECT_FALSE(plan::PlanOverrides::from_env().any());

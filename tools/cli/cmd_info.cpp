@@ -2,11 +2,23 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <string>
 
 #include "cli/command.hpp"
 #include "symmoe/cuda_check.hpp"
+#include "symmoe/env.hpp"
 
 namespace {
+
+// Every SYMMOE_* knob (include/symmoe/env.hpp) with its meaning, and the value of those that are set.
+void print_knobs() {
+  std::printf("environment knobs (SYMMOE_*; set ones marked *):\n");
+  for (const symmoe::env::Knob& k : symmoe::env::known_knobs()) {
+    const char* v = symmoe::env::raw(k.name);
+    std::printf(" %s SYMMOE_%-17s %s%s\n", v ? "*" : " ", k.name, k.meaning,
+                v ? (std::string(" = '") + v + "'").c_str() : "");
+  }
+}
 
 int run_info(int argc, char** argv) {
   symmoe::cli::Args args("info", "Print the GPUs symmoe can use: SMs, memory, compute capability and peer access.");
@@ -20,6 +32,7 @@ int run_info(int argc, char** argv) {
     std::printf("  no GPU (%s): the CLI runs the golden model on the CPU\n",
                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
     cudaGetLastError();  // clear the sticky-free "no device" error
+    print_knobs();
     return 0;
   }
   int driver_version = 0;
@@ -40,6 +53,7 @@ int run_info(int argc, char** argv) {
       std::printf("    peer %d: %s (performance rank %d)\n", p, can ? "peer access" : "no peer access", perf);
     }
   }
+  print_knobs();
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cli/command.hpp"
+#include "cli/limits.hpp"
 #include "runtime/launcher.hpp"
 
 namespace {
@@ -11,9 +12,11 @@ int run_launch(int argc, char** argv) {
   symmoe::cli::Args args("launch",
                          "Start N processes of a multi-process job (one per GPU), wait for all, stop the others when "
                          "one fails.\nusage: symmoe launch -n N [--timeout S] -- command args...");
-  args.option("n", "", "number of processes (ranks); also accepted as -n")
+  args.option("n", "", "number of processes (ranks); also accepted as -n").int_range(1, symmoe::cli::kMaxRanks)
       .option("timeout", "0", "seconds before all processes are stopped (0: no limit); exit code 124")
-      .option("grace", "5", "seconds between SIGTERM and SIGKILL when stopping processes");
+      .real_range(0, 1e9)
+      .option("grace", "5", "seconds between SIGTERM and SIGKILL when stopping processes").real_range(0, 3600)
+      .positionals("-- command args...");
   // "-n N" is the conventional spelling; the flag parser knows only --name.
   std::vector<char*> rewritten(argv, argv + argc);
   static char long_n[] = "--n";

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/limits.hpp"
 #include "symmoe/plan.hpp"
 
 namespace {
@@ -17,19 +18,20 @@ void print_plan(const char* title, const std::string& line) {
 }
 
 int run_plan(int argc, char** argv) {
+  const cli::GpuLimits gpu = cli::gpu_limits();
   cli::Args args("plan", "Print the launch plans and the per-rank buffer layouts for one MoE deployment.");
-  args.option("shape", "v3", "model shape: flash, pro, v3 or tiny")
-      .option("ranks", "8", "expert-parallel ranks R (E % R == 0)")
+  args.option("shape", "v3", "model shape").choices({"flash", "pro", "v3", "tiny"})
+      .option("ranks", "8", "expert-parallel ranks R (E % R == 0)").int_range(1, cli::kMaxRanks)
       .option("tokens", "4096", "max tokens per rank T_max (the plans are for full batches)")
-      .option("sms", std::to_string(plan::hopper::kDefaultNumSms), "SMs per rank (132 on H100 SXM / H200)")
-      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16");
+      .int_range(1, cli::kMaxTokensPerRank)
+      .option("sms", std::to_string(gpu.num_sms), "SMs per rank (132 on H100 SXM / H200; at most those of " +
+              gpu.name + ")").int_range(1, gpu.num_sms)
+      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16").choices({"fp8", "bf16"});
   if (!args.parse(argc, argv)) return 0;
 
   const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
   shape.validate();
   const std::string dtype_name = args.str("dispatch-dtype");
-  SYMMOE_CHECK(dtype_name == "fp8" || dtype_name == "bf16", "cli", "--dispatch-dtype must be fp8 or bf16, got '",
-               dtype_name, "'");
   const auto dtype = dtype_name == "fp8" ? layout::TokenDtype::kFp8E4m3 : layout::TokenDtype::kBf16;
   const int num_sms = args.integer("sms");
   const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();
@@ -60,6 +62,8 @@ int run_plan(int argc, char** argv) {
   std::printf("Totals per rank: EP buffer %s, MegaMoE workspace %s, both %s\n",
               plan::format_bytes(ep_layout.num_bytes()).c_str(), plan::format_bytes(mega_layout.num_bytes()).c_str(),
               plan::format_bytes(ep_layout.num_bytes() + mega_layout.num_bytes()).c_str());
+  const std::string warning = cli::memory_warning(ep_layout.num_bytes() + mega_layout.num_bytes(), gpu);
+  if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
   return 0;
 }
 
