@@ -1,5 +1,6 @@
-// Golden hybrid combine (exact order): destination -> forwarder over NVLink, forwarder -> source over the network,
-// the source adds in ascending lane order. See include/symmoe/reference/hybrid.hpp.
+// Golden hybrid combine: destination -> forwarder over NVLink, forwarder -> source over the network (each rank's rows
+// unchanged, or one node partial with reduce_at_forwarder), the source adds in ascending lane order.
+// See include/symmoe/reference/hybrid.hpp.
 //
 // NOTES: rows are located only through the hybrid metadata: the destination writes to the forwarder position its
 // channel_linked_list names, the forwarder gathers a token's rows at the columns of token_metadata_at_forward and
@@ -29,6 +30,24 @@ struct Returned {
 // What a forwarder returns to a source for one token: the rows of every destination rank of its node, unreduced.
 using NodeReturn = std::vector<Returned>;
 
+// The forwarder's node partial: its ranks' rows of one token summed in ascending lane order in fp32 and rounded
+// once to bf16, as the one row of the node (at the node-master lane). Each rank's weights stay with its block, so the
+// source still takes lane j's weight from the rank owning lane j.
+NodeReturn reduce_node(NodeReturn node_return, int node_master_lane, int hidden) {
+  std::vector<std::pair<int, const std::vector<uint16_t>*>> rows;
+  for (const Returned& r : node_return)
+    for (const auto& [lane, row] : r.rows) rows.emplace_back(lane, &row);
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<float> partial(hidden, 0.f);
+  for (const auto& [lane, row] : rows)
+    for (int c = 0; c < hidden; ++c) partial[c] += fmt::bf16_to_float((*row)[c]);
+  std::vector<uint16_t> rounded(hidden);
+  for (int c = 0; c < hidden; ++c) rounded[c] = fmt::float_to_bf16(partial[c]);
+  for (Returned& r : node_return) r.rows.clear();
+  node_return[0].rows.emplace_back(node_master_lane, std::move(rounded));
+  return node_return;
+}
+
 void validate(const std::vector<EpHandle>& handles, const std::vector<HybridHandle>& hybrid, int hidden,
               const std::vector<CombineInput>& inputs, const CombineOptions& options) {
   validate_combine_inputs(handles, hidden, inputs, options);
@@ -53,7 +72,7 @@ void validate(const std::vector<EpHandle>& handles, const std::vector<HybridHand
 std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& handles,
                                                 const std::vector<HybridHandle>& hybrid, int hidden,
                                                 const std::vector<CombineInput>& inputs,
-                                                const CombineOptions& options) {
+                                                const CombineOptions& options, bool reduce_at_forwarder) {
   validate(handles, hybrid, hidden, inputs, options);
   const int R = handles[0].num_ranks, K = handles[0].num_topk, El = handles[0].num_local_experts();
   const int T_max = handles[0].num_max_tokens_per_rank;
@@ -121,9 +140,12 @@ std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& han
         SYMMOE_CHECK(it != forwarder_recv[f].end(), "ref", "hybrid_combine: forwarder ", f, " has no row from rank ",
                      topo.rank_of(node, int(meta[2 + k] / region_rows)), " for source ", s, " token ",
                      meta[0] % T_max);
-        if (node != topo.node_of(s)) outputs[f].traffic.rdma_records += int64_t(it->second.rows.size());
         node_return.push_back(std::move(it->second));
       }
+      if (reduce_at_forwarder && !node_return.empty())
+        node_return = reduce_node(std::move(node_return), meta[1] % K, hidden);
+      if (node != topo.node_of(s))
+        for (const Returned& r : node_return) outputs[f].traffic.rdma_records += int64_t(r.rows.size());
       source_recv[s][int64_t(node) * T_max + slot] = std::move(node_return);
     }
   }

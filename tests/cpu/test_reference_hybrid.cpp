@@ -1,8 +1,10 @@
 // Golden hybrid (scale-out) dispatch/combine: bitwise equal to the flat model's received rows, handles and combined
 // outputs for random routings, masked lanes and 1-8 nodes; the hybrid metadata's own invariants (node-master lanes,
-// slots, forward metadata, traffic counts); bad topologies; and a corrupted linked list that must be caught.
+// slots, forward metadata, traffic counts); the node-reduced combine (exact where no rounding happens, the specified
+// order where it does); bad topologies; and a corrupted linked list that must be caught.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -214,6 +216,99 @@ TEST(ReferenceHybrid, MetadataInvariantsAndTraffic) {
       }
     }
   }
+}
+
+// Combine inputs whose sums are exact in fp32 and bf16 (the dispatched payload values, small integers; NaN on expand
+// padding): any order gives the same bits, so the node-reduced combine must equal the flat one iff every row arrives
+// exactly once.
+std::vector<CombineInput> exact_combine_inputs(const std::vector<DispatchOutput>& out, int hidden) {
+  std::vector<CombineInput> cin(out.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    const auto& o = out[d];
+    const size_t rows = o.recv_x.size() / (2 * hidden);
+    for (size_t r = 0; r < rows; ++r)
+      for (int c = 0; c < hidden; ++c) {
+        uint16_t b;
+        std::memcpy(&b, &o.recv_x[(r * hidden + c) * 2], 2);
+        cin[d].x.push_back(o.handle.do_expand && o.recv_topk_idx[r] < 0 ? uint16_t(0x7FC0) : b);
+      }
+    cin[d].topk_weights = o.recv_topk_weights;
+  }
+  return cin;
+}
+
+TEST(ReferenceHybrid, NodeReducedCombineDeliversEveryRowOnce) {
+  int num_checked = 0;
+  for (const HybridCase& hc : hybrid_sweep()) {
+    SCOPED_TRACE(hc.name());
+    const RoutingCase& c = hc.routing;
+    const HybridTopology topo{c.num_ranks, hc.num_nodes};
+    const auto inputs = make_inputs(c, kHidden);
+    const auto flat = dispatch(config_of(c), inputs);
+    const auto hybrid = hybrid_dispatch(config_of(c), hc.num_nodes, inputs);
+    for (int variant = 0; variant < (c.do_expand ? 2 : 1); ++variant) {
+      CombineOptions options;
+      options.reduce_local_experts = variant == 1;
+      // Exact values: node-reduced == flat bitwise.
+      const auto cin = exact_combine_inputs(flat, kHidden);
+      const auto flat_out = combine(handles_of(flat), kHidden, cin, options);
+      const auto reduced = hybrid_combine(flat_handles_of(hybrid), hybrid_handles_of(hybrid), kHidden, cin, options,
+                                          /*reduce_at_forwarder=*/true);
+      int64_t rdma_rows = 0, expected_rdma_rows = 0;
+      for (int s = 0; s < c.num_ranks; ++s) {
+        ASSERT_TRUE(test::bitwise_equal(flat_out[s].combined_x, reduced[s].flat.combined_x, "combined_x"));
+        ASSERT_TRUE(test::bitwise_equal(flat_out[s].combined_topk_weights, reduced[s].flat.combined_topk_weights,
+                                        "combined_topk_weights"));
+        rdma_rows += reduced[s].traffic.rdma_records;
+        for (int t = 0; t < inputs[s].num_tokens; ++t) {
+          std::set<int> remote_nodes;
+          for (int k = 0; k < c.num_topk; ++k) {
+            const int64_t e = inputs[s].topk_idx[size_t(t) * c.num_topk + k];
+            const int n = e < 0 ? -1 : topo.node_of(int(e / (c.num_experts / c.num_ranks)));
+            if (n >= 0 && n != topo.node_of(s)) remote_nodes.insert(n);
+          }
+          expected_rdma_rows += int64_t(remote_nodes.size());
+        }
+      }
+      ASSERT_EQ(rdma_rows, expected_rdma_rows) << "one network row per (token, remote node)";
+      // One rank per node returning one row per token (non-expand, or expand with reduce_local_experts): a node
+      // partial is that row, so even random values match bitwise.
+      if (topo.ranks_per_node() == 1 && (!c.do_expand || options.reduce_local_experts)) {
+        const auto rin = random_combine_inputs(flat, kHidden, c.options.seed + 7);
+        const auto f = combine(handles_of(flat), kHidden, rin, options);
+        const auto h = hybrid_combine(flat_handles_of(hybrid), hybrid_handles_of(hybrid), kHidden, rin, options, true);
+        for (int s = 0; s < c.num_ranks; ++s)
+          ASSERT_TRUE(test::bitwise_equal(f[s].combined_x, h[s].flat.combined_x, "combined_x (G = 1)"));
+      }
+      ++num_checked;
+    }
+  }
+  EXPECT_GT(num_checked, 300);
+}
+
+// Hand-worked order: 4 ranks on 2 nodes (1 expert each), one token with lanes (expert 2, expert 0, expert 3) and
+// rows 2^24, 1, -2^24. Flat: ((0 + 2^24) + 1) - 2^24 = 0 in fp32 (2^24 + 1 rounds to 2^24). Node-reduced: node 1's
+// partial 2^24 - 2^24 = 0 (master lane 2), node 0's partial 1 (master lane 1), added in master-lane order: 1.
+TEST(ReferenceHybrid, NodeReducedCombineOrderHandWorked) {
+  DispatchConfig config;
+  config.num_ranks = 4, config.num_experts = 4, config.num_topk = 3, config.num_max_tokens_per_rank = 1;
+  std::vector<DispatchInput> inputs(4);
+  for (int s = 0; s < 4; ++s) {
+    inputs[s].num_tokens = s == 0 ? 1 : 0, inputs[s].x_row_bytes = 2;
+    inputs[s].x.assign(s == 0 ? 2 : 0, 0);
+    if (s == 0) inputs[s].topk_idx = {2, 0, 3}, inputs[s].topk_weights = {0.5f, 0.25f, 0.25f};
+  }
+  const auto hybrid = hybrid_dispatch(config, 2, inputs);
+  std::vector<CombineInput> cin(4);
+  const float row_of_rank[4] = {1.f, 0.f, 0x1p24f, -0x1p24f};
+  for (int d = 0; d < 4; ++d)
+    cin[d].x.assign(size_t(hybrid[d].flat.handle.num_recv_tokens), fmt::float_to_bf16(row_of_rank[d]));
+  const auto exact = hybrid_combine(flat_handles_of(hybrid), hybrid_handles_of(hybrid), 1, cin);
+  const auto reduced = hybrid_combine(flat_handles_of(hybrid), hybrid_handles_of(hybrid), 1, cin, {}, true);
+  EXPECT_EQ(fmt::bf16_to_float(exact[0].flat.combined_x[0]), 0.f);
+  EXPECT_EQ(fmt::bf16_to_float(reduced[0].flat.combined_x[0]), 1.f);
+  EXPECT_EQ(exact[0].traffic.rdma_records + exact[2].traffic.rdma_records, 2);  // node 1's forwarder (rank 2): 2 rows
+  EXPECT_EQ(reduced[2].traffic.rdma_records, 1);                                // ... or one partial
 }
 
 TEST(ReferenceHybrid, CorruptedLinkedListIsCaught) {

@@ -4,6 +4,7 @@
 
 #include "cli/command.hpp"
 #include "symmoe/plan.hpp"
+#include "symmoe/plan_hybrid.hpp"
 
 namespace {
 
@@ -16,21 +17,42 @@ void print_plan(const char* title, const std::string& line) {
   std::printf("%s\n    %s\n", title, out.c_str());
 }
 
+// `--nodes N`: the hybrid (scale-out) plan of this deployment, then the EP16-EP256 sweep next to DeepEP's published
+// inter-node numbers (plan_hybrid.hpp). The per-rank kernel plans above are NVLink-only and not printed here.
+int run_hybrid_plan(const cli::Args& args, layout::TokenDtype dtype) {
+  const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
+  const plan::HybridPlan hybrid = plan::plan_hybrid(
+      plan::HybridDims::from_shape(shape, args.integer("nodes"), dtype, args.integer("node-limit")));
+  std::printf("symmoe plan --nodes %d: %s (%s)\n\n", args.integer("nodes"), args.str("shape").c_str(),
+              shape.to_string().c_str());
+  print_plan("Hybrid EP dispatch/combine (network hop to the same local rank, then NVLink):", hybrid.to_string());
+  const int node_limit = args.integer("node-limit");
+  std::printf("\nSweep: %s, 8 GPUs per node, %s dispatch, node limit %d (0 = none)\n%s", args.str("shape").c_str(),
+              layout::token_dtype_name(dtype), node_limit,
+              plan::format_hybrid_sweep(shape, {128, 4096, 8192}, dtype, node_limit).c_str());
+  return 0;
+}
+
 int run_plan(int argc, char** argv) {
   cli::Args args("plan", "Print the launch plans and the per-rank buffer layouts for one MoE deployment.");
   args.option("shape", "v3", "model shape: flash, pro, v3 or tiny")
       .option("ranks", "8", "expert-parallel ranks R (E % R == 0)")
       .option("tokens", "4096", "max tokens per rank T_max (the plans are for full batches)")
       .option("sms", std::to_string(plan::hopper::kDefaultNumSms), "SMs per rank (132 on H100 SXM / H200)")
-      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16");
+      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16")
+      .option("nodes", "1", "nodes N (ranks / N GPUs each): given, prints the hybrid scale-out plan instead")
+      .option("node-limit", "0", "with --nodes: max distinct nodes per token (DeepSeek-V3 routing: 4); 0 = none");
   if (!args.parse(argc, argv)) return 0;
 
-  const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
-  shape.validate();
   const std::string dtype_name = args.str("dispatch-dtype");
   SYMMOE_CHECK(dtype_name == "fp8" || dtype_name == "bf16", "cli", "--dispatch-dtype must be fp8 or bf16, got '",
                dtype_name, "'");
   const auto dtype = dtype_name == "fp8" ? layout::TokenDtype::kFp8E4m3 : layout::TokenDtype::kBf16;
+  if (args.has("nodes")) return run_hybrid_plan(args, dtype);
+  SYMMOE_CHECK(!args.has("node-limit"), "cli", "--node-limit needs --nodes");
+
+  const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
+  shape.validate();
   const int num_sms = args.integer("sms");
   const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();
 

@@ -18,10 +18,14 @@
 // * Every output of the flat model (dispatch.hpp: recv_x, recv_sf, recv_topk_idx, recv_topk_weights, the whole
 //   EpHandle, expand layout and padding) is bitwise the flat model's for the same inputs: the destination places the
 //   rows it received in the flat (deterministic) order, ascending src_token_global_idx.
-// * combine (exact order, the only mode): combined_x and combined_topk_weights bitwise equal the flat combine's,
-//   because the forwarder does NOT reduce: it returns each destination rank's row(s) of a token unchanged and the
-//   source adds them in ascending top-k lane order as the flat model does. (A forwarder that sums its node's rows
-//   in fp32 saves network bytes but changes the fp32 order; docs/scale-out.md quantifies that trade.)
+// * combine, exact order (default): combined_x and combined_topk_weights bitwise equal the flat combine's, because
+//   the forwarder does NOT reduce: it returns each destination rank's row(s) of a token unchanged and the source
+//   adds them in ascending top-k lane order as the flat model does.
+// * combine, reduce_at_forwarder: the forwarder sums the rows its node returned for the token (ascending lane, fp32)
+//   and rounds once to bf16; the source adds the node partials (fp32, ascending node-master lane), then the biases,
+//   and rounds once. One network row per (token, node) instead of per (token, rank), but a different fp32 order:
+//   not bitwise the flat combine's (two bf16 roundings per node with more than one row). combined_topk_weights are
+//   unchanged. docs/scale-out.md quantifies the trade.
 //
 // Hybrid metadata (HybridHandle, names of seed 002 where it has one; one channel, so DeepEP's per-channel split
 // of the same arrays is absent):
@@ -102,6 +106,6 @@ struct HybridCombineOutput {
 std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& handles,
                                                 const std::vector<HybridHandle>& hybrid, int hidden,
                                                 const std::vector<CombineInput>& inputs,
-                                                const CombineOptions& options = {});
+                                                const CombineOptions& options = {}, bool reduce_at_forwarder = false);
 
 }  // namespace symmoe::ref
