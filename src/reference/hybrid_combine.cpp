@@ -6,6 +6,8 @@
 // channel_linked_list names, the forwarder gathers a token's rows at the columns of token_metadata_at_forward and
 // returns them to the source's (node, scale-out slot) position, and the source finds them through
 // dst_scaleout_slot_idx. The flat handle's dst_buffer_slot_idx and psum_num_recv_tokens_per_rank are not read.
+#include "symmoe/reference/hybrid.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -13,7 +15,6 @@
 #include "reference/validate.hpp"
 #include "symmoe/common.hpp"
 #include "symmoe/formats.hpp"
-#include "symmoe/reference/hybrid.hpp"
 
 namespace symmoe::ref {
 namespace {

@@ -6,13 +6,14 @@
 // metadata names, and every destination-side output is built from the records it received (their carried expert
 // ids, weights and src_token_global_idx), never from the inputs. The flat handle's source-side slots are written
 // back from the destinations' view. So "hybrid == flat, bitwise" checks that the two hops deliver everything.
+#include "symmoe/reference/hybrid.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
 
 #include "reference/validate.hpp"
 #include "symmoe/common.hpp"
-#include "symmoe/reference/hybrid.hpp"
 
 namespace symmoe::ref {
 namespace {

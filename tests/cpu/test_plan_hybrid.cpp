@@ -140,19 +140,19 @@ TEST(PlanHybrid, ExpectedTrafficMatchesTheGoldenModel) {
 }
 
 TEST(PlanHybrid, BadArgumentsNameTheArgument) {
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(64, 3, 128)); }).find("nodes (3) must be >= 1 and divide ranks (64)"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(64, 0, 128)); }).find("nodes (0)"), std::string::npos);
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(64, 4, 128)); }).find("16 GPUs per node, expected <= 8"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(64, 8, 128, 9)); }).find("node_limit must be in [0, nodes = 8], got 9"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(48, 6, 128)); }).find("experts (256) must be a positive multiple of ranks (48)"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(4096, 512, 128)); }).find("ranks must be in [1, 2048], got 4096"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { plan::plan_hybrid(v3_dims(16, 2, 0)); }).find("tokens per rank must be >= 1, got 0"),
-            std::string::npos);
+  const std::vector<std::pair<plan::HybridDims, std::string>> cases = {
+      {v3_dims(64, 3, 128), "nodes (3) must be >= 1 and divide ranks (64)"},
+      {v3_dims(64, 0, 128), "nodes (0)"},
+      {v3_dims(64, 4, 128), "16 GPUs per node, expected <= 8"},
+      {v3_dims(64, 8, 128, 9), "node_limit must be in [0, nodes = 8], got 9"},
+      {v3_dims(48, 6, 128), "experts (256) must be a positive multiple of ranks (48)"},
+      {v3_dims(4096, 512, 128), "ranks must be in [1, 2048], got 4096"},
+      {v3_dims(16, 2, 0), "tokens per rank must be >= 1, got 0"},
+  };
+  for (const auto& [dims, needle] : cases) {
+    const std::string msg = error_of([&] { plan::plan_hybrid(dims); });
+    EXPECT_NE(msg.find(needle), std::string::npos) << "expected '" << needle << "', got '" << msg << "'";
+  }
 }
 
 TEST(PlanHybrid, SweepListsEveryEpSizeNextToDeepEp) {

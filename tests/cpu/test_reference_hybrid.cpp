@@ -79,8 +79,9 @@ std::vector<CombineInput> random_combine_inputs(const std::vector<DispatchOutput
         const bool padding = expand && o.recv_topk_idx[r] < 0;
         // Half the values are +-2^24: a small value added next to one is lost in fp32, so a sum like
         // (2^24 + small) - 2^24 differs from (2^24 - 2^24) + small and any change of the addition order shows.
-        const double v = rnd::uniform_below(rng, 2) ? (rnd::uniform_below(rng, 2) ? 0x1p24 : -0x1p24)
-                                                   : rnd::standard_normal(rng) * std::ldexp(1.0, rnd::uniform_below(rng, 9) - 4);
+        const double big = rnd::uniform_below(rng, 2) ? 0x1p24 : -0x1p24;
+        const double small = rnd::standard_normal(rng) * std::ldexp(1.0, rnd::uniform_below(rng, 9) - 4);
+        const double v = rnd::uniform_below(rng, 2) ? big : small;
         cin[d].x.push_back(padding ? uint16_t(0x7FC0) : fmt::float_to_bf16(float(v)));
       }
     cin[d].topk_weights = o.recv_topk_weights;
@@ -201,9 +202,8 @@ TEST(ReferenceHybrid, MetadataInvariantsAndTraffic) {
     for (int d = 0; d < R; ++d) {
       const HybridHandle& hy = out[d].hybrid;
       ASSERT_EQ(int(hy.channel_linked_list.size()), out[d].flat.handle.num_recv_tokens);
-      for (int l = 0; l < G; ++l)
-        ASSERT_EQ(hy.psum_num_recv_tokens_per_scaleup_rank[l] - (l ? hy.psum_num_recv_tokens_per_scaleup_rank[l - 1] : 0),
-                  from_fwd[d * G + l]);
+      const auto& psum = hy.psum_num_recv_tokens_per_scaleup_rank;
+      for (int l = 0; l < G; ++l) ASSERT_EQ(psum[l] - (l ? psum[l - 1] : 0), from_fwd[d * G + l]) << "forwarder " << l;
       std::set<int32_t> positions(hy.channel_linked_list.begin(), hy.channel_linked_list.end());
       ASSERT_EQ(positions.size(), hy.channel_linked_list.size()) << "two rows arrived at one position";
     }

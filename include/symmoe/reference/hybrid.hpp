@@ -80,8 +80,8 @@ struct HybridHandle {
 
 // Records (dispatch) or returned rows (combine) each rank put on the network and on NVLink in one call.
 struct HybridTraffic {
-  int64_t rdma_records = 0;    // records to another node (the forwarder of a remote node)
-  int64_t nvlink_records = 0;  // records to another rank of this node (as forwarder, or own-node direct)
+  int64_t rdma_records = 0;    // to another node: dispatch as source, combine as forwarder
+  int64_t nvlink_records = 0;  // to another rank of this node: dispatch as forwarder, combine as destination
 };
 
 struct HybridDispatchOutput {

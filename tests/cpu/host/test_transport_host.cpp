@@ -33,7 +33,8 @@ TEST(Transport, TopologyMapsAndErrors) {
   }
   EXPECT_TRUE(t.same_domain(8, 15));
   EXPECT_FALSE(t.same_domain(7, 8));
-  EXPECT_NE(error_of([] { TransportTopology::make(64, 3); }).find("num_domains (3) must be >= 1 and divide num_ranks (64)"),
+  EXPECT_NE(error_of([] { TransportTopology::make(64, 3); })
+                .find("num_domains (3) must be >= 1 and divide num_ranks (64)"),
             std::string::npos);
   EXPECT_NE(error_of([] { TransportTopology::make(8, 0); }).find("num_domains (0)"), std::string::npos);
   EXPECT_NE(error_of([] { TransportTopology::make(0, 1); }).find("num_ranks must be >= 1, got 0"), std::string::npos);
