@@ -9,52 +9,20 @@
 #include "symmoe/reference/hybrid.hpp"
 
 #include <algorithm>
-#include <cstring>
-#include <map>
 
+#include "reference/hybrid_records.hpp"
 #include "reference/validate.hpp"
 #include "symmoe/common.hpp"
 
 namespace symmoe::ref {
 namespace {
 
-constexpr uint8_t kUnspecifiedPaddingByte = 0xFF;  // as the flat model: expand padding without zero_padding
-
-// What travels on both hops: the token's payload and the metadata the next hop and the destination need.
-struct Record {
-  int32_t src_token_global_idx = -1;
-  std::vector<int64_t> topk_idx;  // [K] global expert ids
-  std::vector<float> topk_weights;
-  std::vector<uint8_t> x, sf;
-};
-
-// Buffer of one rank: position (as the hybrid metadata names it) -> record. Ordered, so a walk is in position order.
-using RecordBuffer = std::map<int64_t, Record>;
-
-// Highest lane of the row whose expert satisfies `owner(e) == target`, or -1.
-template <typename Owner>
-int master_lane(const int64_t* topk, int K, int target, Owner owner) {
-  int master = -1;
-  for (int k = 0; k < K; ++k)
-    if (topk[k] >= 0 && owner(topk[k]) == target) master = k;
-  return master;
-}
-
-Record make_record(const DispatchInput& in, int src_rank, int token, int K, int T_max) {
-  Record r;
-  r.src_token_global_idx = src_rank * T_max + token;
-  r.topk_idx.assign(in.topk_idx.begin() + size_t(token) * K, in.topk_idx.begin() + size_t(token + 1) * K);
-  r.topk_weights.assign(in.topk_weights.begin() + size_t(token) * K,
-                        in.topk_weights.begin() + size_t(token + 1) * K);
-  r.x.assign(in.x.begin() + size_t(token) * in.x_row_bytes, in.x.begin() + size_t(token + 1) * in.x_row_bytes);
-  r.sf.assign(in.x_sf.begin() + size_t(token) * in.sf_row_bytes,
-              in.x_sf.begin() + size_t(token + 1) * in.sf_row_bytes);
-  return r;
-}
-
-void put_row(std::vector<uint8_t>& dst, size_t row, const std::vector<uint8_t>& src) {
-  if (!src.empty()) std::memcpy(&dst[row * src.size()], src.data(), src.size());
-}
+using hybrid_detail::allocate_outputs;
+using hybrid_detail::make_record;
+using hybrid_detail::master_lane;
+using hybrid_detail::put_row;
+using hybrid_detail::Record;
+using hybrid_detail::RecordBuffer;
 
 void inclusive_psum(std::vector<int32_t>& v) {
   for (size_t i = 1; i < v.size(); ++i) v[i] += v[i - 1];
@@ -109,12 +77,7 @@ void assemble_destination(const DispatchConfig& c, const HybridTopology& topo, i
   h.num_expanded_tokens = total_aligned;
 
   DispatchOutput& o = out.flat;
-  const size_t rows = size_t(c.do_expand ? h.num_expanded_tokens : h.num_recv_tokens);
-  const uint8_t fill = (c.do_expand && !c.zero_padding) ? kUnspecifiedPaddingByte : 0;
-  o.recv_x.assign(rows * x_row_bytes, fill);
-  o.recv_sf.assign(rows * sf_row_bytes, fill);
-  o.recv_topk_idx.assign(c.do_expand ? rows : rows * K, -1);
-  o.recv_topk_weights.assign(c.do_expand ? rows : rows * K, 0.f);
+  allocate_outputs(o, h, x_row_bytes, sf_row_bytes, c.zero_padding);
   const int stride = h.metadata_stride();
   h.recv_src_metadata.assign(size_t(h.num_recv_tokens) * stride, -1);
   hy.channel_linked_list.resize(arrivals.size());

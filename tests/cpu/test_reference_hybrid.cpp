@@ -131,7 +131,7 @@ TEST(ReferenceHybrid, DispatchAndCombineEqualFlatBitwise) {
     ++num_cases;
   }
   EXPECT_EQ(node_counts, (std::set<int>{1, 2, 3, 4, 5, 6, 7, 8}));
-  EXPECT_GT(num_cases, 300);
+  EXPECT_EQ(num_cases, 630);  // 144 hybrid cases + 486: the flat sweep (216 cases) x the node counts dividing R
 }
 
 // The hybrid metadata's own invariants, checked against the inputs directly (not against the model's code).
@@ -309,6 +309,54 @@ TEST(ReferenceHybrid, NodeReducedCombineOrderHandWorked) {
   EXPECT_EQ(fmt::bf16_to_float(reduced[0].flat.combined_x[0]), 1.f);
   EXPECT_EQ(exact[0].traffic.rdma_records + exact[2].traffic.rdma_records, 2);  // node 1's forwarder (rank 2): 2 rows
   EXPECT_EQ(reduced[2].traffic.rdma_records, 1);                                // ... or one partial
+}
+
+// Cached dispatch from the hybrid handles alone reproduces a fresh dispatch bitwise (new x payload, same routing).
+TEST(ReferenceHybrid, CachedDispatchEqualsFreshBitwise) {
+  int num_checked = 0;
+  for (const HybridCase& hc : hybrid_sweep()) {
+    SCOPED_TRACE(hc.name());
+    const RoutingCase& c = hc.routing;
+    const auto inputs = make_inputs(c, kHidden);
+    const auto first = hybrid_dispatch(config_of(c), hc.num_nodes, inputs);
+    auto changed = inputs;
+    for (auto& in : changed)
+      for (auto& b : in.x) b ^= 0x5A;
+    const auto fresh = hybrid_dispatch(config_of(c), hc.num_nodes, changed);
+    const auto cached = hybrid_dispatch_cached(flat_handles_of(first), hybrid_handles_of(first), changed,
+                                               c.zero_padding);
+    for (int d = 0; d < c.num_ranks; ++d) {
+      SCOPED_TRACE("rank " + std::to_string(d));
+      const DispatchOutput& f = fresh[d].flat;
+      const DispatchOutput& h = cached[d].flat;
+      ASSERT_TRUE(test::bitwise_equal(f.recv_x, h.recv_x, "recv_x"));
+      ASSERT_TRUE(test::bitwise_equal(f.recv_sf, h.recv_sf, "recv_sf"));
+      ASSERT_TRUE(test::bitwise_equal(f.recv_topk_idx, h.recv_topk_idx, "recv_topk_idx"));
+      ASSERT_TRUE(test::bitwise_equal(f.recv_topk_weights, h.recv_topk_weights, "recv_topk_weights"));
+      ASSERT_TRUE(handles_equal(f.handle, h.handle));
+      ASSERT_EQ(fresh[d].traffic.rdma_records, cached[d].traffic.rdma_records);
+      ASSERT_EQ(fresh[d].traffic.nvlink_records, cached[d].traffic.nvlink_records);
+    }
+    ++num_checked;
+  }
+  EXPECT_EQ(num_checked, 630);
+
+  // A routing that differs from the handle's, and a linked list pointing at another token's record, are refused.
+  RoutingCase c{8, 32, 6, 16, 1, {}, false, true};
+  c.options.seed = 78;
+  const auto inputs = make_inputs(c, kHidden);
+  const auto out = hybrid_dispatch(config_of(c), 2, inputs);
+  auto other = inputs;
+  other[3].topk_idx[0] = other[3].topk_idx[0] == 0 ? 1 : 0;
+  EXPECT_NE(test::error_of([&] { hybrid_dispatch_cached(flat_handles_of(out), hybrid_handles_of(out), other); })
+                .find("rank 3 topk_idx differs"),
+            std::string::npos);
+  auto hybrid = hybrid_handles_of(out);
+  ASSERT_GE(hybrid[0].channel_linked_list.size(), 2u);
+  std::swap(hybrid[0].channel_linked_list[0], hybrid[0].channel_linked_list[1]);
+  EXPECT_NE(test::error_of([&] { hybrid_dispatch_cached(flat_handles_of(out), hybrid, inputs); })
+                .find("its linked-list position holds"),
+            std::string::npos);
 }
 
 TEST(ReferenceHybrid, CorruptedLinkedListIsCaught) {

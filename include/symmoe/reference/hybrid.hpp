@@ -95,6 +95,15 @@ struct HybridDispatchOutput {
 std::vector<HybridDispatchOutput> hybrid_dispatch(const DispatchConfig& config, int num_nodes,
                                                   const std::vector<DispatchInput>& inputs);
 
+// Cached hybrid dispatch: both hops replayed from the handles of a previous hybrid dispatch (handles[r] its flat
+// EpHandle, hybrid[r] its HybridHandle) with the same topk_idx (x may differ): bitwise the fresh dispatch's outputs
+// and traffic. Throws symmoe::Error if an input's topk_idx differs from its handle's copy, or a handle names a
+// position that holds no record or another token's.
+std::vector<HybridDispatchOutput> hybrid_dispatch_cached(const std::vector<EpHandle>& handles,
+                                                         const std::vector<HybridHandle>& hybrid,
+                                                         const std::vector<DispatchInput>& inputs,
+                                                         bool zero_padding = true);
+
 struct HybridCombineOutput {
   CombineOutput flat;     // bitwise the flat combine's
   HybridTraffic traffic;  // returned rows: NVLink from the destination, RDMA from the forwarder
