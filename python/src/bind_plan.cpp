@@ -1,9 +1,11 @@
-// The planner from Python: MoeShape, named shapes and the EP / grouped-GEMM / MegaMoE plans, each an object with
-// read-only attributes, str() = the plan's own to_string() (what `symmoe plan` prints) and validate().
+// The planner from Python: MoeShape, named shapes and the EP / grouped-GEMM / MegaMoE / hybrid (scale-out) plans,
+// each an object with read-only attributes, str() = the plan's own to_string() (what `symmoe plan` prints) and
+// validate().
 #include "bindings.hpp"
 #include "symmoe/layout/ep.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "symmoe/plan.hpp"
+#include "symmoe/plan_hybrid.hpp"
 
 namespace symmoe::py_bind {
 namespace {
@@ -116,6 +118,73 @@ void bind_plan(py::module_& m) {
   m.def(
       "plan_mega_moe", [](const MoeShape& shape, int num_sms) { return plan::plan_mega_moe(shape, num_sms); },
       py::arg("shape"), py::arg("num_sms") = plan::hopper::kDefaultNumSms);
+  // Hybrid (scale-out) plan: N nodes of ranks / N GPUs. Shapes by name are not limited to 72 ranks here (EP2048).
+  py::class_<plan::HybridPlan> hybrid(m, "HybridPlan");
+  hybrid.def_property_readonly("num_ranks", [](const plan::HybridPlan& p) { return p.dims.num_ranks; })
+      .def_property_readonly("num_nodes", [](const plan::HybridPlan& p) { return p.dims.num_nodes; })
+      .def_property_readonly("ranks_per_node", [](const plan::HybridPlan& p) { return p.dims.ranks_per_node(); })
+      .def_property_readonly("hidden", [](const plan::HybridPlan& p) { return p.dims.hidden; })
+      .def_property_readonly("num_experts", [](const plan::HybridPlan& p) { return p.dims.num_experts; })
+      .def_property_readonly("num_topk", [](const plan::HybridPlan& p) { return p.dims.num_topk; })
+      .def_property_readonly("num_max_tokens_per_rank",
+                             [](const plan::HybridPlan& p) { return p.dims.num_max_tokens_per_rank; })
+      .def_property_readonly("node_limit", [](const plan::HybridPlan& p) { return p.dims.node_limit; })
+      .def_property_readonly("dtype", [](const plan::HybridPlan& p) { return layout::token_dtype_name(p.dims.dtype); })
+      .def_property_readonly("p_rank", [](const plan::HybridPlan& p) { return p.routing.p_rank; })
+      .def_property_readonly("p_node", [](const plan::HybridPlan& p) { return p.routing.p_node; })
+      .def_property_readonly("ranks_per_token", [](const plan::HybridPlan& p) { return p.routing.ranks_per_token; })
+      .def_property_readonly("nodes_per_token", [](const plan::HybridPlan& p) { return p.routing.nodes_per_token; })
+      .def_property_readonly("nic_gbps", [](const plan::HybridPlan& p) { return p.model.nic_gbps; })
+      .def_property_readonly("nvlink_gbps", [](const plan::HybridPlan& p) { return p.model.nvlink_gbps; })
+      .def_readonly("record_bytes", &plan::HybridPlan::record_bytes)
+      .def_readonly("combine_row_bytes", &plan::HybridPlan::combine_row_bytes)
+      .def_readonly("scaleout_send_bytes", &plan::HybridPlan::scaleout_send_bytes)
+      .def_readonly("scaleout_recv_bytes", &plan::HybridPlan::scaleout_recv_bytes)
+      .def_readonly("scaleup_recv_bytes", &plan::HybridPlan::scaleup_recv_bytes)
+      .def_readonly("forward_combine_recv_bytes", &plan::HybridPlan::forward_combine_recv_bytes)
+      .def_readonly("forward_reduce_bytes", &plan::HybridPlan::forward_reduce_bytes)
+      .def_readonly("source_combine_recv_bytes", &plan::HybridPlan::source_combine_recv_bytes)
+      .def_readonly("signal_bytes", &plan::HybridPlan::signal_bytes)
+      .def_property_readonly("total_bytes", &plan::HybridPlan::total_bytes)
+      .def_readonly("dispatch_rdma_bytes", &plan::HybridPlan::dispatch_rdma_bytes)
+      .def_readonly("dispatch_nvlink_bytes", &plan::HybridPlan::dispatch_nvlink_bytes)
+      .def_readonly("dispatch_direct_rdma_bytes", &plan::HybridPlan::dispatch_direct_rdma_bytes)
+      .def_readonly("combine_nvlink_bytes", &plan::HybridPlan::combine_nvlink_bytes)
+      .def_readonly("combine_rdma_bytes", &plan::HybridPlan::combine_rdma_bytes)
+      .def_readonly("combine_reduced_rdma_bytes", &plan::HybridPlan::combine_reduced_rdma_bytes)
+      .def_readonly("dispatch_us", &plan::HybridPlan::dispatch_us)
+      .def_readonly("combine_us", &plan::HybridPlan::combine_us)
+      .def_readonly("combine_reduced_us", &plan::HybridPlan::combine_reduced_us)
+      .def_readonly("dispatch_logical_rdma_gbps", &plan::HybridPlan::dispatch_logical_rdma_gbps)
+      .def_readonly("combine_logical_rdma_gbps", &plan::HybridPlan::combine_logical_rdma_gbps)
+      .def_readonly("combine_reduced_logical_rdma_gbps", &plan::HybridPlan::combine_reduced_logical_rdma_gbps)
+      .def(
+          "sweep",
+          [](const plan::HybridPlan& p, const std::vector<int>& tokens) {
+            MoeShape s;
+            s.hidden = p.dims.hidden, s.num_experts = p.dims.num_experts, s.num_topk = p.dims.num_topk;
+            return plan::format_hybrid_sweep(s, tokens, p.dims.dtype, p.dims.node_limit, p.model);
+          },
+          py::arg("tokens") = std::vector<int>{128, 4096, 8192},
+          "the EP16-EP256 table (8 GPUs per node) of this shape next to DeepEP's published numbers");
+  def_printable(hybrid);
+  m.def(
+      "plan_hybrid",
+      [](const std::string& name, int num_ranks, int tokens, int num_nodes, const std::string& dtype,
+         int node_limit) {
+        return plan::plan_hybrid(plan::HybridDims::from_shape(named_shape(name, num_ranks, tokens), num_nodes,
+                                                              parse_token_dtype(dtype), node_limit));
+      },
+      py::arg("shape"), py::arg("num_ranks"), py::arg("tokens"), py::arg("num_nodes"), py::arg("dtype") = "fp8",
+      py::arg("node_limit") = 0);
+  m.def(
+      "plan_hybrid",
+      [](const MoeShape& shape, int num_nodes, const std::string& dtype, int node_limit) {
+        return plan::plan_hybrid(
+            plan::HybridDims::from_shape(shape, num_nodes, parse_token_dtype(dtype), node_limit));
+      },
+      py::arg("shape"), py::arg("num_nodes"), py::arg("dtype") = "fp8", py::arg("node_limit") = 0);
+
   m.def("expected_tokens_per_expert", &plan::expected_tokens_per_expert, py::arg("shape"),
         py::arg("tokens_per_rank"));
   m.attr("DEFAULT_NUM_SMS") = plan::hopper::kDefaultNumSms;

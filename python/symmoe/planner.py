@@ -3,6 +3,10 @@
     p = symmoe.plan("v3", ranks=8, tokens=4096)
     p.mega.block_m, p.ep.dispatch_sms, p.l1.num_stages
     print(p)            # every plan, one per block, as the CLI prints them
+
+    h = symmoe.plan("v3", ranks=64, tokens=4096, nodes=8)   # the hybrid (scale-out) plan, as `symmoe plan --nodes`
+    h.dispatch_us, h.dispatch_rdma_bytes, h.scaleup_recv_bytes
+    print(h); print(h.sweep())                              # EP16-EP256 next to DeepEP's published numbers
 SYMMOE_* overrides (SYMMOE_BLOCK_M, SYMMOE_NUM_STAGES, SYMMOE_EP_SMS, SYMMOE_EXPERTS_PER_WAVE) apply, as in the CLI.
 """
 from . import _C
@@ -34,8 +38,21 @@ class Plans:
     __repr__ = __str__
 
 
-def plan(shape="v3", ranks=8, tokens=4096, num_sms=DEFAULT_NUM_SMS, dispatch_dtype="fp8"):
-    """Plans for a named shape (flash | pro | v3 | tiny) or a MoeShape (its ranks and tokens are used)."""
+def plan(shape="v3", ranks=8, tokens=4096, num_sms=DEFAULT_NUM_SMS, dispatch_dtype="fp8", nodes=None,
+         node_limit=0):
+    """Plans for a named shape (flash | pro | v3 | tiny) or a MoeShape (its ranks and tokens are used).
+
+    With nodes=N: the hybrid (scale-out) plan instead, a HybridPlan (N nodes of ranks / N GPUs; node_limit = max
+    distinct nodes per token, 0 = none): buffer sizes per rank, RDMA / NVLink bytes per call, time estimates.
+    """
+    if nodes is not None:
+        if isinstance(shape, str):
+            return _C.plan_hybrid(shape, ranks, tokens, nodes, dispatch_dtype, node_limit)
+        if isinstance(shape, _C.MoeShape):
+            return _C.plan_hybrid(shape, nodes, dispatch_dtype, node_limit)
+        raise TypeError(f"shape must be a name or a symmoe.MoeShape, got {type(shape).__name__}")
+    if node_limit:
+        raise ValueError("node_limit needs nodes")
     if isinstance(shape, str):
         shape = _C.named_shape(shape, ranks, tokens)
     elif not isinstance(shape, _C.MoeShape):

@@ -37,3 +37,58 @@ def test_bad_shapes_raise_the_cpp_message():
         symmoe.plan("nope")
     with pytest.raises(TypeError):
         symmoe.plan(3.5)
+
+
+def test_hybrid_plan_for_v3_ep64_on_8_nodes():
+    h = symmoe.plan("v3", ranks=64, tokens=4096, nodes=8)
+    h.validate()
+    assert (h.num_ranks, h.num_nodes, h.ranks_per_node) == (64, 8, 8)
+    assert h.record_bytes == 7504 and h.combine_row_bytes == 2 * 7168
+    # Buffers follow their formulas (worst case, per rank).
+    assert h.scaleout_send_bytes == 4096 * 7504
+    assert h.scaleout_recv_bytes == 8 * 4096 * 7504
+    assert h.scaleup_recv_bytes == 64 * 4096 * 7504
+    assert h.source_combine_recv_bytes == 4096 * 8 * 2 * 7168
+    parts = (h.scaleout_send_bytes, h.scaleout_recv_bytes, h.scaleup_recv_bytes, h.forward_combine_recv_bytes,
+             h.forward_reduce_bytes, h.source_combine_recv_bytes, h.signal_bytes)
+    assert h.total_bytes == sum(parts)
+    # Traffic: expected records/rows per token from the routing probabilities.
+    assert h.dispatch_rdma_bytes == pytest.approx(4096 * 7 * h.p_node * 7504)
+    assert h.dispatch_nvlink_bytes == pytest.approx(4096 * (64 - 8) * h.p_rank * 7504)
+    assert h.combine_rdma_bytes == pytest.approx(4096 * (64 - 8) * h.p_rank * 2 * 7168)
+    assert h.dispatch_rdma_bytes < h.dispatch_direct_rdma_bytes
+    assert h.combine_reduced_rdma_bytes < h.combine_rdma_bytes
+    # Time: the network hop dominates at EP64 (50 GB/s NIC vs 363 GB/s NVLink).
+    assert h.dispatch_us > h.dispatch_rdma_bytes / (h.nic_gbps * 1e3)
+    assert h.combine_reduced_us <= h.combine_us
+    text = str(h)
+    assert "64 ranks = 8 nodes x 8 GPUs" in text and "estimate: dispatch" in text
+    table = h.sweep([128, 4096])
+    assert "V1 normal: 51 / 50 GB/s" in table and "deepseek-ai/DeepEP" in table
+
+
+def test_hybrid_plan_beyond_72_ranks_and_from_a_shape():
+    big = symmoe.plan("v3", ranks=256, tokens=128, nodes=32)
+    assert big.ranks_per_node == 8 and big.dispatch_us > 0
+    shape = symmoe.named_shape("flash", 16, 512)
+    h = symmoe.plan(shape, nodes=2, dispatch_dtype="bf16")
+    assert (h.num_ranks, h.num_max_tokens_per_rank, h.dtype) == (16, 512, "bf16")
+    assert h.record_bytes > 2 * 4096
+
+
+def test_hybrid_plan_node_limit_cuts_network_bytes():
+    free = symmoe.plan("v3", ranks=64, tokens=4096, nodes=8)
+    limited = symmoe.plan("v3", ranks=64, tokens=4096, nodes=8, node_limit=4)
+    assert limited.nodes_per_token <= 4 < free.nodes_per_token
+    assert limited.dispatch_rdma_bytes < free.dispatch_rdma_bytes
+
+
+def test_hybrid_plan_bad_arguments_name_the_argument():
+    with pytest.raises(symmoe.Error, match=r"nodes \(3\) must be >= 1 and divide ranks \(64\)"):
+        symmoe.plan("v3", ranks=64, tokens=128, nodes=3)
+    with pytest.raises(symmoe.Error, match=r"16 GPUs per node, expected <= 8"):
+        symmoe.plan("v3", ranks=64, tokens=128, nodes=4)
+    with pytest.raises(symmoe.Error, match=r"node_limit must be in \[0, nodes = 2\], got 3"):
+        symmoe.plan("v3", ranks=16, tokens=128, nodes=2, node_limit=3)
+    with pytest.raises(ValueError, match="node_limit needs nodes"):
+        symmoe.plan("v3", ranks=8, tokens=128, node_limit=2)

@@ -3,14 +3,14 @@
 
 #include <algorithm>
 
+#include "reference/validate.hpp"
 #include "symmoe/common.hpp"
 #include "symmoe/formats.hpp"
 
 namespace symmoe::ref {
-namespace {
 
-void validate(const std::vector<EpHandle>& handles, int hidden, const std::vector<CombineInput>& inputs,
-              const CombineOptions& options) {
+void validate_combine_inputs(const std::vector<EpHandle>& handles, int hidden, const std::vector<CombineInput>& inputs,
+                             const CombineOptions& options) {
   SYMMOE_CHECK(!handles.empty(), "ref", "combine: no handles");
   const int R = handles[0].num_ranks;
   SYMMOE_CHECK(int(handles.size()) == R && int(inputs.size()) == R, "ref", "combine: expected ", R,
@@ -38,11 +38,9 @@ void validate(const std::vector<EpHandle>& handles, int hidden, const std::vecto
   }
 }
 
-}  // namespace
-
 std::vector<CombineOutput> combine(const std::vector<EpHandle>& handles, int hidden,
                                    const std::vector<CombineInput>& inputs, const CombineOptions& options) {
-  validate(handles, hidden, inputs, options);
+  validate_combine_inputs(handles, hidden, inputs, options);
   const int R = handles[0].num_ranks, K = handles[0].num_topk, El = handles[0].num_local_experts();
   const int T_max = handles[0].num_max_tokens_per_rank;
   const bool expand = handles[0].do_expand, weights = inputs[0].topk_weights.has_value();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reference/validate.hpp"
 #include "symmoe/common.hpp"
 
 namespace symmoe::ref {
@@ -25,8 +26,9 @@ void validate_config(const DispatchConfig& c) {
   SYMMOE_CHECK(c.expert_alignment >= 1, "ref", "dispatch: expert_alignment must be >= 1, got ", c.expert_alignment);
 }
 
-// Every check on the inputs, before anything is produced.
-void validate_inputs(const DispatchConfig& c, const std::vector<DispatchInput>& inputs) {
+}  // namespace
+
+void validate_dispatch_inputs(const DispatchConfig& c, const std::vector<DispatchInput>& inputs) {
   validate_config(c);
   SYMMOE_CHECK(int(inputs.size()) == c.num_ranks, "ref", "dispatch: expected one input per rank (", c.num_ranks,
                "), got ", inputs.size());
@@ -64,6 +66,8 @@ void validate_inputs(const DispatchConfig& c, const std::vector<DispatchInput>& 
   }
 }
 
+namespace {
+
 int rank_of_expert(int64_t e, int num_local_experts) { return e < 0 ? -1 : int(e / num_local_experts); }
 
 // Highest lane of token t whose expert lives on rank d, or -1.
@@ -100,7 +104,7 @@ int EpHandle::expert_start(int local_expert) const {
 }
 
 std::vector<DispatchOutput> dispatch(const DispatchConfig& c, const std::vector<DispatchInput>& inputs) {
-  validate_inputs(c, inputs);
+  validate_dispatch_inputs(c, inputs);
   const int R = c.num_ranks, K = c.num_topk, El = c.num_experts / R, T_max = c.num_max_tokens_per_rank;
   std::vector<DispatchOutput> outputs(R);
 
@@ -213,7 +217,7 @@ std::vector<DispatchOutput> dispatch_cached(const std::vector<EpHandle>& handles
   c.do_expand = h0.do_expand, c.zero_padding = zero_padding;
   SYMMOE_CHECK(int(handles.size()) == c.num_ranks, "ref", "dispatch_cached: expected ", c.num_ranks, " handles, got ",
                handles.size());
-  validate_inputs(c, inputs);
+  validate_dispatch_inputs(c, inputs);
   for (int r = 0; r < c.num_ranks; ++r) {
     SYMMOE_CHECK(handles[r].rank == r && handles[r].num_tokens == inputs[r].num_tokens, "ref",
                  "dispatch_cached: handle ", r, " is for rank ", handles[r].rank, " with ", handles[r].num_tokens,

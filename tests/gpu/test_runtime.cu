@@ -1,6 +1,7 @@
 // Multi-rank runtime on the GPU: barrier stress (no drift, no deadlock), all-to-all of known patterns (plain
 // stores, bulk pull, bulk push, packed counters) checked bitwise, a planted stall that must raise PeerTimeout
-// naming the stalled peer, repeated launches and CUDA-graph replay of the barrier kernel.
+// naming the stalled peer, repeated launches and CUDA-graph replay of the barrier kernel; the NVLink transport's
+// domain view (stores through it land on the domain's ranks only).
 // Backends: run plainly for the in-process backend (ranks = GPUs, and 8 virtual ranks); run under
 // `symmoe launch -n 2 -- gpu_test_runtime` for the multi-process backend (one rank per process).
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "kernels/comm/packed_counter.cuh"
 #include "kernels/ptx/bulk.cuh"
 #include "gpu/device_array.hpp"
+#include "runtime/transport.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/runtime.hpp"
 
@@ -307,6 +309,47 @@ TEST_P(RuntimeExchange, AllToAllKnownPatternsBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, RuntimeExchange, ::testing::ValuesIn(rank_counts()), rank_name);
+
+// ---------------- transport boundary ----------------
+// Each rank stores (tag | its global rank) into slot [its team index] of every team peer's mailbox, through the
+// NvlinkTransport's domain view (team-local peer indices).
+__global__ void domain_push_kernel(comm::SymBuffer team, uint32_t global_rank) {
+  auto* mailbox = team.local<uint32_t>();
+  for (uint32_t peer = threadIdx.x; peer < team.num_ranks; peer += blockDim.x)
+    *team.map(mailbox + team.rank, peer) = 0xA5000000u | global_rank;
+}
+
+TEST(RuntimeTransport, NvlinkDomainViewReachesItsDomainOnly) {
+  auto comm = make_comm(multi_process() ? 0 : 8, 5000);
+  const int R = comm->num_ranks();
+  for (int domains = 1; domains <= R; domains *= 2) {
+    if (R % domains) continue;
+    const runtime::NvlinkTransport nvlink(runtime::TransportTopology::make(R, domains));
+    const auto& topo = nvlink.topology();
+    auto data = comm->alloc_symmetric(layout::kMaxRanks * sizeof(uint32_t));
+    for (const auto& p : comm->local_ranks()) {
+      const comm::SymBuffer view = nvlink.device_view(data, p.rank);
+      if (domains == 1) {  // one domain: exactly the global view
+        const comm::SymBuffer global = comm::make_sym_buffer(data, p.rank);
+        ASSERT_EQ(0, std::memcmp(&view, &global, sizeof view)) << "rank " << p.rank;
+      }
+      SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
+      domain_push_kernel<<<1, 32, 0, comm->stream(p.rank)>>>(view, uint32_t(p.rank));
+      SYMMOE_CUDA_CHECK_LAUNCH("domain_push_kernel");
+    }
+    comm->synchronize();
+    comm->host_barrier();
+    for (const auto& p : comm->local_ranks()) {
+      const auto got = download<uint32_t>(data.ptr(p.rank), layout::kMaxRanks, p.device);
+      std::vector<uint32_t> expected(layout::kMaxRanks, 0u);
+      for (int l = 0; l < topo.ranks_per_domain(); ++l)
+        expected[l] = 0xA5000000u | uint32_t(topo.rank_of(topo.domain_of(p.rank), l));
+      ASSERT_TRUE(test::bitwise_equal(expected, got, "mailbox of rank " + std::to_string(p.rank) + " with " +
+                                                         std::to_string(domains) + " domains"));
+    }
+    comm->host_barrier();
+  }
+}
 
 }  // namespace
 }  // namespace symmoe

@@ -5,6 +5,7 @@
 #include "cli/command.hpp"
 #include "cli/limits.hpp"
 #include "symmoe/plan.hpp"
+#include "symmoe/plan_hybrid.hpp"
 
 namespace {
 
@@ -17,6 +18,22 @@ void print_plan(const char* title, const std::string& line) {
   std::printf("%s\n    %s\n", title, out.c_str());
 }
 
+// `--nodes N`: the hybrid (scale-out) plan of this deployment, then the EP16-EP256 sweep next to DeepEP's published
+// inter-node numbers (plan_hybrid.hpp). The per-rank kernel plans above are NVLink-only and not printed here.
+int run_hybrid_plan(const cli::Args& args, layout::TokenDtype dtype) {
+  const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
+  const plan::HybridPlan hybrid = plan::plan_hybrid(
+      plan::HybridDims::from_shape(shape, args.integer("nodes"), dtype, args.integer("node-limit")));
+  std::printf("symmoe plan --nodes %d: %s (%s)\n\n", args.integer("nodes"), args.str("shape").c_str(),
+              shape.to_string().c_str());
+  print_plan("Hybrid EP dispatch/combine (network hop to the same local rank, then NVLink):", hybrid.to_string());
+  const int node_limit = args.integer("node-limit");
+  std::printf("\nSweep: %s, 8 GPUs per node, %s dispatch, node limit %d (0 = none)\n%s", args.str("shape").c_str(),
+              layout::token_dtype_name(dtype), node_limit,
+              plan::format_hybrid_sweep(shape, {128, 4096, 8192}, dtype, node_limit).c_str());
+  return 0;
+}
+
 int run_plan(int argc, char** argv) {
   const cli::GpuLimits gpu = cli::gpu_limits();
   cli::Args args("plan", "Print the launch plans and the per-rank buffer layouts for one MoE deployment.");
@@ -26,13 +43,20 @@ int run_plan(int argc, char** argv) {
       .int_range(1, cli::kMaxTokensPerRank)
       .option("sms", std::to_string(gpu.num_sms), "SMs per rank (132 on H100 SXM / H200; at most those of " +
               gpu.name + ")").int_range(1, gpu.num_sms)
-      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16").choices({"fp8", "bf16"});
+      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16").choices({"fp8", "bf16"})
+      .option("nodes", "1", "nodes N (ranks / N GPUs each): given, prints the hybrid scale-out plan instead")
+      .int_range(1, cli::kMaxRanks)
+      .option("node-limit", "0", "with --nodes: max distinct nodes per token (DeepSeek-V3 routing: 4); 0 = none")
+      .int_range(0, cli::kMaxRanks);
   if (!args.parse(argc, argv)) return 0;
+
+  const std::string dtype_name = args.str("dispatch-dtype");
+  const auto dtype = dtype_name == "fp8" ? layout::TokenDtype::kFp8E4m3 : layout::TokenDtype::kBf16;
+  if (args.has("nodes")) return run_hybrid_plan(args, dtype);
+  SYMMOE_CHECK(!args.has("node-limit"), "cli", "--node-limit needs --nodes");
 
   const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
   shape.validate();
-  const std::string dtype_name = args.str("dispatch-dtype");
-  const auto dtype = dtype_name == "fp8" ? layout::TokenDtype::kFp8E4m3 : layout::TokenDtype::kBf16;
   const int num_sms = args.integer("sms");
   const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();
 
