@@ -1,7 +1,8 @@
 // NVTX ranges for Nsight Systems / Nsight Compute (CUDA's header-only nvtx3): one RAII type, used in host code
 // around the layer calls and their stages (EP dispatch/combine, composed and fused layers, GEMM launches).
-// NOTES: without a profiler attached an NVTX call is a call through a pointer to an empty function (nvtx3 looks
-// for an injection library once, on the first call); ranges live in the "symmoe" domain, so `nsys profile --nvtx-domain-include=symmoe` selects them.
+// NOTES: without a profiler attached, nvtx3 finds no injection library on its first call and sets its function
+// pointers to null: each later push/pop is one null-pointer check. Ranges live in the "symmoe" domain, so
+// `nsys profile --nvtx-domain-include=symmoe` selects them.
 #pragma once
 
 #include <nvtx3/nvToolsExt.h>
