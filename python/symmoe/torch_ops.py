@@ -12,10 +12,9 @@
 
 The ops (schemas in the decorators below):
 - symmoe::ep_dispatch(buffer_id, x, x_sf?, topk_idx, topk_weights, num_experts, expert_alignment, do_expand)
-  -> (recv_x, recv_sf, recv_topk_idx, recv_topk_weights). Always without CPU sync, so every output has the
-  buffer's worst-case row count (ElasticBuffer's handle.row_capacity: R*T_max, or with do_expand
-  R*T_max*min(K, E_local) + E_local*(alignment-1)); rows past the received ones hold no data and combine never
-  reads them. recv_sf is float32 [rows, 0] for a bf16 buffer (x_sf None). recv_topk_idx / recv_topk_weights are
+  -> (recv_x, recv_sf, recv_topk_idx, recv_topk_weights). Always without CPU sync, so every output has the call's
+  worst-case row count (dispatch_rows: R*T_max, or with do_expand R*T_max*min(K, E_local) + E_local*(alignment-1));
+  rows past the received ones hold no data and combine never reads them. recv_sf is float32 [rows, 0] for a bf16 buffer (x_sf None). recv_topk_idx / recv_topk_weights are
   [rows, K] (non-expand) or [rows] (expand).
 - symmoe::ep_combine(buffer_id, x, topk_idx) -> combined_x bf16 [T, H], with the handle of the buffer's latest
   ep_dispatch; topk_idx is that dispatch's [T, K] input (it gives T to the fake implementation).
@@ -107,18 +106,20 @@ def ep_dispatch(buffer_id: int, x: Tensor, x_sf: Optional[Tensor], topk_idx: Ten
         (x, x_sf) if x_sf is not None else x, topk_idx=topk_idx, topk_weights=topk_weights, num_experts=num_experts,
         expert_alignment=expert_alignment, do_expand=do_expand, do_cpu_sync=False)
     state.handle = handle
+    # The buffer's expand outputs keep the largest capacity of any call so far; this call's worst case is fewer
+    # rows (and all that it can fill), so every output is cut to it: the same shape as the fake implementation.
+    rows = dispatch_rows(buf, expert_alignment, do_expand)
+    recv_sf = None
     if x_sf is not None:
         recv_x, recv_sf = recv_x
-        recv_sf = recv_sf.clone()
-    else:
-        recv_sf = x.new_empty((recv_x.shape[0], 0), dtype=torch.float32)
-    rows = dispatch_rows(buf, expert_alignment, do_expand)
-    if recv_x.shape[0] != rows:
-        raise RuntimeError(f"ep_dispatch: the buffer returned {recv_x.shape[0]} rows, the fake implementation "
-                           f"says {rows}")
+    if recv_x.shape[0] < rows:
+        raise RuntimeError(f"ep_dispatch: the buffer returned {recv_x.shape[0]} rows, fewer than this call's "
+                           f"worst case {rows}")
     if recv_x.dtype != x.dtype and recv_x.element_size() == x.element_size():
         recv_x = recv_x.view(x.dtype)  # FP8 rows come back as their bytes
-    return recv_x.clone(), recv_sf, recv_idx.clone(), recv_w.clone()
+    recv_sf = (recv_sf[:rows].clone() if recv_sf is not None
+               else x.new_empty((rows, 0), dtype=torch.float32))
+    return recv_x[:rows].clone(), recv_sf, recv_idx[:rows].clone(), recv_w[:rows].clone()
 
 
 @ep_dispatch.register_fake
