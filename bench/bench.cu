@@ -5,9 +5,9 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
-#include <sstream>
 
+#include "cli/gpu_probe.hpp"
+#include "run_environment.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
 
@@ -35,38 +35,6 @@ double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int 
   return ms[reps / 2] * 1000.0;
 }
 
-static std::string json_escape(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-JsonLine& JsonLine::add(const std::string& key, const std::string& value) {
-  fields_.emplace_back(key, json_escape(value));
-  return *this;
-}
-
-JsonLine& JsonLine::add(const std::string& key, double value) {
-  std::ostringstream os;
-  os << std::setprecision(6) << value;
-  fields_.emplace_back(key, os.str());
-  return *this;
-}
-
-std::string JsonLine::str() const {
-  std::string out = "{";
-  for (size_t i = 0; i < fields_.size(); ++i)
-    out += (i ? ", " : "") + json_escape(fields_[i].first) + ": " + fields_[i].second;
-  return out + "}";
-}
-
 static std::string utc_date() {
   const std::time_t now = std::time(nullptr);
   char buf[16];
@@ -80,9 +48,9 @@ JsonLine common_fields(const std::string& bench_name, int argc, char** argv) {
   JsonLine line;
   line.add("date", utc_date())
       .add("gpu", env::get_string("GPU_KIND", "unknown"))
-      .add("commit", env::get_string("COMMIT", "unknown"))
       .add("command", command)
       .add("bench", bench_name);
+  add_run_environment(line);
   return line;
 }
 
@@ -108,6 +76,16 @@ int run_bench(int argc, char** argv) {
   }
   const auto it = reg.find(argv[1]);
   SYMMOE_CHECK(it != reg.end(), "bench", "unknown bench '", argv[1], "' (symmoe bench --help lists them)");
+  bool help = false;
+  for (int i = 2; i < argc; ++i) help |= std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h";
+  if (!help) {
+    const std::string problem = symmoe::cli::hopper_problem(symmoe::cli::probe_gpus());
+    if (!problem.empty()) {
+      std::fprintf(stderr, "symmoe bench: bench needs a Hopper GPU (sm_90): %s\n", problem.c_str());
+      return 1;
+    }
+    symmoe::bench::run_environment();  // driver, clocks and power before the first kernel
+  }
   return it->second.run(argc - 1, argv + 1);
 }
 }  // namespace

@@ -9,9 +9,9 @@
 #include <map>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "cli/command.hpp"
+#include "result_line.hpp"
 
 namespace symmoe::bench {
 
@@ -30,25 +30,8 @@ struct BenchRegistrar {
 // `fn` must enqueue work only (no host sync). Warm-up repetitions are not timed.
 double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup = 5, int reps = 50);
 
-// One JSON object per line. Values are written as given: numbers unquoted, strings quoted.
-class JsonLine {
- public:
-  JsonLine& add(const std::string& key, const std::string& value);
-  JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
-  JsonLine& add(const std::string& key, double value);
-  JsonLine& add(const std::string& key, int value) { return add(key, double(value)); }
-  JsonLine& add(const std::string& key, bool value) {  // JSON true / false
-    fields_.emplace_back(key, value ? "true" : "false");
-    return *this;
-  }
-  std::string str() const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;  // value already JSON-encoded
-};
-
-// Common fields: date (UTC, YYYY-MM-DD), gpu (SYMMOE_GPU_KIND or "unknown"), commit (SYMMOE_COMMIT or
-// "unknown"), command (the full command line), bench.
+// Common fields: date (UTC, YYYY-MM-DD), gpu (SYMMOE_GPU_KIND or "unknown"), command (the full command line),
+// bench, and the run environment (run_environment.hpp: version, commit, driver, CUDA, NCCL, SM clocks, power).
 JsonLine common_fields(const std::string& bench_name, int argc, char** argv);
 
 // Appends `line` to <dir>/<date>-<gpu kind>-<bench>.jsonl (dir from --out, default bench/results) and echoes it.

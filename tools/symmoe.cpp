@@ -6,18 +6,25 @@
 #include "cli/command.hpp"
 #include "symmoe/common.hpp"
 #include "symmoe/env.hpp"
+#include "symmoe/version.hpp"
 
 namespace {
 void print_usage() {
   std::printf(
       "symmoe - expert-parallel MoE on Hopper (dispatch/combine over NVLink, fused MoE layer)\n\n"
-      "usage: symmoe <command> [options]     (symmoe <command> --help for its flags)\n\ncommands:\n");
+      "usage: symmoe <command> [options]     (symmoe <command> --help for its flags)\n"
+      "       symmoe --version\n\ncommands:\n");
   for (const auto& [name, cmd] : symmoe::cli::registry()) std::printf("  %-10s %s\n", name.c_str(), cmd.summary.c_str());
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   symmoe::env::warn_unknown_names();  // misspelt SYMMOE_* knobs, before any output
+  if (argc >= 2 && (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version"))) {
+    std::printf("symmoe %s (commit %s, %s)\n", symmoe::kVersion, symmoe::kGitCommit,
+                symmoe::kWithCuda ? "CUDA, sm_90a" : "CPU-only build");
+    return 0;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage();
     return argc < 2 ? 2 : 0;

@@ -231,10 +231,17 @@ def main():
             os.makedirs(args.out, exist_ok=True)
             with open(os.path.join(args.out, "python-ep.jsonl"), "a") as f:
                 for r in rows:
+                    # Strict JSON (allow_nan=False raises rather than writing NaN); version and the commit the
+                    # device scripts export (SYMMOE_COMMIT), torch's CUDA and NCCL, as the C++ benches record.
                     f.write(json.dumps(dict(date=time.strftime("%Y-%m-%d", time.gmtime()),
                                             gpu=os.environ.get("SYMMOE_GPU_KIND", "unknown"), bench="python-ep",
+                                            version=symmoe.__version__,
+                                            commit=os.environ.get("SYMMOE_COMMIT", "unknown"),
+                                            cuda=torch.version.cuda,
+                                            nccl=".".join(map(str, torch.cuda.nccl.version())),
                                             shape=args.shape, ranks=world, tokens=args.tokens,
-                                            dtype="fp8_e4m3+fp32_per128", capture_error_mode=mode, **r)) + "\n")
+                                            dtype="fp8_e4m3+fp32_per128", capture_error_mode=mode, **r),
+                                       allow_nan=False) + "\n")
     for f in failures:
         print(f, flush=True)
     dist.barrier()

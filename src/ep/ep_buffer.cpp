@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/nvtx.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/common/input_error.hpp"
 #include "ep/bench_access.hpp"
@@ -10,6 +11,7 @@
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
 #include "symmoe/ep.hpp"
+#include "symmoe/log.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe {
@@ -130,6 +132,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
                  " experts), the device has ", max_smem);
     const plan::EpPlan plan = plan::plan_ep(shape, impl_->dims.dtype, p.num_sms);
     st.plan_dispatch_sms = plan.dispatch_sms, st.plan_combine_sms = plan.combine_sms;
+    SYMMOE_LOG(kInfo, "ep", "rank ", p.rank, " (device ", p.device, ", ", p.num_sms, " SMs): symmetric buffer ",
+               plan::format_bytes(sizing.num_bytes()), "; ", plan.to_string());
     Carver c;
     const size_t wc = c.take(size_t(p.num_sms) * ep::kNumWarps * n * 4);
     const size_t ek = c.take(8);
@@ -167,6 +171,7 @@ int EpBuffer::num_ctas(int rank, int requested_sms) const {
 
 std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArgs>& args,
                                                  const EpDispatchOptions& options, std::vector<EpHandle>& handles) {
+  SYMMOE_NVTX_RANGE(options.cached ? "ep.dispatch (cached)" : "ep.dispatch");
   Impl& im = *impl_;
   const int R = im.dims.num_ranks, K = im.dims.num_topk, E = im.dims.num_experts, El = E / R;
   const int T_max = im.dims.num_max_tokens_per_rank;
@@ -174,6 +179,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
                im.ranks.size(), " args and handles (one per local rank), got ", args.size(), " and ", handles.size());
   // ---- checks (before anything is launched) ----
   for (size_t i = 0; i < im.ranks.size(); ++i) {
+    SYMMOE_NVTX_RANGE("ep.dispatch.check_args");
     const int rank = im.ranks[i].placement.rank;
     check_dispatch_args(config_, R, rank, args[i], options);
     if (options.cached) {
@@ -252,6 +258,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
   const uint32_t skip = im.bench_skip;
   std::vector<EpDispatchResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
+    SYMMOE_NVTX_RANGE("ep.dispatch.launch");
     Impl::RankState& st = im.ranks[i];
     const int rank = st.placement.rank;
     EpHandle& h = handles[i];
@@ -289,6 +296,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     r.recv_topk_weights = st.recv_topk_weights, r.row_capacity = expand ? st.row_capacity : R * T_max;
   }
   if (!options.cpu_sync) return results;
+  SYMMOE_NVTX_RANGE("ep.dispatch.cpu_sync");
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
     SYMMOE_CUDA_CHECK(cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
@@ -310,6 +318,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
 
 std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>& args,
                                                const EpCombineOptions& options, const std::vector<EpHandle>& handles) {
+  SYMMOE_NVTX_RANGE("ep.combine");
   Impl& im = *impl_;
   SYMMOE_CHECK(args.size() == im.ranks.size() && handles.size() == im.ranks.size(), "ep", "combine: expected ",
                im.ranks.size(), " args and handles (one per local rank), got ", args.size(), " and ", handles.size());
@@ -326,6 +335,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     Impl::RankState& st = im.ranks[i];
     const int rank = st.placement.rank;
     const EpHandle& h = handles[i];
+    SYMMOE_NVTX_RANGE("ep.combine.launch");
     SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
     ep::CombineParams p{};
     p.sym = comm::make_sym_buffer(im.buffer, rank);
@@ -349,6 +359,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     results[i].combined_topk_weights = p.combined_topk_weights;
   }
   if (options.cpu_sync) {
+    SYMMOE_NVTX_RANGE("ep.combine.cpu_sync");
     for (size_t i = 0; i < im.ranks.size(); ++i) {
       SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
       SYMMOE_CUDA_CHECK(

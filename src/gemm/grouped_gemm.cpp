@@ -1,6 +1,7 @@
 // Host side of the grouped GEMM: argument checks, the launch plan, tensor maps, launch.
 #include <cuda_runtime.h>
 
+#include "common/nvtx.hpp"
 #include "gemm/tensor_map.hpp"
 #include "kernels/gemm/launch.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -116,6 +117,7 @@ static void set_comparison_options(kernel::GemmParams& params, const LaunchOptio
 }
 
 void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t stream, const LaunchOptions& opt) {
+  SYMMOE_NVTX_RANGE("gemm.grouped_bf16");
   check_input(in, false);
   SYMMOE_CHECK(d && aligned(d, 16), "gemm", "d must be a non-null 16-byte aligned device pointer");
   if (in.num_total_rows() == 0) return;
@@ -127,6 +129,7 @@ void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t str
 
 void grouped_gemm_swiglu_fp8(const GroupedGemmInput& in, const SwigluFp8Output& out, cudaStream_t stream,
                              const LaunchOptions& opt) {
+  SYMMOE_NVTX_RANGE("gemm.grouped_swiglu_fp8");
   check_input(in, true);
   check_output(in, out);
   if (in.num_total_rows() == 0) return;

@@ -5,11 +5,13 @@
 #include <cstring>
 #include <map>
 
+#include "common/nvtx.hpp"
 #include "gemm/tensor_map.hpp"
 #include "kernels/common/input_error.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/mega/launch.hpp"
 #include "symmoe/cuda_check.hpp"
+#include "symmoe/log.hpp"
 
 namespace symmoe {
 
@@ -88,6 +90,7 @@ MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const MegaMoeOptions
   for (const auto& p : local) {
     const int sms = options.num_sms ? std::min(options.num_sms, p.num_sms) : p.num_sms;
     plans.push_back(plan::plan_mega_moe(shape, sms, im.overrides));
+    SYMMOE_LOG(kInfo, "mega", "rank ", p.rank, " (device ", p.device, "): ", plans.back().to_string());
   }
   im.buffer = comm.alloc_symmetric(plans[0].workspace_bytes);  // zero-filled: every counter starts at 0
   for (size_t i = 0; i < local.size(); ++i) {
@@ -184,6 +187,7 @@ void MegaMoe::synchronize() {
 }
 
 std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
+  SYMMOE_NVTX_RANGE("moe.fused.forward");
   Impl& im = *impl_;
   SYMMOE_CHECK(args.size() == im.ranks.size(), "mega", "expected one MoeForwardArgs per local rank (",
                im.ranks.size(), "), got ", args.size());
@@ -195,6 +199,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
   const int H = shape_.hidden, K = shape_.num_topk;
   std::vector<const uint16_t*> ys(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
+    SYMMOE_NVTX_RANGE("moe.fused.copy_in_and_launch");
     Impl::Rank& r = im.ranks[i];
     const MoeForwardArgs& a = args[i];
     const cudaStream_t stream = im.comm->call_stream(r.placement.rank, a.stream);

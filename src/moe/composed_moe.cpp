@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/nvtx.hpp"
 #include "moe/expand_glue.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
@@ -156,6 +157,7 @@ int ComposedMoe::row_capacity() const { return impl_->capacity; }
 void ComposedMoe::synchronize() { impl_->ep->synchronize(); }
 
 void ComposedMoe::stage_dispatch(const std::vector<MoeForwardArgs>& args) {
+  SYMMOE_NVTX_RANGE("moe.composed.dispatch");
   Impl& im = *impl_;
   SYMMOE_CHECK(args.size() == im.ranks.size(), "moe", "expected one MoeForwardArgs per local rank (",
                im.ranks.size(), "), got ", args.size());
@@ -191,6 +193,7 @@ gemm::LaunchOptions gemm_launch_options(const MoeShape& s, const ComposedMoeOpti
 }  // namespace
 
 void ComposedMoe::stage_experts_l1(const std::vector<MoeForwardArgs>& args) {
+  SYMMOE_NVTX_RANGE("moe.composed.experts_l1");
   Impl& im = *impl_;
   const int El = shape_.num_local_experts(), H = shape_.hidden, I = shape_.intermediate;
   for (size_t i = 0; i < im.ranks.size(); ++i) {
@@ -220,6 +223,7 @@ void ComposedMoe::stage_experts_l1(const std::vector<MoeForwardArgs>& args) {
 }
 
 void ComposedMoe::stage_experts_l2(const std::vector<MoeForwardArgs>& args) {
+  SYMMOE_NVTX_RANGE("moe.composed.experts_l2");
   Impl& im = *impl_;
   const int El = shape_.num_local_experts(), H = shape_.hidden, I = shape_.intermediate;
   for (size_t i = 0; i < im.ranks.size(); ++i) {
@@ -238,6 +242,7 @@ void ComposedMoe::stage_experts_l2(const std::vector<MoeForwardArgs>& args) {
 }
 
 std::vector<const uint16_t*> ComposedMoe::stage_combine(const std::vector<MoeForwardArgs>& args) {
+  SYMMOE_NVTX_RANGE("moe.composed.combine");
   Impl& im = *impl_;
   std::vector<EpCombineArgs> cargs(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
@@ -262,6 +267,7 @@ std::vector<const uint16_t*> ComposedMoe::stage_combine(const std::vector<MoeFor
 }
 
 std::vector<const uint16_t*> ComposedMoe::forward(const std::vector<MoeForwardArgs>& args) {
+  SYMMOE_NVTX_RANGE("moe.composed.forward");
   stage_dispatch(args);  // checks every rank's arguments before anything is launched
   stage_experts_l1(args);
   stage_experts_l2(args);

@@ -7,6 +7,7 @@
 #include "runtime/backend.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
+#include "symmoe/log.hpp"
 
 namespace symmoe {
 
@@ -29,7 +30,7 @@ struct SymmetricBuffer::Impl {
     try {
       if (backend) backend->release(allocations);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "symmoe: releasing a symmetric buffer failed: %s\n", e.what());
+      SYMMOE_LOG(kError, "runtime", "releasing a symmetric buffer failed: ", e.what());
     }
   }
 };

@@ -1,14 +1,23 @@
-// `symmoe info`: what this machine offers symmoe: GPUs, SMs, memory, peer (NVLink) access, or "no GPU".
-#include <cuda_runtime.h>
-
+// `symmoe info`: what this machine offers symmoe: GPUs, SMs, memory, peer (NVLink) access, or one plain sentence
+// saying why there is no GPU ("no NVIDIA driver", "no GPU visible", a CPU-only build). Exits 0 either way: having
+// no GPU is an answer, not an error.
 #include <cstdio>
 #include <string>
 
 #include "cli/command.hpp"
+#include "cli/gpu_probe.hpp"
+#include "symmoe/version.hpp"
+
+#if SYMMOE_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "symmoe/cuda_check.hpp"
+#endif
 #include "symmoe/env.hpp"
 
 namespace {
+
+using symmoe::cli::cuda_version_string;
 
 // Every SYMMOE_* knob (include/symmoe/env.hpp) with its meaning, and the value of those that are set.
 void print_knobs() {
@@ -23,29 +32,26 @@ void print_knobs() {
 int run_info(int argc, char** argv) {
   symmoe::cli::Args args("info", "Print the GPUs symmoe can use: SMs, memory, compute capability and peer access.");
   if (!args.parse(argc, argv)) return 0;
-  int runtime_version = 0;
-  cudaRuntimeGetVersion(&runtime_version);
-  int num_gpus = 0;
-  const cudaError_t err = cudaGetDeviceCount(&num_gpus);
-  std::printf("symmoe info\n  CUDA runtime %d.%d (static)\n", runtime_version / 1000, (runtime_version % 1000) / 10);
-  if (err != cudaSuccess || num_gpus == 0) {
-    std::printf("  no GPU (%s): the CLI runs the golden model on the CPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    cudaGetLastError();  // clear the sticky-free "no device" error
+  const symmoe::cli::GpuProbe probe = symmoe::cli::probe_gpus();
+  std::printf("symmoe %s (commit %s)\n", symmoe::kVersion, symmoe::kGitCommit);
+  if (symmoe::kWithCuda) std::printf("  CUDA runtime %s (static)\n", cuda_version_string(probe.runtime_version).c_str());
+  if (probe.num_gpus == 0) {
+    std::printf("  no GPU: %s\n  `symmoe run` runs the golden model on the CPU here; the kernels and `symmoe bench` "
+                "need a Hopper GPU\n", probe.why_none.c_str());
     print_knobs();
     return 0;
   }
-  int driver_version = 0;
-  cudaDriverGetVersion(&driver_version);
-  std::printf("  driver supports CUDA %d.%d, %d GPU(s)\n", driver_version / 1000, (driver_version % 1000) / 10, num_gpus);
-  for (int d = 0; d < num_gpus; ++d) {
+#if SYMMOE_WITH_CUDA
+  std::printf("  driver supports CUDA %s, %d GPU(s)\n", cuda_version_string(probe.driver_version).c_str(),
+              probe.num_gpus);
+  for (int d = 0; d < probe.num_gpus; ++d) {
     cudaDeviceProp prop{};
     SYMMOE_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
     std::printf("  GPU %d: %s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, smem/block opt-in %zu KiB%s\n", d, prop.name,
                 prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0,
                 prop.l2CacheSize >> 20, prop.sharedMemPerBlockOptin >> 10,
                 prop.major == 9 ? "" : "  (not Hopper: symmoe kernels need sm_90a)");
-    for (int p = 0; p < num_gpus; ++p) {
+    for (int p = 0; p < probe.num_gpus; ++p) {
       if (p == d) continue;
       int can = 0, perf = 0;
       SYMMOE_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, d, p));
@@ -53,10 +59,11 @@ int run_info(int argc, char** argv) {
       std::printf("    peer %d: %s (performance rank %d)\n", p, can ? "peer access" : "no peer access", perf);
     }
   }
+#endif
   print_knobs();
   return 0;
 }
 
 }  // namespace
 
-SYMMOE_CLI_COMMAND(info, "info", "GPUs, SMs, memory and peer (NVLink) access, or 'no GPU'", run_info);
+SYMMOE_CLI_COMMAND(info, "info", "GPUs, SMs, memory and peer (NVLink) access, or why there is no GPU", run_info);

@@ -8,8 +8,6 @@
 // the layer: fused (default: MegaMoe, include/symmoe/mega_moe.hpp, also checked bitwise against one composed call;
 // verified bitwise == composed at Flash/Pro/V3 on nvidia-h200-x2, 2026-11-30) or composed (include/symmoe/moe.hpp).
 // Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,7 +18,9 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/gpu_probe.hpp"
 #include "cli/limits.hpp"
+#include "cli/progress.hpp"
 #include "cli/run_gpu.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/reference/mlp.hpp"
@@ -44,7 +44,10 @@ class Report {
   template <typename F>
   auto time(const std::string& stage, F&& fn) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto result = fn();
+    auto result = [&] {
+      cli::StageProgress progress(stage);  // a live line on a terminal for stages that take seconds
+      return fn();
+    }();
     stages_.push_back(
         {stage, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
     return result;
@@ -203,15 +206,6 @@ int run_gpu_path(const RunOptions& o, int check_tokens, int reps, bool fused) {
   return cli::run_gpu_layer(g);
 }
 
-bool gpu_available() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // "no device" is not an error here
-    return false;
-  }
-  return n > 0;
-}
-
 int run_layer(int argc, char** argv) {
   cli::Args args("run", "Run one MoE layer across R ranks and check it (the CPU golden model where no GPU is used).");
   args.option("shape", "tiny", "model shape (flash/pro/v3 on the CPU: use few tokens; GPU default flash)")
@@ -238,9 +232,8 @@ int run_layer(int argc, char** argv) {
       .flag("cpu", "run the CPU golden model even where a GPU is available");
   if (!args.parse(argc, argv)) return 0;
   const std::string layer = args.str("layer");
-  const bool use_gpu = gpu_available() && !args.has("cpu");
-  int num_gpus = 0;
-  if (use_gpu) SYMMOE_CHECK(cudaGetDeviceCount(&num_gpus) == cudaSuccess, "cli", "cudaGetDeviceCount failed");
+  const int num_gpus = args.has("cpu") ? 0 : cli::visible_gpu_count();
+  const bool use_gpu = num_gpus > 0;
   // GPU defaults where a flag is not given: flash, one rank per GPU, 512 tokens, alignment 128.
   const auto pick = [&](const std::string& name, int gpu_default) {
     return use_gpu && !args.has(name) ? gpu_default : args.integer(name);

@@ -1,6 +1,10 @@
 #include "cli/limits.hpp"
 
+#include "symmoe/version.hpp"  // SYMMOE_WITH_CUDA
+
+#if SYMMOE_WITH_CUDA
 #include <cuda_runtime.h>
+#endif
 
 #include "symmoe/common.hpp"
 #include "symmoe/plan.hpp"
@@ -11,11 +15,13 @@ namespace symmoe::cli {
 constexpr uint64_t kH200MemoryBytes = 143771369472ull;
 
 GpuLimits gpu_limits() {
+#if SYMMOE_WITH_CUDA
   int n = 0;
   cudaDeviceProp prop{};
   if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
     return {prop.multiProcessorCount, uint64_t(prop.totalGlobalMem), std::string(prop.name) + " (GPU 0)"};
   cudaGetLastError();  // "no device" is not an error here
+#endif
   return {plan::hopper::kDefaultNumSms, kH200MemoryBytes, "H200 (no GPU visible: assumed)"};
 }
 
