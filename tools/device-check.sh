@@ -45,7 +45,7 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*:EpRepeat.*" ;;
     memcheck:gpu_test_mega) echo "--gtest_filter=Ranks/MegaFused.*/ranks1_host_weights:MegaErrors.*" ;;
     memcheck:gpu_test_moe) echo "--gtest_filter=Ranks/MoeComposed.*/ranks1_host_weights:MoeComposedErrors.*" ;;
-    memcheck:gpu_test_soak) echo "--seconds=15" ;;
+    memcheck:gpu_test_soak) echo "--seconds=5" ;;
     *:gpu_test_mega) echo "--gtest_filter=MegaErrors.BadArgumentsRaiseBeforeLaunch" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
     *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
