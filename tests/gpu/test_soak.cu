@@ -5,9 +5,9 @@
 // limits, expert alignment, clamp) builds both layers on GPU-synthetic weights; then, until the epoch's time is up,
 // every call draws a routing (uniform, Zipf, one hot expert, 30% masked lanes with an all-masked token, or every
 // lane masked) and a token count in [1, T_max] per rank, runs the fused layer into a poisoned y and checks it
-// against the composed path: on even calls the composed layer runs the same batch and y must agree bitwise on every
-// token; on odd calls it runs only sampled tokens (ref::select_tokens: a different batch, hence different plans and
-// pool order) and their rows must agree bitwise (an output row depends only on its own input row). Every 8th call
+// against the composed path, alternately on the same batch (y bitwise equal on every token) and on sampled tokens
+// only (ref::select_tokens: a different batch, hence different plans and pool order; their rows must agree
+// bitwise, since an output row depends only on its own input row); all-masked tokens must be zeros. Every 8th call
 // also captures the fused forward in CUDA graphs and replays it into poisoned y: bitwise the eager result.
 // A hang surfaces as the library's PeerTimeout naming the stalled peer and wait site; it is reported and ends the
 // soak. The last line reports calls, tokens compared, graph replays, mismatches (must be 0) and timeouts (must be 0).
@@ -141,8 +141,20 @@ void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
     for (int i = 0; i < R; ++i) composed[i] = download_bf16(s.devices[i], args[i].y, rows[i].size() * H);
     ++st.composed_sampled;
   }
+  const int K = s.shape.num_topk;
   for (int i = 0; i < R; ++i) {
     bad += compare_rows(fused[i], rows[i], composed[i], H, what + " rank " + std::to_string(i));
+    for (int t = 0; t < c.tokens; ++t) {  // all-masked tokens: zeros (checked on every token)
+      bool routed = false;
+      for (int k = 0; k < K; ++k) routed |= in.host[i].routing.topk_idx[size_t(t) * K + k] >= 0;
+      for (int ch = 0; !routed && ch < H; ++ch)
+        if (fused[i][size_t(t) * H + ch] != 0) {
+          ADD_FAILURE() << what << " rank " << i << ": all-masked token " << t << " has y[" << ch << "] = 0x"
+                        << std::hex << fused[i][size_t(t) * H + ch] << std::dec;
+          ++bad;
+          break;
+        }
+    }
     st.tokens_compared += long(rows[i].size());
     st.values_compared += long(rows[i].size()) * H;
   }
