@@ -3,8 +3,9 @@
 //
 //   d = wgmma_e4m3_k32(c, a[0..32), b[0..32))      c: the accumulator before the instruction (0.f when scale-d = 0)
 //
-// What the hardware does (reverse-engineered and validated bitwise on Hopper by MMA-Sim, Xie et al., Microsoft
-// Research, arXiv 2511.10909: for FP8 WGMMA 13 fractional bits and an "e8m13" output; the algorithm restated here):
+// What the hardware does, as reverse-engineered by MMA-Sim (Xie et al., Microsoft Research, arXiv 2511.10909, which
+// reports bitwise agreement with Hopper hardware; for FP8 WGMMA: 13 fractional bits and an "e8m13" output). The
+// algorithm restated in our words:
 //   1. Every term is written as significand x 2^exponent: each product a_i * b_i as (sig_a * sig_b) x 2^(e_a + e_b)
 //      with the e4m3 significands in [1, 2) (subnormals: < 1 at exponent -6), so a product's significand lies in
 //      [1, 4); c as its fp32 significand in [1, 2) x 2^e_c.
