@@ -6,7 +6,16 @@
 # Set SYMMOE_TESTS="runtime gemm" to run only those gpu_test_* binaries. On several GPUs it also runs the runtime
 # test under the multi-process backend (`symmoe launch`), and always the main job `symmoe run` (SYMMOE_RUN_ARGS).
 # Every command is bounded by SYMMOE_CHECK_TIMEOUT seconds (default 300).
+#
+# Sanitizer mode: tools/device-check.sh --sanitize [bin dir]   (instead of the tests and benchmarks above)
+#   compute-sanitizer memcheck over every gpu_test_* binary, racecheck and synccheck over the fused, EP and GEMM
+#   binaries, each run with a gtest filter that keeps it small (sanitize_filter below; the binaries stay whole) and
+#   a time cap (sanitize_cap), so the whole mode stays under ~8 minutes on one H200. Prints a table (binary, tool,
+#   errors, rc, seconds) last and writes it as markdown to $OUT/sanitizer.md (commit it under bench/results/).
+#   errors: the sanitizer's own count (ERROR SUMMARY / RACECHECK SUMMARY errors); rc 124: the run hit its cap.
 set -uo pipefail
+sanitize=0
+if [ "${1:-}" = "--sanitize" ]; then sanitize=1; shift; fi
 bin=${1:-.dev/bin}
 shift || true
 out=${OUT:-./device-out}
@@ -22,6 +31,87 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader >> "$log" 2>&1
 summary=()
+
+# ---- sanitizer mode ----
+# The gtest arguments of one (binary, tool) run: small cases only. memcheck: every binary, its heavy tests left out
+# (all-float casts, 100k barriers, model shapes, 1,000 graph replays); racecheck / synccheck: one small case of the
+# fused (gpu_test_mega: one 8-token fused + composed + golden case), EP (bad-id dispatch and a good dispatch) and GEMM
+# (one masked GEMM) suites. Empty: the whole binary.
+sanitize_filter() {  # binary tool
+  case "$2:$1" in
+    memcheck:gpu_test_formats) echo "--gtest_filter=-GpuFormats.CastsMatchHardwareCvtOnAllFloats" ;;
+    memcheck:gpu_test_runtime) echo "--gtest_filter=-*Stress100k*" ;;
+    memcheck:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert:GroupedGemm.MaskedDecodeSizes:GroupedGemmL1.MaskedSwigluFp8" ;;
+    memcheck:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*:EpRepeat.*" ;;
+    memcheck:gpu_test_mega) echo "--gtest_filter=Ranks/MegaFused.*/ranks1_host_weights:MegaErrors.*" ;;
+    memcheck:gpu_test_moe) echo "--gtest_filter=Ranks/MoeComposed.*/ranks1_host_weights:MoeComposedErrors.*" ;;
+    memcheck:gpu_test_soak) echo "--seconds=5" ;;
+    *:gpu_test_mega) echo "--gtest_filter=MegaErrors.BadArgumentsRaiseBeforeLaunch" ;;
+    *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
+    *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
+    *) echo "" ;;
+  esac
+}
+# Seconds per run (binary tool): memcheck 265 s over the 7 binaries + racecheck / synccheck 6 x 32 s = 457 s at most.
+sanitize_cap() {
+  case "$2:$1" in
+    memcheck:gpu_test_formats | memcheck:gpu_test_runtime) echo 25 ;;
+    memcheck:gpu_test_mega) echo 60 ;;
+    memcheck:gpu_test_moe) echo 45 ;;
+    memcheck:gpu_test_soak) echo 30 ;;
+    memcheck:*) echo 40 ;;
+    *) echo 32 ;;
+  esac
+}
+if [ $sanitize -eq 1 ]; then
+  command -v compute-sanitizer > /dev/null || { echo "compute-sanitizer not found" | tee -a "$log"; exit 2; }
+  runs=()
+  for t in "$bin"/gpu_test_*; do [ -x "$t" ] && runs+=("$(basename "$t") memcheck"); done
+  for name in gpu_test_mega gpu_test_ep gpu_test_gemm; do
+    [ -x "$bin/$name" ] && runs+=("$name racecheck" "$name synccheck")
+  done
+  rows=()
+  for r in "${runs[@]}"; do
+    read -r name tool <<< "$r"
+    if [ -n "${SYMMOE_TESTS:-}" ] && ! echo " $SYMMOE_TESTS " | grep -q " ${name#gpu_test_} "; then continue; fi
+    args=$(sanitize_filter "$name" "$tool")
+    s=$(now)
+    echo "===== compute-sanitizer --tool $tool $name $args" >> "$log"
+    # shellcheck disable=SC2086
+    timeout -k 5 "$(sanitize_cap "$name" "$tool")" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      --print-limit 20 "$bin/$name" --gtest_color=no $args > "$out/current.log" 2>&1
+    rc=$?
+    cat "$out/current.log" >> "$log"
+    errors=$(grep -oE "(ERROR SUMMARY: [0-9]+ error|\([0-9]+ errors)" "$out/current.log" | grep -oE "[0-9]+" | tail -1)
+    tests=$(grep -E "^\[  (PASSED|FAILED)  \]" "$out/current.log" | head -1 | sed 's/^\[ *//; s/ *\] */ /')
+    rows+=("$(printf '%s|%s|%s|%s|%s|%s|%s' "$name" "$tool" "${errors:-?}" "$rc" "$(elapsed "$s")" "${tests:-}" "$args")")
+    if [ "$rc" -ne 0 ]; then grep -E "Invalid|Race|Barrier|ERROR|Failure|FAILED|Timeout|timed out" "$out/current.log" | head -15; fi
+  done
+  rm -f "$out/current.log"
+  md="$out/sanitizer.md"
+  {
+    echo "# compute-sanitizer, $SYMMOE_GPU_KIND, $(date -u +%F' '%TZ), commit $SYMMOE_COMMIT"
+    echo
+    echo "\`tools/device-check.sh --sanitize\`: memcheck over every GPU test binary, racecheck and synccheck over the"
+    echo "fused, EP and GEMM binaries, each with the gtest arguments shown (small cases) and a time cap (rc 124 = cap hit)."
+    echo
+    echo "| binary | tool | errors | rc | seconds | tests | arguments |"
+    echo "|---|---|---|---|---|---|---|"
+    for row in "${rows[@]}"; do
+      IFS='|' read -r name tool errors rc secs tests args <<< "$row"
+      echo "| $name | $tool | $errors | $rc | $secs | $tests | \`${args:-(whole binary)}\` |"
+    done
+  } > "$md"
+  echo
+  echo "== symmoe sanitizer check: $num_gpus GPU(s), $SYMMOE_GPU_KIND, $(date -u +%F' '%TZ) (table: $md) =="
+  printf '%-18s %-10s %7s %4s %8s  %s\n' binary tool errors rc seconds tests
+  for row in "${rows[@]}"; do
+    IFS='|' read -r name tool errors rc secs tests _ <<< "$row"
+    printf '%-18s %-10s %7s %4s %8s  %s\n' "$name" "$tool" "$errors" "$rc" "$secs" "$tests"
+  done
+  exit 0
+fi
+
 for t in "$bin"/gpu_test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")

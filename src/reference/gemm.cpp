@@ -7,6 +7,7 @@
 #include "symmoe/common.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/swiglu.hpp"
+#include "symmoe/reference/wgmma.hpp"
 
 namespace symmoe::ref {
 namespace {
@@ -34,15 +35,23 @@ void check_operands(const Fp8Activations& a, int row_begin, int row_end, const F
 }
 
 // e4m3 decode of a whole row once (the GEMMs below are O(M*N*K); decoding per use would dominate).
-std::vector<float> decode_row(const uint8_t* row, int n) {
-  std::vector<float> out(n);
-  for (int i = 0; i < n; ++i) out[i] = fmt::e4m3_to_float(row[i]);
+std::vector<E4m3Parts> decode_row(const uint8_t* row, size_t n) {
+  std::vector<E4m3Parts> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = e4m3_parts(row[i]);
   return out;
 }
 
-std::vector<float> decode_all(const std::vector<uint8_t>& data) { return decode_row(data.data(), int(data.size())); }
-
 }  // namespace
+
+float block_partial_faithful(const E4m3Parts* a, const E4m3Parts* b) {
+  float partial = 0.f;  // the first WGMMA of a block runs with scale-d = 0
+  for (int k = 0; k < kBlockK; k += kWgmmaK) partial = wgmma_e4m3_k32(partial, a + k, b + k);
+  return partial;
+}
+
+float promote_faithful(float acc, float scale_a, float scale_b, float partial) {
+  return std::fmaf(scale_a * scale_b, partial, acc);
+}
 
 std::vector<double> gemm_exact(const Fp8Activations& a, int row_begin, int row_end, const Fp8BlockWeights& b) {
   check_operands(a, row_begin, row_end, b, /*faithful=*/false);
@@ -95,19 +104,17 @@ std::vector<double> gemm_exact(const std::vector<double>& a, int M, const Fp8Blo
 std::vector<float> gemm_faithful(const Fp8Activations& a, int row_begin, int row_end, const Fp8BlockWeights& b) {
   check_operands(a, row_begin, row_end, b, /*faithful=*/true);
   const int M = row_end - row_begin, N = b.num_rows, K = a.num_cols, num_kb = K / kBlockK;
-  const std::vector<float> bf = decode_all(b.data);
+  const std::vector<E4m3Parts> bp = decode_row(b.data.data(), b.data.size());
   std::vector<float> out(size_t(M) * N);
   for (int m = 0; m < M; ++m) {
     const int row = row_begin + m;
-    const std::vector<float> af = decode_row(&a.data[size_t(row) * K], K);
+    const std::vector<E4m3Parts> ap = decode_row(&a.data[size_t(row) * K], size_t(K));
     for (int n = 0; n < N; ++n) {
-      const float* bn = &bf[size_t(n) * K];
+      const E4m3Parts* bn = &bp[size_t(n) * K];
       float acc = 0.f;
       for (int kb = 0; kb < num_kb; ++kb) {
-        float partial = 0.f;
-        for (int k = kb * kBlockK; k < (kb + 1) * kBlockK; ++k) partial += af[k] * bn[k];  // products exact
-        const float scale = a.scale(row, kb * kBlockK) * b.scale(n, kb * kBlockK);
-        acc = std::fmaf(scale, partial, acc);
+        const float partial = block_partial_faithful(&ap[size_t(kb) * kBlockK], bn + size_t(kb) * kBlockK);
+        acc = promote_faithful(acc, a.scale(row, kb * kBlockK), b.scale(n, kb * kBlockK), partial);
       }
       out[size_t(m) * N + n] = acc;
     }

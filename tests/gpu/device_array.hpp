@@ -1,5 +1,5 @@
 // GPU-test helpers: a device buffer that frees itself, every CUDA call checked, poisonable before a kernel writes
-// it; the number of visible GPUs.
+// it; the number of visible GPUs; the seeds of the random inputs.
 // NOTES: cudaMemcpy / cudaMemset run on the legacy default stream and may return before the device finished them
 // (pageable uploads, memsets). The library's rank streams are non-blocking: a call given an explicit stream, or a
 // graph replay, is not ordered after that work. So every helper here that writes device memory waits for the legacy
@@ -7,8 +7,13 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "symmoe/cuda_check.hpp"
@@ -16,6 +21,55 @@
 namespace symmoe::test {
 
 inline void finish_legacy_stream() { SYMMOE_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy)); }
+
+// Seeds. Every random input of the GPU tests derives from one session seed: SYMMOE_TEST_SEED (a decimal uint64,
+// read here and nowhere else) or, unset, a random one. fresh_seed() returns the n-th seed of the running test,
+// mixed from (session seed, test name, n), so one test re-run alone with the same SYMMOE_TEST_SEED
+// (--gtest_filter=<its name>) sees the same inputs as in the whole run. gpu_test_main.cpp prints the reproduction
+// line after every failed test.
+inline uint64_t session_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("SYMMOE_TEST_SEED");
+    if (!env || !*env) return (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (!end || *end != '\0' || *env == '-') {
+      std::fprintf(stderr, "SYMMOE_TEST_SEED must be a decimal unsigned 64-bit integer, got '%s'\n", env);
+      std::exit(2);
+    }
+    return uint64_t(v);
+  }();
+  return seed;
+}
+
+inline std::string current_test_name() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return info ? std::string(info->test_suite_name()) + "." + info->name() : std::string();
+}
+
+inline uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+inline uint64_t fresh_seed() {
+  static std::string test;
+  static uint64_t n = 0;
+  const std::string name = current_test_name();
+  if (name != test) test = name, n = 0;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the test name
+  for (const char c : name) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  return mix64(session_seed() ^ mix64(h + n++));
+}
+
+// Command-line options of the GPU test binaries beyond gtest's (parsed strictly by gpu_test_main.cpp):
+//   --seconds=S   duration of the time-bounded tests (tests/gpu/test_soak.cu); 0: their short default.
+inline double& option_seconds() {
+  static double seconds = 0;
+  return seconds;
+}
 
 inline int num_gpus() {
   int n = 0;

@@ -14,6 +14,7 @@
 #include <future>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,13 +25,14 @@
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/mlp.hpp"
+#include "symmoe/reference/tolerance.hpp"
 
 namespace symmoe {
 namespace {
 
 using test::num_gpus;
 
-uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+using test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
 
 using test::DevMem;
 using test::upload;
@@ -174,13 +176,15 @@ std::vector<int> checked_tokens(int T) {
 }
 
 
-// The golden model (faithful and exact) of each rank's sliced input, one host thread per (rank, mode): the flash
-// experts cost ~0.3 s per (token, lane) and mode on one core.
+// The golden model (faithful with its slack, and exact) of each rank's sliced input, one host thread per
+// (rank, mode): the flash experts cost ~0.3 s per (token, lane) and mode on one core.
 void golden_per_rank(const MoeShape& shape, const ref::ExpertWeightMap& w, const std::vector<ref::MoeLayerInput>& in,
-                     float clamp, std::vector<std::vector<uint16_t>>& faithful, std::vector<std::vector<double>>& exact) {
+                     float clamp, std::vector<ref::FaithfulWithSlack>& faithful, std::vector<std::vector<double>>& exact) {
   std::vector<std::future<void>> jobs;
   for (size_t r = 0; r < in.size(); ++r) {
-    jobs.push_back(std::async(std::launch::async, [&, r] { faithful[r] = ref::moe_forward_faithful(shape, w, {in[r]}, clamp)[0]; }));
+    jobs.push_back(std::async(std::launch::async, [&, r] {
+      faithful[r] = ref::moe_forward_faithful_with_slack(shape, w, {in[r]}, clamp)[0];
+    }));
     jobs.push_back(std::async(std::launch::async, [&, r] { exact[r] = ref::moe_forward_exact(shape, w, {in[r]}, clamp)[0]; }));
   }
   for (auto& j : jobs) j.get();
@@ -188,6 +192,14 @@ void golden_per_rank(const MoeShape& shape, const ref::ExpertWeightMap& w, const
 
 // Compares y (per rank, bf16 [T, H]) with the golden model on the checked tokens; all-masked tokens must be
 // exact zeros everywhere (checked on every token, not only the sampled ones).
+// vs the kernel-faithful model: element by element within ref::moe_forward_faithful_with_slack's slack, which is
+// derived from the numerics in include/symmoe/reference/tolerance.hpp: the model runs the kernels' arithmetic bit
+// for bit (the FP8 WGMMA's truncated accumulation included, reference/wgmma.hpp) except expf, whose ulps can move
+// an L1 value by < 2^-19 relative; so a token none of whose FP8 codes or block scales lies that close to a rounding
+// boundary must be bitwise equal (slack 0), and the others may move by the one-FP8-step flips of exactly those
+// codes, propagated through L2, the bf16 roundings and the combine. No seed-tuned constant.
+// vs the exact (fp64) model: the faithful model's own error is ~0.027 (e4m3 L2 input); the GPU must not be
+// meaningfully worse (<= 1.25 x the model's error + 5e-3): a coarse second opinion on the same data.
 void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::vector<uint16_t>>& y,
                            const std::string& what, const char* layer_name = "composed layer") {
   const int R = s.shape.num_ranks, H = s.shape.hidden, K = s.shape.num_topk;
@@ -202,27 +214,36 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
     for (const auto& x : sliced) routings.push_back(x.routing);
     s.host_weights = synthetic::host_experts(H, s.shape.intermediate, routings, s.weight_seed);
   }
-  std::vector<std::vector<uint16_t>> faithful(R);
+  std::vector<ref::FaithfulWithSlack> faithful(R);
   std::vector<std::vector<double>> exact(R);
   golden_per_rank(s.shape, s.host_weights, sliced, s.clamp, faithful, exact);
   std::vector<double> want_f, want_e, got;
-  size_t equal = 0, masked_tokens = 0, masked_nonzero = 0;
-  double worst_token = 0;
-  std::string worst_where;
+  size_t equal = 0, outside = 0, masked_tokens = 0, masked_nonzero = 0, fragile_tokens = 0, codes = 0,
+         fragile_codes = 0, fragile_scales = 0;
+  std::ostringstream first_outside;
   for (int r = 0; r < R; ++r) {
+    const ref::FaithfulWithSlack& f = faithful[r];
+    codes += f.num_codes, fragile_codes += f.num_fragile_codes, fragile_scales += f.num_fragile_scales;
     for (size_t j = 0; j < tokens[r].size(); ++j) {
       const int t = tokens[r][j];
-      std::vector<double> tf, tg;
+      bool fragile = false;
       for (int c = 0; c < H; ++c) {
-        const uint16_t g = y[r][size_t(t) * H + c], f = faithful[r][j * H + c];
-        equal += g == f;
-        want_f.push_back(fmt::bf16_to_float(f));
-        want_e.push_back(exact[r][j * H + c]);
-        got.push_back(fmt::bf16_to_float(g));
-        tf.push_back(want_f.back()), tg.push_back(got.back());
+        const size_t i = j * H + c;
+        const uint16_t g = y[r][size_t(t) * H + c], m = f.y[i];
+        const double gv = fmt::bf16_to_float(g), mv = fmt::bf16_to_float(m);
+        fragile |= f.slack[i] > 0;
+        equal += g == m;
+        if (g != m && !(std::fabs(gv - mv) <= f.slack[i])) {
+          if (outside < 5)
+            first_outside << "\n  rank " << r << " token " << t << " channel " << c << ": model " << mv << " (0x"
+                          << std::hex << m << ") got " << gv << " (0x" << g << std::dec << "), slack " << f.slack[i];
+          ++outside;
+        }
+        want_f.push_back(mv);
+        want_e.push_back(exact[r][i]);
+        got.push_back(gv);
       }
-      const double e = test::rel_frobenius(tf, tg);
-      if (!(e <= worst_token)) worst_token = e, worst_where = "rank " + std::to_string(r) + " token " + std::to_string(t);
+      fragile_tokens += fragile;
     }
     for (int t = 0; t < in.host[r].x.num_rows; ++t) {
       bool routed = false;
@@ -232,16 +253,17 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
       for (int c = 0; c < H; ++c) masked_nonzero += y[r][size_t(t) * H + c] != 0;
     }
   }
-  std::vector<double> model_f(want_f);
   const double err_f = test::rel_frobenius(want_f, got);
   const double err_e = test::rel_frobenius(want_e, got);
-  const double model_e = test::rel_frobenius(want_e, model_f);
-  std::printf("    [%s] %zu values: vs faithful %.2e (%.1f%% bitwise; worst token %.2e at %s), vs exact %.4f "
-              "(golden model %.4f), %zu all-masked tokens\n", what.c_str(), got.size(), err_f,
-              100.0 * double(equal) / double(std::max<size_t>(got.size(), 1)), worst_token, worst_where.c_str(), err_e,
-              model_e, masked_tokens);
-  EXPECT_LE(err_f, 2e-2) << what << ": " << layer_name << " vs kernel-faithful golden model";
-  EXPECT_LE(worst_token, 0.1) << what << ": worst token (" << worst_where << ") vs kernel-faithful golden model";
+  const double model_e = test::rel_frobenius(want_e, want_f);
+  const size_t num_tokens = got.size() / size_t(H);
+  std::printf("    [%s] %zu values: %.2f%% bitwise equal to the faithful model (%zu outside the slack, rel err %.2e); "
+              "%zu of %zu tokens with fragile FP8 codes (%zu of %zu codes, %zu scales); vs exact %.4f (golden model "
+              "%.4f); %zu all-masked tokens\n", what.c_str(), got.size(),
+              100.0 * double(equal) / double(std::max<size_t>(got.size(), 1)), outside, err_f, fragile_tokens,
+              num_tokens, fragile_codes, codes, fragile_scales, err_e, model_e, masked_tokens);
+  EXPECT_EQ(outside, 0u) << what << ": " << layer_name << " outside the kernel-faithful model's derived slack "
+                         << "(reference/tolerance.hpp); first:" << first_outside.str();
   EXPECT_LE(err_e, 1.25 * model_e + 5e-3) << what << ": " << layer_name << " vs exact model (golden model: " << model_e
                                           << ")";
   EXPECT_EQ(masked_nonzero, 0u) << what << ": all-masked tokens must give zeros";

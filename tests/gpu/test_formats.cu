@@ -28,7 +28,7 @@ using symmoe::test::DeviceArray;
 namespace {
 
 
-uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
 
 enum class Dist { kNormal, kSkewed, kOutliers, kSpecials };
 const char* name(Dist d) {

@@ -8,18 +8,17 @@
 // Two flavours of every GEMM:
 //   exact     fp64 over the dequantised values: D[m,n] = sum_k (double(a8)*double(sa)) * (double(b8)*double(sb)).
 //             No rounding except fp64's; this is "the math" the FP8 paths approximate.
-//   faithful  the Hopper kernel's arithmetic (DeepSeek-V3 per-128 promotion, DESIGN.md 4.4):
+//   faithful  the Hopper kernel's arithmetic, bit for bit (src/kernels/gemm/math.cuh, DESIGN.md 4.4):
 //               acc = 0.f
 //               for each 128-wide K block kb (ascending):
-//                 partial = 0.f; for k in block (ascending): partial += float(a8[m,k]) * float(b8[n,k])
-//                 acc = fmaf(sa[m,kb] * sb[n/128,kb], partial, acc)      // sa*sb rounded to fp32 first
-//             NOTES: an e4m3 x e4m3 product is exact in fp32 (4+4 significant bits), so whether the compiler
-//             contracts `partial += a*b` into an FMA does not change a single bit. The GPU does not match it
-//             bitwise: Hopper's FP8 WGMMA adds the products of a 32-wide k slice with fewer than fp32's bits
-//             (truncated alignment), measured ~6e-4 relative Frobenius vs this model on random data (H200,
-//             2026-11-29); exact only where every partial sum is exactly representable (small-integer data).
-//             GPU tests use a tolerance against this model (<= 1e-3 rel. Frobenius), bitwise only on such data
-//             or where the same code path is compared with itself (fused vs composed).
+//                 partial = block_partial_faithful(a[m, kb], b[n, kb])   // four chained FP8 WGMMA k32 steps
+//                 acc = promote_faithful(acc, sa[m,kb], sb[n/128,kb], partial)  // fmaf(sa * sb, partial, acc)
+//             block_partial_faithful models the tensor core's reduced-precision accumulation exactly
+//             (reference/wgmma.hpp: each k32 step aligns its 32 products and the running partial to the largest
+//             exponent, truncates to 13 fractional bits, adds exactly, truncates the result to 13 fractional
+//             bits); the promotion is plain fp32 (the product sa * sb rounded first, then one fmaf), as the kernels
+//             run it. The swap-A/B kernel (math_swap_ab.cuh) computes the same products per k32 step, and a step
+//             depends only on the set of its products, so it gives the same bits.
 //
 // L1 epilogue (kernel-faithful), input acc [M, 2I] fp32 in the ORIGINAL layout (columns 0..I-1 gate, I..2I-1 up;
 // the GPU's interleaved gate/up layout is data movement modelled by the GEMM's weight transform, not here):
@@ -30,8 +29,9 @@
 //   per row m, per 128 intermediate channels j: amax = max |h|; scale = fmt::scale_for_amax(amax, 448, kUe8m0);
 //   q = fmt::quantize_e4m3(h, scale, kUe8m0)  (= e4m3(h * (1/scale)), exact multiply by a power of two).
 //   Output: Fp8Activations [M, I], block 128, scales hold the UE8M0 power-of-two values as fp32.
-//   NOTES: CUDA's expf and glibc's expf may differ in the last ulp, so a GPU epilogue can differ from this model
-//   by one FP8 ulp on rare elements (and its block scale when amax sits on a power-of-two boundary).
+//   NOTES: CUDA's expf and glibc's expf may differ in the last ulps, so a GPU epilogue can differ from this model
+//   by one FP8 step on the rare elements that sit within 2^-19 of a rounding boundary (and its block scale when
+//   amax / 448 sits that close to a power of two): reference/tolerance.hpp derives and bounds this.
 //
 // Row-range overloads compute rows [row_begin, row_end) of A against one expert's B: the grouped (contiguous)
 // GEMM is a sequence of these, one per expert segment. Output is [row_end - row_begin, N].
@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "symmoe/quant.hpp"
+#include "symmoe/reference/wgmma.hpp"
 
 namespace symmoe::ref {
 
@@ -57,6 +58,11 @@ std::vector<float> gemm_faithful(const Fp8Activations& a, int row_begin, int row
 // Exact GEMM with an fp64 (unquantised) left operand a [M, K] against dequantised B [N, K]: the second layer of
 // the exact MLP, which never quantises the intermediate activation.
 std::vector<double> gemm_exact(const std::vector<double>& a, int M, const Fp8BlockWeights& b);  // [M, N]
+
+// The two halves of the faithful GEMM's inner loop, for one output element and one 128-wide K block (a, b: the
+// block's 128 decoded e4m3 values of the row and the column): the WGMMA partial sum and the fp32 promotion.
+float block_partial_faithful(const E4m3Parts* a, const E4m3Parts* b);
+float promote_faithful(float acc, float scale_a, float scale_b, float partial);
 
 // Kernel-faithful L1 epilogue (see above). acc [M, 2I], row_weight [M] (the token's top-k weight for this
 // expert), clamp <= 0 disables clamping. I must be a multiple of 128.
