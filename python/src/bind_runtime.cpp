@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "bindings.hpp"
+#include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/layout/ep.hpp"
 #include "symmoe/runtime.hpp"
@@ -240,6 +241,50 @@ void bind_ep_buffer(py::module_& m) {
       .def("synchronize", &EpBuffer::synchronize, py::call_guard<py::gil_scoped_release>());
 }
 
+// Stream ordering and raw device copies for python/symmoe/ep.py (its communication stream, and outputs copied
+// into tensors the caller owns). One event per object, reused: cudaStreamWaitEvent captures the event's state at
+// the call, so the event may be recorded again at once.
+class StreamOrder {
+ public:
+  explicit StreamOrder(int device) : device_(device) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+    SYMMOE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  }
+  ~StreamOrder() {
+    cudaSetDevice(device_);
+    cudaEventDestroy(event_);
+  }
+  StreamOrder(const StreamOrder&) = delete;
+  StreamOrder& operator=(const StreamOrder&) = delete;
+  // Work enqueued on `later` from now on waits for everything enqueued on `earlier` so far.
+  void order(uintptr_t later, uintptr_t earlier) {
+    if (later == earlier) return;
+    SYMMOE_CUDA_CHECK(cudaEventRecord(event_, as_ptr<CUstream_st>(earlier)));
+    SYMMOE_CUDA_CHECK(cudaStreamWaitEvent(as_ptr<CUstream_st>(later), event_, 0));
+  }
+
+ private:
+  int device_ = 0;
+  cudaEvent_t event_ = nullptr;
+};
+
+void bind_streams(py::module_& m) {
+  py::class_<StreamOrder>(m, "StreamOrder", "orders one CUDA stream after another with a reusable event")
+      .def(py::init<int>(), py::arg("device"))
+      .def("order", &StreamOrder::order, py::arg("later"), py::arg("earlier"),
+           "work enqueued on `later` from now on waits for the work enqueued on `earlier` so far (handles as ints)");
+  m.def(
+      "memcpy_async",
+      [](uintptr_t dst, uintptr_t src, size_t num_bytes, uintptr_t stream) {
+        if (num_bytes == 0) return;
+        SYMMOE_CHECK(dst != 0 && src != 0, "python", "memcpy_async: null address (dst ", dst, ", src ", src, ")");
+        SYMMOE_CUDA_CHECK(cudaMemcpyAsync(as_ptr<void>(dst), as_ptr<const void>(src), num_bytes,
+                                          cudaMemcpyDeviceToDevice, as_ptr<CUstream_st>(stream)));
+      },
+      py::arg("dst"), py::arg("src"), py::arg("num_bytes"), py::arg("stream"),
+      "device-to-device copy of num_bytes on `stream` (addresses and stream handle as ints)");
+}
+
 }  // namespace
 
 void bind_runtime(py::module_& m) {
@@ -275,6 +320,7 @@ void bind_runtime(py::module_& m) {
   bind_handle(m);
   bind_communicator(m);
   bind_ep_buffer(m);
+  bind_streams(m);
 }
 
 }  // namespace symmoe::py_bind
