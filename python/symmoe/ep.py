@@ -692,8 +692,8 @@ class ElasticBuffer:
                 _C.memcpy_async(idx_ptr, self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
                                                       (T, K))[0], T * K * 8, call.run)
             p_x, p_sf, p_idx, p_w, num_rows, capacity = impl.dispatch_one(
-                T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, do_expand, expert_alignment,
-                do_zero_padding, cached, num_sms, do_cpu_sync)
+                T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, bool(do_expand), expert_alignment,
+                bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync))
             if not cached:
                 handle._impl_key, handle.num_sms = (dtype, scales), num_sms
                 handle._shared_topk_idx = None if do_handle_copy else topk_idx
@@ -802,8 +802,8 @@ class ElasticBuffer:
             if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
                 _C.memcpy_async(h.ptrs["topk_idx"], self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
                                                                  (T, K))[0], T * K * 8, call.run)
-            p_x, p_w = impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h, reduce_local_experts,
-                                        num_sms, do_cpu_sync)
+            p_x, p_w = impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h,
+                                        bool(reduce_local_experts), num_sms, bool(do_cpu_sync))
             if self.zero_copy_outputs or not is_torch(x):
                 T_max = self.num_max_tokens_per_rank
                 combined_x = self._view(p_x, T, T_max, (H,), "bfloat16", x)

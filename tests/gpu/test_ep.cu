@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -689,6 +690,70 @@ TEST(EpInputErrors, OutOfRangeAndDuplicateRaise) {
     const auto want = ref::dispatch(ref_config(s, c), good.host);
     auto res = s.buffer->dispatch(good.args, EpDispatchOptions{}, handles);
     for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
+  }
+}
+
+// DeepEP V2's bias order: the fp32 sum starts from the biases (bias_0 + bias_1), then adds the rows. With
+// bias_1 = -bias_0 of magnitude 2^20 the bias sum is exactly 0, so the result must equal the combine without biases
+// bitwise (adding the rows first and the biases last would round the partial sums to multiples of 2^-3). Also one
+// random bias, against the golden model; non-expand and expand + reduce_local_experts; one rank per GPU.
+TEST(EpCombineBiasOrder, BiasesStartTheSum) {
+  EpSetup s = make_setup(num_gpus(), EpDtype::kBf16, EpScales::kNone);
+  const int H = s.config.hidden;
+  for (bool expand : {false, true}) {
+    Case c;
+    c.kind = ref::RoutingKind::kZipf, c.mask = 0.3, c.expand = expand, c.reduce_local = expand, c.seed = 29;
+    SCOPED_TRACE(case_name(c));
+    Inputs in = make_inputs(s, c, 1);
+    const auto want = ref::dispatch(ref_config(s, c), in.host);
+    EpDispatchOptions opt;
+    opt.expand = expand;
+    std::vector<EpHandle> handles(s.R);
+    s.buffer->dispatch(in.args, opt, handles);
+    std::mt19937_64 rng(41);
+    std::vector<ref::CombineInput> cin(s.R);
+    std::vector<DevMem> cx, big0, big1, small0;
+    std::vector<std::vector<uint16_t>> big(s.R), small(s.R);
+    for (int i = 0; i < s.R; ++i) {
+      const ref::EpHandle& wh = want[i].handle;
+      cin[i].x = random_bf16(size_t(wh.do_expand ? wh.num_expanded_tokens : wh.num_recv_tokens) * H, rng);
+      const size_t n = size_t(wh.num_tokens) * H;
+      big[i].resize(n);
+      for (auto& b : big[i]) b = fmt::float_to_bf16(std::ldexp(float(128 + rng() % 128), 13));  // 2^20 .. 2^21
+      small[i] = random_bf16(n, rng);
+      std::vector<uint16_t> neg(n);
+      for (size_t j = 0; j < n; ++j) neg[j] = uint16_t(big[i][j] ^ 0x8000u);
+      const int dev = s.devices[i];
+      cx.push_back(upload(dev, cin[i].x));
+      big0.push_back(upload(dev, big[i]));
+      big1.push_back(upload(dev, neg));
+      small0.push_back(upload(dev, small[i]));
+    }
+    EpCombineOptions co;
+    co.reduce_local_experts = expand;
+    auto run = [&](int which) {  // 0: no bias, 1: (big, -big), 2: one random bias
+      std::vector<EpCombineArgs> args(s.R);
+      for (int i = 0; i < s.R; ++i) {
+        args[i].x = cx[i].as<uint16_t>();
+        args[i].bias_0 = which == 1 ? big0[i].as<uint16_t>() : which == 2 ? small0[i].as<uint16_t>() : nullptr;
+        args[i].bias_1 = which == 1 ? big1[i].as<uint16_t>() : nullptr;
+      }
+      const auto res = s.buffer->combine(args, co, handles);
+      std::vector<std::vector<uint16_t>> out(s.R);
+      for (int i = 0; i < s.R; ++i)
+        out[i] = download<uint16_t>(s.devices[i], res[i].combined_x, size_t(in.host[i].num_tokens) * H);
+      return out;
+    };
+    const auto plain = run(0), cancelled = run(1), biased = run(2);
+    ref::CombineOptions ro;
+    ro.reduce_local_experts = expand;
+    for (int i = 0; i < s.R; ++i) cin[i].bias_0 = small[i];
+    const auto want_biased = ref::combine(ref_handles(want), H, cin, ro);
+    for (int i = 0; i < s.R; ++i) {
+      const std::string tag = "rank " + std::to_string(i);
+      EXPECT_TRUE(test::bitwise_equal(plain[i], cancelled[i], tag + " bias (b, -b) vs no bias"));
+      EXPECT_TRUE(test::bitwise_equal(want_biased[i].combined_x, biased[i], tag + " one bias vs golden"));
+    }
   }
 }
 
