@@ -88,6 +88,12 @@ def _cuda_event(event):
     return event
 
 
+def _capturing():
+    """Whether torch's current stream is capturing a CUDA graph (False without torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def _check_previous_event(previous_event, allocate_on_comm_stream):
     if previous_event is not None and not allocate_on_comm_stream:
         raise ValueError("previous_event needs allocate_on_comm_stream=True (DeepEP): the call then does not wait "
@@ -452,9 +458,13 @@ class ElasticBuffer:
     def _begin(self, like, previous_event, previous_event_before_epilogue, async_, alloc_on_comm):
         """Streams of a call (DeepEP's stream_control_prologue). Checks are done; nothing is enqueued before."""
         compute_raw = caller_stream(like, self.device, self._fallback_stream)
+        last = self._last_stream
+        if last is not None and last != compute_raw and _capturing():
+            last = None  # under CUDA-graph capture only the capturing stream (and streams it forks) may be used;
+            # torch.cuda.graph makes the capture stream wait for the stream that was current before it
         if not (is_torch(like) and (async_ or alloc_on_comm or previous_event is not None)):
-            if self._last_stream is not None:
-                self._order(compute_raw, self._last_stream)
+            if last is not None:
+                self._order(compute_raw, last)
             if previous_event_before_epilogue is not None:
                 import torch
                 torch.cuda.current_stream(self.device).wait_event(_cuda_event(previous_event_before_epilogue))
@@ -462,8 +472,8 @@ class ElasticBuffer:
         import torch
         comm = self._get_comm_stream()
         run = comm.cuda_stream
-        if self._last_stream is not None:
-            self._order(run, self._last_stream)
+        if last is not None:
+            self._order(run, last)
         if previous_event is not None:
             comm.wait_event(_cuda_event(previous_event))
         else:
