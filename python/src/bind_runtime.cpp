@@ -225,11 +225,14 @@ void bind_ep_buffer(py::module_& m) {
       .def(
           "combine_one",
           [](EpBuffer& b, uintptr_t x, uintptr_t topk_weights, uintptr_t bias_0, uintptr_t bias_1, uintptr_t stream,
-             EpHandle& handle, bool reduce_local_experts, int num_sms, bool cpu_sync) {
+             EpHandle& handle, bool reduce_local_experts, int num_sms, bool cpu_sync, uintptr_t combined_x_out,
+             uintptr_t combined_topk_weights_out) {
             EpCombineArgs a;
             a.x = as_ptr<const uint16_t>(x), a.topk_weights = as_ptr<const float>(topk_weights);
             a.bias_0 = as_ptr<const uint16_t>(bias_0), a.bias_1 = as_ptr<const uint16_t>(bias_1);
             a.stream = as_ptr<CUstream_st>(stream);
+            a.combined_x_out = as_ptr<uint16_t>(combined_x_out);
+            a.combined_topk_weights_out = as_ptr<float>(combined_topk_weights_out);
             EpCombineOptions o;
             o.reduce_local_experts = reduce_local_experts, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
             const auto r = with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.combine({a}, o, hs); })[0];
@@ -237,7 +240,9 @@ void bind_ep_buffer(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_weights"), py::arg("bias_0"), py::arg("bias_1"), py::arg("stream"),
           py::arg("handle"), py::arg("reduce_local_experts"), py::arg("num_sms"), py::arg("cpu_sync"),
-          "-> (combined_x, combined_topk_weights addresses; 0 when no topk_weights were given)")
+          py::arg("combined_x_out") = 0, py::arg("combined_topk_weights_out") = 0,
+          "-> (combined_x, combined_topk_weights addresses; 0 when no topk_weights were given). The outputs go to "
+          "combined_x_out / combined_topk_weights_out when given (caller-owned), else to the buffer's memory")
       .def("synchronize", &EpBuffer::synchronize, py::call_guard<py::gil_scoped_release>());
 }
 

@@ -812,16 +812,20 @@ class ElasticBuffer:
             if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
                 _C.memcpy_async(h.ptrs["topk_idx"], self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
                                                                  (T, K))[0], T * K * 8, call.run)
-            p_x, p_w = impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h,
-                                        bool(reduce_local_experts), num_sms, bool(do_cpu_sync))
             if self.zero_copy_outputs or not is_torch(x):
+                p_x, p_w = impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h,
+                                            bool(reduce_local_experts), num_sms, bool(do_cpu_sync), 0, 0)
                 T_max = self.num_max_tokens_per_rank
                 combined_x = self._view(p_x, T, T_max, (H,), "bfloat16", x)
                 combined_w = self._view(p_w, T, T_max, (K,), "float32", x) if p_w else None
-            else:
+            else:  # the kernel writes straight into the caller's new tensors
                 import torch
-                combined_x = self._copy(call, p_x, T, (H,), torch.bfloat16, 2, x.device)
-                combined_w = self._copy(call, p_w, T, (K,), torch.float32, 4, x.device) if p_w else None
+                combined_x = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
+                combined_w = (torch.empty((T, K), dtype=torch.float32, device=x.device) if topk_weights is not None
+                              else None)
+                impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h, bool(reduce_local_experts),
+                                 num_sms, bool(do_cpu_sync), combined_x.data_ptr(),
+                                 combined_w.data_ptr() if combined_w is not None else 0)
         except BaseException:
             self._abort(call)
             raise

@@ -98,6 +98,10 @@ void check_combine_args(const EpBufferConfig& config, int rank, const EpHandle& 
                ": bias_1 must be 16-byte aligned");
   SYMMOE_CHECK(args.topk_weights == nullptr || aligned_to(args.topk_weights, 4), "ep", "combine rank ", rank,
                ": topk_weights must be 4-byte aligned");
+  SYMMOE_CHECK(args.combined_x_out == nullptr || aligned_to(args.combined_x_out, 16), "ep", "combine rank ", rank,
+               ": combined_x_out must be 16-byte aligned, got ", static_cast<const void*>(args.combined_x_out));
+  SYMMOE_CHECK(args.combined_topk_weights_out == nullptr || aligned_to(args.combined_topk_weights_out, 4), "ep",
+               "combine rank ", rank, ": combined_topk_weights_out must be 4-byte aligned");
 }
 
 }  // namespace symmoe

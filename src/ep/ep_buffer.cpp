@@ -336,13 +336,15 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
                 h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
                 h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
                 h.device_counts};
-    p.combined_x = st.combined_x;
-    p.combined_topk_weights = with_weights ? st.combined_topk_weights : nullptr;
+    p.combined_x = args[i].combined_x_out ? args[i].combined_x_out : st.combined_x;
+    p.combined_topk_weights = !with_weights                         ? nullptr
+                              : args[i].combined_topk_weights_out ? args[i].combined_topk_weights_out
+                                                                  : st.combined_topk_weights;
     p.skip = skip;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
     cudaStream_t stream = args[i].stream ? args[i].stream : im.comm->stream(rank);
     ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
-    results[i].combined_x = st.combined_x;
+    results[i].combined_x = p.combined_x;
     results[i].combined_topk_weights = p.combined_topk_weights;
   }
   if (options.cpu_sync) {

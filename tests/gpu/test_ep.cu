@@ -757,5 +757,60 @@ TEST(EpCombineBiasOrder, BiasesStartTheSum) {
   }
 }
 
+// Combine into caller-owned outputs (EpCombineArgs::combined_x_out / combined_topk_weights_out): equal to the
+// golden model, and the EpBuffer's own output memory (a previous combine's result) is left untouched.
+TEST(EpCombineOutputs, CallerOwnedOutputs) {
+  EpSetup s = make_setup(num_gpus(), EpDtype::kBf16, EpScales::kNone);
+  const int K = s.config.num_topk, H = s.config.hidden;
+  Case c;
+  c.kind = ref::RoutingKind::kUniform, c.mask = 0.3, c.seed = 37;
+  Inputs in = make_inputs(s, c, 1);
+  const auto want = ref::dispatch(ref_config(s, c), in.host);
+  std::vector<EpHandle> handles(s.R);
+  s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
+  std::mt19937_64 rng(43);
+  std::vector<ref::CombineInput> cin(s.R);
+  std::vector<DevMem> cx, cw, out_x, out_w;
+  std::vector<EpCombineArgs> args(s.R);
+  for (int i = 0; i < s.R; ++i) {
+    const int rows = want[i].handle.num_recv_tokens, T = in.host[i].num_tokens, dev = s.devices[i];
+    cin[i].x = random_bf16(size_t(rows) * H, rng);
+    std::vector<float> w(size_t(rows) * K);
+    for (auto& v : w) v = float(rng() % 1000) / 991.f;
+    cin[i].topk_weights = w;
+    cx.push_back(upload(dev, cin[i].x));
+    cw.push_back(upload(dev, w));
+    out_x.emplace_back(dev, size_t(T) * H * 2);
+    out_w.emplace_back(dev, size_t(T) * K * 4);
+    poison(dev, out_x[i].ptr, size_t(T) * H * 2);
+    poison(dev, out_w[i].ptr, size_t(T) * K * 4);
+    args[i].x = cx[i].as<uint16_t>(), args[i].topk_weights = cw[i].as<float>();
+  }
+  const auto own = s.buffer->combine(args, EpCombineOptions{}, handles);  // into the buffer's memory
+  std::vector<std::vector<uint16_t>> own_before(s.R);
+  for (int i = 0; i < s.R; ++i)
+    own_before[i] = download<uint16_t>(s.devices[i], own[i].combined_x, size_t(in.host[i].num_tokens) * H);
+  for (int i = 0; i < s.R; ++i) {
+    args[i].x = cx[i].as<uint16_t>();
+    args[i].combined_x_out = out_x[i].as<uint16_t>(), args[i].combined_topk_weights_out = out_w[i].as<float>();
+  }
+  const auto res = s.buffer->combine(args, EpCombineOptions{}, handles);
+  const auto cwant = ref::combine(ref_handles(want), H, cin);
+  for (int i = 0; i < s.R; ++i) {
+    const int T = in.host[i].num_tokens;
+    const std::string tag = "rank " + std::to_string(i);
+    EXPECT_EQ(res[i].combined_x, out_x[i].as<uint16_t>()) << tag;
+    EXPECT_EQ(res[i].combined_topk_weights, out_w[i].as<float>()) << tag;
+    EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_x, download<uint16_t>(s.devices[i], out_x[i].ptr, size_t(T) * H),
+                                    tag + " combined_x_out"));
+    EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_topk_weights,
+                                    download<float>(s.devices[i], out_w[i].ptr, size_t(T) * K),
+                                    tag + " combined_topk_weights_out"));
+    EXPECT_TRUE(test::bitwise_equal(own_before[i],
+                                    download<uint16_t>(s.devices[i], own[i].combined_x, size_t(T) * H),
+                                    tag + " buffer-owned combined_x untouched"));
+  }
+}
+
 }  // namespace
 }  // namespace symmoe
