@@ -23,7 +23,8 @@
 //   Combine outputs: combined_x bf16 [T, H]; combined_topk_weights fp32 [T, K] (only when combine got
 //   topk_weights); written into EpCombineArgs::combined_x_out / combined_topk_weights_out when given (the caller
 //   owns them), else into EpBuffer memory valid until the next combine.
-//   Capacity is the worst case (R*T_max rows; expand R*T_max*min(K, El) + El*(alignment-1)), so no call overflows.
+//   Capacity is the worst case (EpBuffer::row_capacity: R*T_max rows; expand R*T_max*min(K, El) + El*(alignment-1)),
+//   so no call overflows. EpDispatchArgs::*_out: the same outputs written into memory the caller owns.
 //   Non-expand recv_x / recv_scales are rows of the symmetric buffer itself (the senders push into them), so they
 //   stay valid until this rank's next dispatch (peers write them only after every rank has entered it).
 // - EpHandle (one per local rank; DeepEP's field names) OWNS its device metadata; a fresh dispatch fills it, a
@@ -88,6 +89,15 @@ struct EpDispatchArgs {
   const int64_t* topk_idx = nullptr;
   const float* topk_weights = nullptr;
   cudaStream_t stream = nullptr;  // nullptr: the Communicator's stream of the rank
+  // Optional outputs OWNED BY THE CALLER (device; x rows 16-byte aligned), each with room for out_rows >=
+  // EpBuffer::row_capacity(expand, alignment) rows: the dispatch writes recv_x / recv_scales / recv_topk_idx /
+  // recv_topk_weights there instead of into the EpBuffer's memory (non-expand x and scales: row_capacity rows are
+  // copied out of the symmetric buffer on the stream). Null members stay in the EpBuffer's memory.
+  void* recv_x_out = nullptr;
+  void* recv_scales_out = nullptr;
+  int64_t* recv_topk_idx_out = nullptr;
+  float* recv_topk_weights_out = nullptr;
+  int out_rows = 0;
 };
 
 class EpHandle {
@@ -176,6 +186,9 @@ class EpBuffer {
   const EpBufferConfig& config() const { return config_; }
   int scale_row_bytes() const;
   int x_row_bytes() const;
+  // Rows of every dispatch output (the worst case, so no call overflows): non-expand R * T_max; expand
+  // R * T_max * min(K, El) + El * (expert_alignment - 1).
+  int row_capacity(bool expand, int expert_alignment) const;
 
   // handles.size() == args.size() == number of local ranks. Fresh: handles are (re)filled; cached: read.
   std::vector<EpDispatchResult> dispatch(const std::vector<EpDispatchArgs>& args, const EpDispatchOptions& options,

@@ -206,11 +206,15 @@ void bind_ep_buffer(py::module_& m) {
           "dispatch_one",
           [](EpBuffer& b, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx, uintptr_t topk_weights,
              uintptr_t stream, EpHandle& handle, bool expand, int expert_alignment, bool zero_padding, bool cached,
-             int num_sms, bool cpu_sync) {
+             int num_sms, bool cpu_sync, uintptr_t recv_x_out, uintptr_t recv_scales_out, uintptr_t recv_topk_idx_out,
+             uintptr_t recv_topk_weights_out, int out_rows) {
             EpDispatchArgs a;
             a.num_tokens = num_tokens, a.x = as_ptr<const void>(x), a.x_scales = as_ptr<const void>(x_scales);
             a.topk_idx = as_ptr<const int64_t>(topk_idx), a.topk_weights = as_ptr<const float>(topk_weights);
             a.stream = as_ptr<CUstream_st>(stream);
+            a.recv_x_out = as_ptr<void>(recv_x_out), a.recv_scales_out = as_ptr<void>(recv_scales_out);
+            a.recv_topk_idx_out = as_ptr<int64_t>(recv_topk_idx_out);
+            a.recv_topk_weights_out = as_ptr<float>(recv_topk_weights_out), a.out_rows = out_rows;
             EpDispatchOptions o;
             o.expand = expand, o.expert_alignment = expert_alignment, o.zero_padding = zero_padding;
             o.cached = cached, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
@@ -220,8 +224,13 @@ void bind_ep_buffer(py::module_& m) {
           },
           py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
           py::arg("stream"), py::arg("handle"), py::arg("expand"), py::arg("expert_alignment"),
-          py::arg("zero_padding"), py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"),
-          "-> (recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights addresses, num_rows, row_capacity)")
+          py::arg("zero_padding"), py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"), py::arg("recv_x_out") = 0,
+          py::arg("recv_scales_out") = 0, py::arg("recv_topk_idx_out") = 0, py::arg("recv_topk_weights_out") = 0,
+          py::arg("out_rows") = 0,
+          "-> (recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights addresses, num_rows, row_capacity); outputs "
+          "go to the *_out addresses (caller-owned, out_rows >= row_capacity rows) where given")
+      .def("row_capacity", &EpBuffer::row_capacity, py::arg("expand"), py::arg("expert_alignment"),
+           "rows of every dispatch output of this mode (the worst case)")
       .def(
           "combine_one",
           [](EpBuffer& b, uintptr_t x, uintptr_t topk_weights, uintptr_t bias_0, uintptr_t bias_1, uintptr_t stream,

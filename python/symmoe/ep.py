@@ -88,6 +88,13 @@ def _cuda_event(event):
     return event
 
 
+def _out_addresses(outputs):
+    """dispatch_one's trailing arguments: the caller-owned output addresses and their rows (zeros: none)."""
+    if outputs is None:
+        return 0, 0, 0, 0, 0
+    return tuple(t.data_ptr() if t is not None else 0 for t in outputs[:4]) + (outputs[4],)
+
+
 def _capturing():
     """Whether torch's current stream is capturing a CUDA graph (False without torch)."""
     torch = sys.modules.get("torch")
@@ -701,9 +708,21 @@ class ElasticBuffer:
             if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
                 _C.memcpy_async(idx_ptr, self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
                                                       (T, K))[0], T * K * 8, call.run)
+            # Without a CPU sync the rows are the capacity, known now: the kernels write into the new tensors
+            # directly. With one, the row count comes back with the call and the rows are copied (exact shapes).
+            direct = None
+            if not do_cpu_sync and is_torch(x_data) and not self.zero_copy_outputs and not (
+                    use_tma_aligned_col_major_sf and sf is not None):
+                known = -1
+                if cached:
+                    known = handle.native.num_expanded_tokens if do_expand else handle.native.num_recv_tokens
+                if known < 0:
+                    direct = self._new_dispatch_outputs(impl.row_capacity(bool(do_expand), expert_alignment),
+                                                        x_data, sf, sf_cols, topk_weights is not None, do_expand, K)
+            out_ptrs = _out_addresses(direct)
             p_x, p_sf, p_idx, p_w, num_rows, capacity = impl.dispatch_one(
                 T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, bool(do_expand), expert_alignment,
-                bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync))
+                bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync), *out_ptrs)
             if not cached:
                 handle._impl_key, handle.num_sms = (dtype, scales), num_sms
                 handle._shared_topk_idx = None if do_handle_copy else topk_idx
@@ -713,8 +732,9 @@ class ElasticBuffer:
             else:
                 known = handle.native.num_expanded_tokens if do_expand else handle.native.num_recv_tokens
                 rows = known if cached and known >= 0 else capacity
-            outs = self._dispatch_outputs(call, x_data, sf, sf_dtype, sf_cols, topk_weights is not None, do_expand,
-                                          K, p_x, p_sf, p_idx, p_w, rows, capacity, use_tma_aligned_col_major_sf)
+            outs = direct[:4] if direct is not None else self._dispatch_outputs(
+                call, x_data, sf, sf_dtype, sf_cols, topk_weights is not None, do_expand, K, p_x, p_sf, p_idx, p_w,
+                rows, capacity, use_tma_aligned_col_major_sf)
             if stats is not None:
                 with call.torch_ops():
                     stats.add_(handle.num_unaligned_recv_tokens_per_expert)
@@ -749,6 +769,15 @@ class ElasticBuffer:
         recv_idx = None if expand else self._copy(call, p_idx, rows, lanes, torch.int64, 8, dev)
         recv_w = self._copy(call, p_w, rows, lanes, torch.float32, 4, dev) if with_weights else None
         return recv_x, recv_sf, recv_idx, recv_w
+
+    def _new_dispatch_outputs(self, rows, x_data, sf, sf_cols, with_weights, expand, K):
+        """(recv_x, recv_sf, recv_topk_idx, recv_topk_weights, rows): new tensors for the kernels to write."""
+        import torch
+        dev, lanes = x_data.device, (() if expand else (K,))
+        return (torch.empty((rows, self.hidden), dtype=x_data.dtype, device=dev),
+                torch.empty((rows, sf_cols), dtype=sf.dtype, device=dev) if sf is not None else None,
+                None if expand else torch.empty((rows, K), dtype=torch.int64, device=dev),
+                torch.empty((rows,) + lanes, dtype=torch.float32, device=dev) if with_weights else None, rows)
 
     def _zeros_for_weights(self, like, K):
         """Address of fp32 zeros [T_max, K] on this device (torch inputs only), for a dispatch without weights."""

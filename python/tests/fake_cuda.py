@@ -46,8 +46,11 @@ class FakeEpBuffer:
         self.R, self.E, self.K, self.T_max = R, E, K, T_max
         self.recv, self.expanded, self.capacity, self.calls = recv, expanded, capacity, []
 
+    def row_capacity(self, expand, alignment):
+        return self.capacity
+
     def dispatch_one(self, num_tokens, x, sf, idx, w, stream, native, expand, alignment, zero_padding, cached,
-                     num_sms, cpu_sync):
+                     num_sms, cpu_sync, *out_addresses):
         self.calls.append(("dispatch", num_tokens, x, sf, idx, w, stream, native, expand, alignment, zero_padding,
                            cached, num_sms, cpu_sync))
         if not cached:

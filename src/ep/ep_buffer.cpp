@@ -153,6 +153,13 @@ EpBuffer::~EpBuffer() = default;
 int EpBuffer::scale_row_bytes() const { return ep_scale_row_bytes(config_.scales, config_.hidden); }
 int EpBuffer::x_row_bytes() const { return config_.hidden * (config_.dtype == EpDtype::kBf16 ? 2 : 1); }
 
+int EpBuffer::row_capacity(bool expand, int expert_alignment) const {
+  const layout::EpDims& d = impl_->dims;
+  const int El = d.num_experts / d.num_ranks;
+  return expand ? d.num_ranks * d.num_max_tokens_per_rank * std::min(d.num_topk, El) + El * (expert_alignment - 1)
+                : d.num_ranks * d.num_max_tokens_per_rank;
+}
+
 int EpBuffer::num_ctas(int rank, int requested_sms) const {
   for (const auto& r : impl_->ranks)
     if (r.placement.rank == rank) {
@@ -189,8 +196,15 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
   }
   const bool expand = options.cached ? handles[0].do_expand : options.expand;
   const int alignment = options.cached ? handles[0].expert_alignment : options.expert_alignment;
-  const int capacity = expand ? R * T_max * std::min(K, El) + El * (alignment - 1) : R * T_max;
+  const int capacity = row_capacity(expand, alignment);
   const int xb = x_row_bytes(), sb = scale_row_bytes();
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    const EpDispatchArgs& a = args[i];
+    const bool any_out = a.recv_x_out || a.recv_scales_out || a.recv_topk_idx_out || a.recv_topk_weights_out;
+    SYMMOE_CHECK(!any_out || a.out_rows >= capacity, "ep", "dispatch rank ", im.ranks[i].placement.rank,
+                 ": the caller's outputs have ", a.out_rows, " rows, fewer than the row capacity ", capacity,
+                 (expand ? " (expand)" : " (non-expand)"));
+  }
 
   // Allocations first, for every rank, THEN the launches: cudaFree synchronises its device, and in-process ranks
   // share devices, so freeing between two ranks' launches would wait for a kernel that waits for a rank not yet
@@ -270,8 +284,13 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
                 h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
                 h.device_counts};
     const layout::EpLayout& lay = p.layout;
-    p.recv_x = st.recv_x, p.recv_sf = st.recv_sf, p.recv_topk_idx = st.recv_topk_idx;
-    p.recv_topk_weights = st.recv_topk_weights;
+    const EpDispatchArgs& a = args[i];
+    // Expand x and scale rows are written by the copy epilogue, so they can go to the caller's memory directly;
+    // non-expand rows land in the symmetric buffer (copied out below).
+    p.recv_x = expand && a.recv_x_out ? static_cast<uint8_t*>(a.recv_x_out) : st.recv_x;
+    p.recv_sf = expand && a.recv_scales_out ? static_cast<uint8_t*>(a.recv_scales_out) : st.recv_sf;
+    p.recv_topk_idx = a.recv_topk_idx_out ? a.recv_topk_idx_out : st.recv_topk_idx;
+    p.recv_topk_weights = a.recv_topk_weights_out ? a.recv_topk_weights_out : st.recv_topk_weights;
     p.skip = skip;
     p.warp_counts = st.warp_counts;
     p.error_key = st.error_key;
@@ -280,10 +299,20 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
-    r.recv_x = expand ? st.recv_x : lay.get_recv_x_row(0);
-    r.recv_scales = !sb ? nullptr : expand ? st.recv_sf : lay.get_recv_scales_row(0);
-    r.recv_topk_idx = st.recv_topk_idx;
-    r.recv_topk_weights = st.recv_topk_weights, r.row_capacity = expand ? st.row_capacity : R * T_max;
+    r.recv_x = expand ? static_cast<void*>(p.recv_x) : lay.get_recv_x_row(0);
+    r.recv_scales = !sb ? nullptr : expand ? static_cast<void*>(p.recv_sf) : lay.get_recv_scales_row(0);
+    if (!expand && a.recv_x_out) {
+      SYMMOE_CUDA_CHECK(cudaMemcpyAsync(a.recv_x_out, r.recv_x, size_t(capacity) * xb, cudaMemcpyDeviceToDevice,
+                                        stream));
+      r.recv_x = a.recv_x_out;
+    }
+    if (!expand && sb && a.recv_scales_out) {
+      SYMMOE_CUDA_CHECK(cudaMemcpyAsync(a.recv_scales_out, r.recv_scales, size_t(capacity) * sb,
+                                        cudaMemcpyDeviceToDevice, stream));
+      r.recv_scales = a.recv_scales_out;
+    }
+    r.recv_topk_idx = p.recv_topk_idx;
+    r.recv_topk_weights = p.recv_topk_weights, r.row_capacity = capacity;
   }
   if (!options.cpu_sync) return results;
   for (size_t i = 0; i < im.ranks.size(); ++i) {

@@ -812,5 +812,47 @@ TEST(EpCombineOutputs, CallerOwnedOutputs) {
   }
 }
 
+// Dispatch into caller-owned outputs (EpDispatchArgs::*_out, row_capacity rows): the same bytes as the
+// EpBuffer's own outputs, compared with the golden model; non-expand and expand, FP8 with scales; outputs with
+// fewer rows than the capacity are refused before anything is launched.
+TEST(EpDispatchOutputs, CallerOwnedOutputs) {
+  EpSetup s = make_setup(num_gpus(), EpDtype::kFp8E4m3, EpScales::kFp32Per128);
+  const int K = s.config.num_topk, xb = s.buffer->x_row_bytes(), sb = s.buffer->scale_row_bytes();
+  for (bool expand : {false, true}) {
+    Case c;
+    c.kind = ref::RoutingKind::kZipf, c.mask = 0.3, c.expand = expand, c.alignment = expand ? 8 : 1, c.seed = 53;
+    SCOPED_TRACE(case_name(c));
+    Inputs in = make_inputs(s, c, 1);
+    const auto want = ref::dispatch(ref_config(s, c), in.host);
+    EpDispatchOptions opt;
+    opt.expand = expand, opt.expert_alignment = c.alignment;
+    const int cap = s.buffer->row_capacity(expand, c.alignment);
+    std::vector<DevMem> ox, os, oi, ow;
+    for (int i = 0; i < s.R; ++i) {
+      const int dev = s.devices[i];
+      ox.emplace_back(dev, size_t(cap) * xb), os.emplace_back(dev, size_t(cap) * sb);
+      oi.emplace_back(dev, size_t(cap) * K * 8), ow.emplace_back(dev, size_t(cap) * K * 4);
+      poison(dev, ox[i].ptr, size_t(cap) * xb), poison(dev, os[i].ptr, size_t(cap) * sb);
+      poison(dev, oi[i].ptr, size_t(cap) * K * 8), poison(dev, ow[i].ptr, size_t(cap) * K * 4);
+      EpDispatchArgs& a = in.args[i];
+      a.recv_x_out = ox[i].ptr, a.recv_scales_out = os[i].ptr, a.out_rows = cap;
+      a.recv_topk_idx_out = oi[i].as<int64_t>(), a.recv_topk_weights_out = ow[i].as<float>();
+    }
+    std::vector<EpHandle> handles(s.R);
+    auto bad = in.args;
+    bad[0].out_rows = cap - 1;
+    EXPECT_THROW(s.buffer->dispatch(bad, opt, handles), Error);
+    const auto res = s.buffer->dispatch(in.args, opt, handles);
+    for (int i = 0; i < s.R; ++i) {
+      EXPECT_EQ(res[i].recv_x, ox[i].ptr);
+      EXPECT_EQ(res[i].recv_scales, os[i].ptr);
+      EXPECT_EQ(res[i].recv_topk_idx, oi[i].as<int64_t>());
+      EXPECT_EQ(res[i].recv_topk_weights, ow[i].as<float>());
+      EXPECT_EQ(res[i].row_capacity, cap);
+      expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "caller-owned outputs");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace symmoe
