@@ -11,7 +11,8 @@
 #   R=<DeepEP git dir>; mkdir -p .dev/deepep/src/tests/elastic .dev/deepep/src/deep_ep/utils
 #   git -C $R show dd758ca:tests/elastic/test_ep.py > .dev/deepep/src/tests/elastic/test_ep.py
 #   for f in $(git -C $R ls-tree --name-only dd758ca deep_ep/utils/); do git -C $R show dd758ca:$f > .dev/deepep/src/$f; done
-# Configurations (default: all, in this order):
+# Configurations (default: all but perf, in the order default pytest masked cpusync0 det masked-cs0 det-cpusync0
+# det-masked no-multi-red):
 #   default      --do-cpu-sync 1 (DeepEP's default)        cpusync0     --do-cpu-sync 0
 #   det          --deterministic                           det-cpusync0 --deterministic --do-cpu-sync 0
 #   masked       --masked-ratio 0.5                        masked-cs0   --masked-ratio 0.5 --do-cpu-sync 0
@@ -23,17 +24,20 @@
 # timing needs DeepEP's kernel names (dispatch_impl, combine_impl, ...), which symmoe's kernels do not have.
 # Environment: SYMMOE_DEEPEP_ARGS extra arguments for every run (e.g. "--num-tokens 1024 --hidden 4096" for a
 # quick pass; default: DeepEP's defaults, 4096 tokens, hidden 7168, top-6 of 256 experts); SYMMOE_SKIP_BUILD=1 to
-# reuse an installed symmoe (a warm machine); SYMMOE_STEP_TIMEOUT seconds per configuration (default 420).
-# Logs: $OUT/deepep/<config>.log, $OUT/build.log.
+# reuse an installed symmoe (a warm machine); SYMMOE_STEP_TIMEOUT seconds per configuration (default 420);
+# SYMMOE_DEADLINE: no configuration starts after that many seconds from the start (default none), so the table
+# still prints inside the caller's limit. Logs: $OUT/deepep/<config>.log, $OUT/build.log; the table is also
+# written line by line to $OUT/deepep/summary.txt.
 set -uo pipefail
 out=${OUT:-./device-out}
 mkdir -p "$out/deepep"
 py=python3
 src=.dev/deepep/src
 step_timeout=${SYMMOE_STEP_TIMEOUT:-420}
+deadline=${SYMMOE_DEADLINE:-0}
 extra_args=${SYMMOE_DEEPEP_ARGS:-}
 configs=("$@")
-[ ${#configs[@]} -eq 0 ] && configs=(default cpusync0 det det-cpusync0 masked masked-cs0 det-masked no-multi-red pytest)
+[ ${#configs[@]} -eq 0 ] && configs=(default pytest masked cpusync0 det masked-cs0 det-cpusync0 det-masked no-multi-red)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONDONTWRITEBYTECODE=1 EP_SUPPRESS_NCCL_CHECK=1
 t0=$(date +%s)
@@ -105,7 +109,12 @@ run_config() {
     "$rc" "$cases" "$(($(date +%s) - s))" "$*")")
 }
 
+: > "$out/deepep/summary.txt"
 for c in "${configs[@]}"; do
+  if [ "$deadline" -gt 0 ] && [ $(($(date +%s) - t0)) -ge "$deadline" ]; then
+    summary+=("$(printf '%-13s SKIP deadline of %ss reached' "$c" "$deadline")")
+    continue
+  fi
   case "$c" in
     default) run_config default --do-cpu-sync 1 ;;
     cpusync0) run_config cpusync0 --do-cpu-sync 0 ;;
@@ -127,6 +136,7 @@ for c in "${configs[@]}"; do
       ;;
     *) summary+=("$(printf '%-13s ?    unknown configuration' "$c")") ;;
   esac
+  echo "${summary[-1]}" >> "$out/deepep/summary.txt"
 done
 rm -rf "$shim"
 
