@@ -18,10 +18,12 @@ Argument names, positional order, defaults, return values and their semantics fo
   and recv_topk_weights [rows]; use_tma_aligned_col_major_sf=True returns the scales column-major with the row
   stride aligned to 4 (the layout DeepGEMM's SM90 GEMMs read through TMA).
 - do_handle_copy=False: handle.topk_idx is the caller's tensor (combine and cached dispatches read it as it is then).
-- Streams: every call runs after the compute stream's work (or after previous_event, which needs
-  allocate_on_comm_stream=True). async_with_compute_stream=True runs on the buffer's communication stream and
-  returns an EventOverlap to wait on (tensors used are record_stream'ed on both streams); otherwise the compute
-  stream waits for the call. EP calls are ordered among themselves whatever streams they are made from.
+- Streams: every call runs after the compute stream's work, or only after previous_event (which needs
+  allocate_on_comm_stream=True). Calls with async_with_compute_stream, allocate_on_comm_stream or previous_event
+  run on the buffer's communication stream (get_comm_stream()); async_with_compute_stream=True returns an
+  EventOverlap to wait on (the tensors used are record_stream'ed on both streams), otherwise the compute stream
+  waits for the call. Other calls run on the compute stream itself (the same order, without the two event round
+  trips). EP calls are ordered among themselves whatever streams they are made from.
 - combine: num_sms=0 reuses the dispatch's; biases start the fp32 sum (bias_0 + bias_1, then the rows), rounded
   once; allow_multiple_reduction=True makes each rank reduce its own experts' rows of an expand handle first (one
   bf16 rounding there), False sends every expert row to the source (one rounding in all).
@@ -39,11 +41,13 @@ What still differs from DeepEP V2 (one NVLink domain, no RDMA):
 - The GPU order is always deterministic (rows by source token; expand: by expert, then source token), so
   `deterministic` changes nothing and EPHandle has no deterministic_sort.
 - do_zero_padding defaults to True (the expand padding rows are zeroed unless told not to).
-- Keyword-only extras: num_experts, fp8_scales (default scales at construction), timeout_ms / num_gpu_timeout_secs
-  (every cross-rank wait is bounded; a stalled peer raises symmoe.PeerTimeout naming it), communicator,
-  zero_copy_outputs=True (outputs are views of buffer memory, valid until the next call of the same kind: no
-  allocation and no copy per call), combine's reduce_local_experts (overrides allow_multiple_reduction) and
-  do_cpu_sync (combine waits and raises device-detected errors; False defers them to synchronize()).
+- num_gpu_timeout_secs defaults to None: SYMMOE_TIMEOUT_MS (10 s) bounds every cross-rank wait; a stalled peer
+  raises symmoe.PeerTimeout naming it.
+- Extras: constructor keywords num_experts, fp8_scales (the scales of the payload allocated at construction),
+  timeout_ms, communicator, zero_copy_outputs=True (outputs are views of buffer memory, valid until the next call
+  of the same kind: no allocation and no copy per call); combine's reduce_local_experts (overrides
+  allow_multiple_reduction for one call) and do_cpu_sync (True: the host waits for the combine and raises what
+  the GPU found; default False, as DeepEP: errors surface at the next synchronizing call or synchronize()).
 - Inputs must be contiguous (DeepEP also takes strided scales). Non-torch inputs (DLPack producers such as cupy)
   get zero-copy DeviceView outputs and run on the communicator's stream.
 - One rank per process (DeepEP's model). For in-process virtual ranks use symmoe._C.EpBuffer directly.
@@ -792,7 +796,7 @@ class ElasticBuffer:
     # ---- combine ----
     def combine(self, x, handle=None, topk_weights=None, bias=None, num_sms=0, num_qps=0, previous_event=None,
                 previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
-                reduce_local_experts=None, do_cpu_sync=True):
+                reduce_local_experts=None, do_cpu_sync=False):
         """-> (combined_x bf16 [T, H], combined_topk_weights fp32 [T, K] or None, event)."""
         if not isinstance(handle, EPHandle) or handle._buffer is not self:
             raise ValueError("handle must be the EPHandle of this buffer's dispatch")
