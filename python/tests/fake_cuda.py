@@ -45,6 +45,7 @@ class FakeEpBuffer:
     def __init__(self, R, E, K, T_max, recv, expanded, capacity):
         self.R, self.E, self.K, self.T_max = R, E, K, T_max
         self.recv, self.expanded, self.capacity, self.calls = recv, expanded, capacity, []
+        self.out_addresses, self.fail = (), None  # the last dispatch's caller-owned outputs; an error to raise
 
     def row_capacity(self, expand, alignment):
         return self.capacity
@@ -53,6 +54,9 @@ class FakeEpBuffer:
                      num_sms, cpu_sync, *out_addresses):
         self.calls.append(("dispatch", num_tokens, x, sf, idx, w, stream, native, expand, alignment, zero_padding,
                            cached, num_sms, cpu_sync))
+        self.out_addresses = out_addresses
+        if self.fail:
+            raise RuntimeError(self.fail)
         if not cached:
             native.rank, native.num_ranks, native.do_expand, native.num_experts = 0, self.R, expand, self.E
             native.num_topk, native.expert_alignment, native.num_max_tokens_per_rank = self.K, alignment, self.T_max
