@@ -12,13 +12,19 @@
 //     x_scales      device, [T, scale_row_bytes] (kFp32Per128: fp32 [H/128]; kUe8m0Per32 / kUe8m0Per128: UE8M0
 //                   bytes packed four per int32, [H/32] or [H/128] bytes); null when scales == kNone
 //     topk_idx      device int64 [T, K], global expert id or -1; topk_weights device fp32 [T, K]
-//   Outputs (device memory OWNED BY THE EpBuffer, valid until the next dispatch/combine of the same kind):
+//   Dispatch outputs (device memory OWNED BY THE EpBuffer, valid until the next dispatch of this buffer: copy what
+//   must outlive it; symmoe.ElasticBuffer copies them into tensors of its caller, as DeepEP returns):
 //     recv_x        non-expand [num_recv_tokens, H], expand [num_expanded_tokens, H] (dtype of x)
-//     recv_scales   same rows, scale_row_bytes each
+//     recv_scales   same rows, scale_row_bytes each (row-major)
 //     recv_topk_idx int64, non-expand [num_recv, K] (local expert id or -1), expand [num_expanded] (-1 padding)
 //     recv_topk_weights fp32, shaped like recv_topk_idx (expand padding 0)
-//     combined_x    bf16 [T, H]; combined_topk_weights fp32 [T, K] (only when combine got topk_weights)
-//   Capacity is the worst case (R*T_max rows; expand R*T_max*min(K, El) + El*(alignment-1)), so no call overflows.
+//   Row counts are exact: num_recv_tokens counts (token, destination rank) pairs, so a token whose lanes are all -1
+//   (masked) is received nowhere; num_expanded_tokens counts routed (token, expert) pairs plus alignment padding.
+//   Combine outputs: combined_x bf16 [T, H]; combined_topk_weights fp32 [T, K] (only when combine got
+//   topk_weights); written into EpCombineArgs::combined_x_out / combined_topk_weights_out when given (the caller
+//   owns them), else into EpBuffer memory valid until the next combine.
+//   Capacity is the worst case (EpBuffer::row_capacity: R*T_max rows; expand R*T_max*min(K, El) + El*(alignment-1)),
+//   so no call overflows. EpDispatchArgs::*_out: the same outputs written into memory the caller owns.
 //   Non-expand recv_x / recv_scales are rows of the symmetric buffer itself (the senders push into them), so they
 //   stay valid until this rank's next dispatch (peers write them only after every rank has entered it).
 // - EpHandle (one per local rank; DeepEP's field names) OWNS its device metadata; a fresh dispatch fills it, a
@@ -32,7 +38,8 @@
 //   T > T_max, H alignment, E % R, null pointers, alignment range) throw before anything is launched.
 // - deterministic: the GPU order always equals the golden model's (slots are token-order scans), so the flag is
 //   honoured in both settings; it is kept for API compatibility.
-// - Combine does not weight (DESIGN.md 4.2). Backward duality: dispatch's backward is combine with the same handle
+// - Combine does not weight (DESIGN.md 4.2). Biases start the fp32 sum (bias_0 + bias_1, then the rows in
+//   ascending lane order, one bf16 rounding: DeepEP V2's order). Backward duality: dispatch's backward is combine with the same handle
 //   (gradients of recv_x summed back per token); combine's backward is a cached dispatch of the gradient.
 // NOTES: the first dispatch in expand mode (or with a larger expert_alignment) allocates the expand outputs; do it
 // once outside CUDA-graph capture.
@@ -82,6 +89,15 @@ struct EpDispatchArgs {
   const int64_t* topk_idx = nullptr;
   const float* topk_weights = nullptr;
   cudaStream_t stream = nullptr;  // nullptr: the Communicator's stream of the rank
+  // Optional outputs OWNED BY THE CALLER (device; x rows 16-byte aligned), each with room for out_rows >=
+  // EpBuffer::row_capacity(expand, alignment) rows: the dispatch writes recv_x / recv_scales / recv_topk_idx /
+  // recv_topk_weights there instead of into the EpBuffer's memory (non-expand x and scales: row_capacity rows are
+  // copied out of the symmetric buffer on the stream). Null members stay in the EpBuffer's memory.
+  void* recv_x_out = nullptr;
+  void* recv_scales_out = nullptr;
+  int64_t* recv_topk_idx_out = nullptr;
+  float* recv_topk_weights_out = nullptr;
+  int out_rows = 0;
 };
 
 class EpHandle {
@@ -142,9 +158,13 @@ struct EpCombineOptions {
 struct EpCombineArgs {
   const uint16_t* x = nullptr;             // bf16 rows shaped like recv_x of the handle's dispatch
   const float* topk_weights = nullptr;     // optional, shaped like recv_topk_weights
-  const uint16_t* bias_0 = nullptr;        // optional bf16 [T, H] (this rank as source)
+  const uint16_t* bias_0 = nullptr;        // optional bf16 [T, H] (this rank as source); the sum starts from them
   const uint16_t* bias_1 = nullptr;
   cudaStream_t stream = nullptr;
+  // Optional outputs OWNED BY THE CALLER (device, 16-byte aligned): combine writes combined_x [T, H] bf16 (and
+  // combined_topk_weights [T, K] fp32 when topk_weights is given) there instead of into the EpBuffer's memory.
+  uint16_t* combined_x_out = nullptr;
+  float* combined_topk_weights_out = nullptr;
 };
 
 struct EpCombineResult {
@@ -168,6 +188,9 @@ class EpBuffer {
   const EpBufferConfig& config() const { return config_; }
   int scale_row_bytes() const;
   int x_row_bytes() const;
+  // Rows of every dispatch output (the worst case, so no call overflows): non-expand R * T_max; expand
+  // R * T_max * min(K, El) + El * (expert_alignment - 1).
+  int row_capacity(bool expand, int expert_alignment) const;
 
   // handles.size() == args.size() == number of local ranks. Fresh: handles are (re)filled; cached: read.
   std::vector<EpDispatchResult> dispatch(const std::vector<EpDispatchArgs>& args, const EpDispatchOptions& options,

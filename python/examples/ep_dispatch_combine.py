@@ -66,16 +66,19 @@ def main():
         gate, up = (h @ w1[e].float().t()).split(I, dim=1)
         return (F.silu(gate) * up) @ w2[e].float().t()
 
-    # Each local expert runs on its segment of the expanded rows (recv_topk_idx = local expert, -1 = padding).
+    # Each local expert runs on its segment of the expanded rows (recv_topk_idx is None in expand mode, as in
+    # DeepEP): local expert i owns rows [psum[i] - count[i], psum[i]); the rows between segments are padding.
     if args.fp8:
         rows, sf = recv_x
         h = (rows.float().view(-1, H // 128, 128) * sf[..., None]).view(-1, H)
     else:
         h = recv_x.float()
     y = torch.zeros(h.shape[0], H, device="cuda", dtype=torch.bfloat16)
+    ends = handle.psum_num_recv_tokens_per_expert.tolist()
+    counts = handle.num_unaligned_recv_tokens_per_expert.tolist()
     for le in range(El):
-        sel = (recv_topk_idx == le).nonzero(as_tuple=True)[0]
-        if sel.numel():
+        sel = slice(ends[le] - counts[le], ends[le])
+        if counts[le]:
             y[sel] = (expert_mlp(rank * El + le, h[sel]) * recv_topk_weights[sel, None]).to(torch.bfloat16)
 
     combined_x, _, _ = buffer.combine(y, handle=handle)

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "bindings.hpp"
+#include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/layout/ep.hpp"
 #include "symmoe/runtime.hpp"
@@ -205,11 +206,15 @@ void bind_ep_buffer(py::module_& m) {
           "dispatch_one",
           [](EpBuffer& b, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx, uintptr_t topk_weights,
              uintptr_t stream, EpHandle& handle, bool expand, int expert_alignment, bool zero_padding, bool cached,
-             int num_sms, bool cpu_sync) {
+             int num_sms, bool cpu_sync, uintptr_t recv_x_out, uintptr_t recv_scales_out, uintptr_t recv_topk_idx_out,
+             uintptr_t recv_topk_weights_out, int out_rows) {
             EpDispatchArgs a;
             a.num_tokens = num_tokens, a.x = as_ptr<const void>(x), a.x_scales = as_ptr<const void>(x_scales);
             a.topk_idx = as_ptr<const int64_t>(topk_idx), a.topk_weights = as_ptr<const float>(topk_weights);
             a.stream = as_ptr<CUstream_st>(stream);
+            a.recv_x_out = as_ptr<void>(recv_x_out), a.recv_scales_out = as_ptr<void>(recv_scales_out);
+            a.recv_topk_idx_out = as_ptr<int64_t>(recv_topk_idx_out);
+            a.recv_topk_weights_out = as_ptr<float>(recv_topk_weights_out), a.out_rows = out_rows;
             EpDispatchOptions o;
             o.expand = expand, o.expert_alignment = expert_alignment, o.zero_padding = zero_padding;
             o.cached = cached, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
@@ -219,16 +224,24 @@ void bind_ep_buffer(py::module_& m) {
           },
           py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
           py::arg("stream"), py::arg("handle"), py::arg("expand"), py::arg("expert_alignment"),
-          py::arg("zero_padding"), py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"),
-          "-> (recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights addresses, num_rows, row_capacity)")
+          py::arg("zero_padding"), py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"), py::arg("recv_x_out") = 0,
+          py::arg("recv_scales_out") = 0, py::arg("recv_topk_idx_out") = 0, py::arg("recv_topk_weights_out") = 0,
+          py::arg("out_rows") = 0,
+          "-> (recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights addresses, num_rows, row_capacity); outputs "
+          "go to the *_out addresses (caller-owned, out_rows >= row_capacity rows) where given")
+      .def("row_capacity", &EpBuffer::row_capacity, py::arg("expand"), py::arg("expert_alignment"),
+           "rows of every dispatch output of this mode (the worst case)")
       .def(
           "combine_one",
           [](EpBuffer& b, uintptr_t x, uintptr_t topk_weights, uintptr_t bias_0, uintptr_t bias_1, uintptr_t stream,
-             EpHandle& handle, bool reduce_local_experts, int num_sms, bool cpu_sync) {
+             EpHandle& handle, bool reduce_local_experts, int num_sms, bool cpu_sync, uintptr_t combined_x_out,
+             uintptr_t combined_topk_weights_out) {
             EpCombineArgs a;
             a.x = as_ptr<const uint16_t>(x), a.topk_weights = as_ptr<const float>(topk_weights);
             a.bias_0 = as_ptr<const uint16_t>(bias_0), a.bias_1 = as_ptr<const uint16_t>(bias_1);
             a.stream = as_ptr<CUstream_st>(stream);
+            a.combined_x_out = as_ptr<uint16_t>(combined_x_out);
+            a.combined_topk_weights_out = as_ptr<float>(combined_topk_weights_out);
             EpCombineOptions o;
             o.reduce_local_experts = reduce_local_experts, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
             const auto r = with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.combine({a}, o, hs); })[0];
@@ -236,8 +249,54 @@ void bind_ep_buffer(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_weights"), py::arg("bias_0"), py::arg("bias_1"), py::arg("stream"),
           py::arg("handle"), py::arg("reduce_local_experts"), py::arg("num_sms"), py::arg("cpu_sync"),
-          "-> (combined_x, combined_topk_weights addresses; 0 when no topk_weights were given)")
+          py::arg("combined_x_out") = 0, py::arg("combined_topk_weights_out") = 0,
+          "-> (combined_x, combined_topk_weights addresses; 0 when no topk_weights were given). The outputs go to "
+          "combined_x_out / combined_topk_weights_out when given (caller-owned), else to the buffer's memory")
       .def("synchronize", &EpBuffer::synchronize, py::call_guard<py::gil_scoped_release>());
+}
+
+// Stream ordering and raw device copies for python/symmoe/ep.py (its communication stream, and outputs copied
+// into tensors the caller owns). One event per object, reused: cudaStreamWaitEvent captures the event's state at
+// the call, so the event may be recorded again at once.
+class StreamOrder {
+ public:
+  explicit StreamOrder(int device) : device_(device) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+    SYMMOE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  }
+  ~StreamOrder() {
+    cudaSetDevice(device_);
+    cudaEventDestroy(event_);
+  }
+  StreamOrder(const StreamOrder&) = delete;
+  StreamOrder& operator=(const StreamOrder&) = delete;
+  // Work enqueued on `later` from now on waits for everything enqueued on `earlier` so far.
+  void order(uintptr_t later, uintptr_t earlier) {
+    if (later == earlier) return;
+    SYMMOE_CUDA_CHECK(cudaEventRecord(event_, as_ptr<CUstream_st>(earlier)));
+    SYMMOE_CUDA_CHECK(cudaStreamWaitEvent(as_ptr<CUstream_st>(later), event_, 0));
+  }
+
+ private:
+  int device_ = 0;
+  cudaEvent_t event_ = nullptr;
+};
+
+void bind_streams(py::module_& m) {
+  py::class_<StreamOrder>(m, "StreamOrder", "orders one CUDA stream after another with a reusable event")
+      .def(py::init<int>(), py::arg("device"))
+      .def("order", &StreamOrder::order, py::arg("later"), py::arg("earlier"),
+           "work enqueued on `later` from now on waits for the work enqueued on `earlier` so far (handles as ints)");
+  m.def(
+      "memcpy_async",
+      [](uintptr_t dst, uintptr_t src, size_t num_bytes, uintptr_t stream) {
+        if (num_bytes == 0) return;
+        SYMMOE_CHECK(dst != 0 && src != 0, "python", "memcpy_async: null address (dst ", dst, ", src ", src, ")");
+        SYMMOE_CUDA_CHECK(cudaMemcpyAsync(as_ptr<void>(dst), as_ptr<const void>(src), num_bytes,
+                                          cudaMemcpyDeviceToDevice, as_ptr<CUstream_st>(stream)));
+      },
+      py::arg("dst"), py::arg("src"), py::arg("num_bytes"), py::arg("stream"),
+      "device-to-device copy of num_bytes on `stream` (addresses and stream handle as ints)");
 }
 
 }  // namespace
@@ -275,6 +334,7 @@ void bind_runtime(py::module_& m) {
   bind_handle(m);
   bind_communicator(m);
   bind_ep_buffer(m);
+  bind_streams(m);
 }
 
 }  // namespace symmoe::py_bind

@@ -1,122 +1,202 @@
 """DeepEP-shaped expert-parallel dispatch / combine over symmoe's EpBuffer (include/symmoe/ep.hpp).
 
-    buffer = symmoe.ElasticBuffer(group, num_max_tokens_per_rank=4096, hidden=7168, num_topk=8,
-                                  use_fp8_dispatch=True)
+    buffer = symmoe.ElasticBuffer(group, num_max_tokens_per_rank=4096, hidden=7168)
     recv_x, recv_topk_idx, recv_topk_weights, handle, event = buffer.dispatch(
         (x_fp8, x_scales), topk_idx=topk_idx, topk_weights=topk_weights, num_experts=256)
     combined_x, combined_topk_weights, event = buffer.combine(y, handle=handle)
 
-Argument names, positional order, defaults and return order follow DeepEP V2 (deep_ep.ElasticBuffer) where the
-semantics match, so a DeepEP V2 script runs with `import symmoe as deep_ep` (python/tests_gpu/deep_ep_style.py
-is such a script). Differences (all deliberate):
-- num_experts: give it at construction (keyword) or, as DeepEP, with the first dispatch, which then allocates
-  the symmetric buffer (sized by it; collective like every dispatch). Later dispatches must use the same value.
-- Constructor: num_bytes, allow_hybrid_mode, allow_multiple_reduction, prefer_overlap_with_compute, sl_idx,
-  num_allocated_qps, num_cpu_timeout_secs, explicitly_destroy are accepted and unused (one NVLink domain, buffer
-  sized from the MoE settings, destroy() works either way); num_cpu_bytes must be 0; num_gpu_timeout_secs bounds
-  every cross-rank wait (else SYMMOE_TIMEOUT_MS, default 10 s). get_buffer_size_hint takes num_experts as a
-  keyword (default: sized for 256 experts).
-- dispatch: num_qps, allocate_on_comm_stream, do_handle_copy are accepted and unused (the handle always keeps its
-  own topk_idx); previous_event / previous_event_before_epilogue make the current stream wait first;
-  do_zero_padding defaults to True (DeepEP: False; symmoe zeroes the expand padding unless told not to);
-  use_tma_aligned_col_major_sf must be False. topk_weights may be None for torch inputs (zeros travel,
-  recv_topk_weights is None). do_cpu_sync=None: True for a fresh dispatch, False for a cached one (DeepEP).
-- combine: num_sms=0 is the EP plan's SM count (DeepEP: the dispatch's); num_qps, allocate_on_comm_stream are
-  accepted and unused; previous_event(s) as in dispatch. Extra keyword reduce_local_experts (expand handles).
-- EPHandle: psum_num_recv_tokens_per_scaleup_rank is psum_num_recv_tokens_per_rank (one domain); no
-  deterministic_sort (dispatch is always deterministic), no token_metadata_at_forward / channel_linked_list
-  (no hybrid mode). get_theoretical_num_sms returns the EP plan's dispatch SMs, get_theoretical_num_qps 0.
-- Outputs are zero-copy views of memory the buffer owns (DLPack; torch tensors when the inputs are torch
-  tensors): valid until the next dispatch (recv_*) or combine (combined_*) of this buffer. .clone() to keep them.
-  Torch outputs are made once per address and reused (calls may return the same tensor object, or a row slice).
-- Everything runs on the caller's current CUDA stream (torch.cuda.current_stream(); torch's default stream is
-  passed as cudaStreamLegacy); there is no separate communication stream, so async_with_compute_stream only
-  decides whether an EventOverlap with a recorded event is returned; current_stream_wait() is then always correct.
-- CUDA graphs: do_cpu_sync=False calls capture under torch.cuda.graph (default 'global' mode). Make the first call
-  of each kind (and of each expand/alignment) eagerly: it allocates outputs. A fresh dispatch takes its handle's
-  device metadata from the buffer's pool of released handles (up to 4); under capture, release a few dispatched
-  handles first so the pool is not empty (an empty pool means cudaMalloc, which capture refuses). Replays rewrite
-  those pooled handles; they stay allocated while the buffer lives.
-- Torch tensors are read directly (data_ptr, shape, strides, dtype, device) instead of through __dlpack__: the
-  call runs on torch's current stream, so DLPack's stream handshake would order nothing; other producers
-  (cupy, numpy, capsules) go through DLPack.
-- Dispatch is always deterministic (rows ordered by source token, as DeepEP's deterministic mode); the flag is
-  accepted for compatibility.
-- FP8: x is float8_e4m3fn (or its uint8 bytes) [T, H] with scales per fp8_scales: "fp32_per128" float32
-  [T, H/128] (default), "ue8m0_per128" int32 [T, ceil(H/512)] (4 UE8M0 bytes per int32) or "ue8m0_per32" int32
-  [T, H/128].
-- combine does not weight (DeepEP V2 semantics): apply top-k weights before combine. bias is a tensor or a
-  (bias_0, bias_1) pair, bf16 [T, H].
-- do_cpu_sync=False: outputs have the worst-case row count (handle.row_capacity); the real counts stay on the
-  device (handle.device_counts: [num_recv_tokens, num_expanded_tokens]); errors surface at buffer.synchronize().
+Argument names, positional order, defaults, return values and their semantics follow DeepEP V2
+(deep_ep.ElasticBuffer / EPHandle / EventOverlap), so a DeepEP V2 script runs with `import symmoe as deep_ep`
+(DeepEP's own tests/elastic/test_ep.py does: python/tests_gpu/run_deepep_test.sh). In particular:
+- The payload dtype is chosen per dispatch call: x bf16 [T, H], or an (x, sf) pair of float8_e4m3fn (or its uint8
+  bytes) [T, H] with scales "fp32_per128" float32 [T, H/128], "ue8m0_per32" int32 [T, H/128] (4 UE8M0 bytes per
+  int32) or "ue8m0_per128" int32 [T, ceil(H/512)], recognised from the scales' dtype and width.
+- Returned tensors are the caller's: allocated per call (torch's allocator, on the compute stream, or on the
+  communication stream with allocate_on_comm_stream=True) and stay valid after later calls. Shapes: with CPU sync
+  exact row counts (num_recv_tokens, or num_expanded_tokens in expand mode, masked tokens not counted), without
+  (and for a cached dispatch of a handle made without) the worst case. An expand dispatch returns recv_topk_idx None
+  and recv_topk_weights [rows]; use_tma_aligned_col_major_sf=True returns the scales column-major with the row
+  stride aligned to 4 (the layout DeepGEMM's SM90 GEMMs read through TMA).
+- do_handle_copy=False: handle.topk_idx is the caller's tensor (combine and cached dispatches read it as it is then).
+- Streams: every call runs after the compute stream's work, or only after previous_event (which needs
+  allocate_on_comm_stream=True). Calls with async_with_compute_stream, allocate_on_comm_stream or previous_event
+  run on the buffer's communication stream (get_comm_stream()); async_with_compute_stream=True returns an
+  EventOverlap to wait on (the tensors used are record_stream'ed on both streams), otherwise the compute stream
+  waits for the call. Other calls run on the compute stream itself (the same order, without the two event round
+  trips). EP calls are ordered among themselves whatever streams they are made from.
+- combine: num_sms=0 reuses the dispatch's; biases start the fp32 sum (bias_0 + bias_1, then the rows), rounded
+  once; allow_multiple_reduction=True makes each rank reduce its own experts' rows of an expand handle first (one
+  bf16 rounding there), False sends every expert row to the source (one rounding in all).
+- capture() returns an EventHandle on the current stream; EventOverlap.current_stream_wait / `with` as DeepEP.
+
+What still differs from DeepEP V2 (one NVLink domain, no RDMA):
+- Scale-out / hybrid / RDMA arguments are accepted and unused: allow_hybrid_mode, num_bytes (the buffer is sized
+  from the MoE settings), sl_idx, num_allocated_qps, num_qps, num_cpu_timeout_secs; num_cpu_bytes must be 0.
+  get_logical_domain_size / get_physical_domain_size return (1, num_ranks); get_theoretical_num_qps returns 0;
+  EPHandle has no token_metadata_at_forward / channel_linked_list.
+- get_theoretical_num_sms returns the EP plan's dispatch SM count (symmoe.plan), not DeepEP's bandwidth model.
+- num_experts may be given at construction (keyword) or, as DeepEP, with the first dispatch; the symmetric buffer
+  of a payload dtype is allocated by the first dispatch of that dtype (collective, as every dispatch is); num_topk
+  (0 at construction: from the first dispatch) and num_experts are then fixed for the buffer.
+- The GPU order is always deterministic (rows by source token; expand: by expert, then source token), so
+  `deterministic` changes nothing and EPHandle has no deterministic_sort.
+- do_zero_padding defaults to True (the expand padding rows are zeroed unless told not to).
+- num_gpu_timeout_secs defaults to None: SYMMOE_TIMEOUT_MS (10 s) bounds every cross-rank wait; a stalled peer
+  raises symmoe.PeerTimeout naming it.
+- Extras: constructor keywords num_experts, fp8_scales (the scales of the payload allocated at construction),
+  timeout_ms, communicator, zero_copy_outputs=True (outputs are views of buffer memory, valid until the next call
+  of the same kind: no allocation and no copy per call); combine's reduce_local_experts (overrides
+  allow_multiple_reduction for one call) and do_cpu_sync (True: the host waits for the combine and raises what
+  the GPU found; default False, as DeepEP: errors surface at the next synchronizing call or synchronize()).
+- Inputs must be contiguous (DeepEP also takes strided scales). Non-torch inputs (DLPack producers such as cupy)
+  get zero-copy DeviceView outputs and run on the communicator's stream.
 - One rank per process (DeepEP's model). For in-process virtual ranks use symmoe._C.EpBuffer directly.
 Every tensor argument is checked (device, dtype, shape, contiguity) before anything is launched; errors are
 ValueError / TypeError naming the argument, expected and got. Errors the GPU finds (bad expert ids, duplicates)
 are symmoe.Error naming rank, token, lane and value.
 """
+import contextlib
 import sys
 
 from . import _C
-from ._checks import (caller_stream, check as _check, check_int as _check_positive_int, device_tensor, is_torch,
-                      torch_stream)
-from .dlpack import DeviceView, as_framework_like
+from ._checks import (_torch_dtype_name, caller_stream, check as _check, check_int as _check_positive_int,
+                      device_tensor, is_torch)
+from .dlpack import DeviceView, as_framework_like, tensor_info
 from .distributed import Communicator
 
 _FP8_SCALES = ("fp32_per128", "ue8m0_per128", "ue8m0_per32")
+_FP8_X_DTYPES = ("float8_e4m3fn", "uint8")
+_SF_ALIGN = 4  # rows of a TMA-aligned column-major scale tensor: 16 bytes of 4-byte scale packs (DeepGEMM)
 
 
-def _scale_shape(scales, hidden):
-    """(dtype, columns) of one token's scale row."""
-    cols = _C.ep_scale_row_bytes(scales, hidden) // 4
-    return ("float32" if scales == "fp32_per128" else "int32"), cols
+def _align(x, a):
+    return -(-x // a) * a
+
+
+def _dtype_and_shape(obj, name):
+    """(dtype name, shape) of a tensor-like: torch read directly, others through DLPack."""
+    if is_torch(obj):
+        return _torch_dtype_name(obj.dtype), obj.shape
+    try:
+        info = tensor_info(obj)
+    except TypeError as e:
+        raise TypeError(f"{name}: {e}") from None
+    return info.dtype, info.shape
+
+
+def _cuda_event(event):
+    """The torch.cuda.Event inside an EventHandle / EventOverlap (or the event itself)."""
+    if isinstance(event, EventOverlap):
+        event = event.event
+    if isinstance(event, EventHandle):
+        event = event.event
+    return event
+
+
+def _out_addresses(outputs):
+    """dispatch_one's trailing arguments: the caller-owned output addresses and their rows (zeros: none)."""
+    if outputs is None:
+        return 0, 0, 0, 0, 0
+    return tuple(t.data_ptr() if t is not None else 0 for t in outputs[:4]) + (outputs[4],)
+
+
+def _capturing():
+    """Whether torch's current stream is capturing a CUDA graph (False without torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _check_previous_event(previous_event, allocate_on_comm_stream):
+    if previous_event is not None and not allocate_on_comm_stream:
+        raise ValueError("previous_event needs allocate_on_comm_stream=True (DeepEP): the call then does not wait "
+                         "for the compute stream, so its outputs must belong to the communication stream")
+
+
+class EventHandle:
+    """DeepEP's EventHandle: a CUDA event recorded on `stream` (default: the current stream) at construction."""
+
+    def __init__(self, stream=None):
+        import torch
+        self.event = torch.cuda.Event()
+        self.event.record(stream)
+
+    def current_stream_wait(self):
+        import torch
+        torch.cuda.current_stream().wait_event(self.event)
 
 
 class EventOverlap:
-    """DeepEP's EventOverlap: holds the CUDA event recorded after a call (None when torch is absent)."""
+    """DeepEP's EventOverlap: the event of a call made with async_with_compute_stream=True (else None)."""
 
-    def __init__(self, event=None):
+    def __init__(self, event=None, extra_tensors=None):
         self.event = event
+        self.extra_tensors = extra_tensors
+        self._release_handle_by_call = False
+        self.hook_after_wait = None
 
-    def current_stream_wait(self):
-        if self.event is not None:
+    def current_stream_wait(self, release_handle=False):
+        """The current stream waits for the event (nothing to wait for when there is none)."""
+        ev = _cuda_event(self.event)
+        if ev is not None:
             import torch
-            torch.cuda.current_stream().wait_event(self.event)
+            torch.cuda.current_stream().wait_event(ev)
+        if self.hook_after_wait is not None:
+            hook, self.hook_after_wait = self.hook_after_wait, None
+            hook()
+        if release_handle:
+            self.event = None
+
+    def register_hook_after_wait(self, hook_after_wait):
+        if self.hook_after_wait is not None:
+            raise RuntimeError("a hook is already registered on this EventOverlap")
+        self.hook_after_wait = hook_after_wait
+
+    def __call__(self, release_handle=False):
+        self._release_handle_by_call = release_handle
+        return self
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.current_stream_wait()
+        if self.event is not None:
+            self.current_stream_wait(release_handle=self._release_handle_by_call)
+        self._release_handle_by_call = False
 
 
 class EPHandle:
     """The routing metadata of one dispatch on this rank, with DeepEP's EPHandle field names (meanings in
-    include/symmoe/reference/dispatch.hpp). Host fields are ints/lists; device fields are zero-copy views
-    (torch tensors when the dispatch inputs were torch tensors), valid as long as the handle lives."""
+    include/symmoe/reference/dispatch.hpp). Host fields are ints/lists; device fields are tensors over the
+    handle's own memory (torch tensors when the dispatch inputs were torch tensors), valid as long as the handle
+    lives. Shapes as DeepEP: topk_idx / dst_buffer_slot_idx [num_tokens, K], recv_src_metadata
+    [num_recv_tokens, 2 + K] (the worst case R * T_max rows without CPU sync), psum_num_recv_tokens_per_scaleup_rank
+    [R], per-local-expert fields [El]. Fields may be reassigned (DeepEP's test trims recv_src_metadata)."""
 
-    _DEVICE_FIELDS = {  # name -> (dtype, shape function of the handle)
-        "num_tokens_per_rank": ("int32", lambda h: (h.num_ranks,)),
-        "num_tokens_per_expert": ("int32", lambda h: (h.num_experts,)),
-        "dst_buffer_slot_idx": ("int32", lambda h: (h.num_max_tokens_per_rank, h.num_topk)),
-        "topk_idx": ("int64", lambda h: (h.num_max_tokens_per_rank, h.num_topk)),
-        "psum_num_recv_tokens_per_rank": ("int32", lambda h: (h.num_ranks,)),
-        "num_unaligned_recv_tokens_per_expert": ("int32", lambda h: (h.num_local_experts,)),
-        "psum_num_recv_tokens_per_expert": ("int32", lambda h: (h.num_local_experts,)),
-        "num_recv_tokens_per_expert": ("int32", lambda h: (h.num_local_experts,)),
-        "recv_src_metadata": ("int32", lambda h: (h.num_ranks * h.num_max_tokens_per_rank, 2 + h.num_topk)),
-        "device_counts": ("int32", lambda h: (2,)),
+    _DEVICE_FIELDS = {  # name -> (dtype, shape function of the handle and its native)
+        "num_tokens_per_rank": ("int32", lambda h, n: (n.num_ranks,)),
+        "num_tokens_per_expert": ("int32", lambda h, n: (n.num_experts,)),
+        "dst_buffer_slot_idx": ("int32", lambda h, n: (n.num_tokens, n.num_topk)),
+        "topk_idx": ("int64", lambda h, n: (n.num_tokens, n.num_topk)),
+        "psum_num_recv_tokens_per_rank": ("int32", lambda h, n: (n.num_ranks,)),
+        "num_unaligned_recv_tokens_per_expert": ("int32", lambda h, n: (n.num_local_experts,)),
+        "psum_num_recv_tokens_per_expert": ("int32", lambda h, n: (n.num_local_experts,)),
+        "num_recv_tokens_per_expert": ("int32", lambda h, n: (n.num_local_experts,)),
+        "recv_src_metadata": ("int32", lambda h, n: (h.num_recv_tokens, 2 + n.num_topk)),
+        "device_counts": ("int32", lambda h, n: (2,)),
     }
     _HOST_FIELDS = ("rank", "num_ranks", "do_expand", "num_experts", "num_topk", "expert_alignment",
-                    "num_max_tokens_per_rank", "num_tokens", "num_recv_tokens", "num_expanded_tokens",
-                    "num_recv_tokens_per_expert_list", "num_local_experts")
+                    "num_max_tokens_per_rank", "num_tokens", "num_recv_tokens_per_expert_list", "num_local_experts")
+    _ALIASES = {"psum_num_recv_tokens_per_scaleup_rank": "psum_num_recv_tokens_per_rank"}  # DeepEP V2 (one domain)
 
     def __init__(self, buffer):
         self._buffer = buffer
         self.native = buffer._take_native_handle()
+        self._impl_key = None  # (dtype, scales) of the native EpBuffer whose dispatch filled the handle
         self.row_capacity = 0
-        self.num_sms = 0  # the dispatch's num_sms (0: the plan's)
+        self.num_sms = 0  # the dispatch's num_sms (0: the plan's); combine's default
         self._like = None  # _framework_marker of the dispatch input: device views follow its framework
         self._filled = False  # set by a successful dispatch (a pooled native keeps its previous owner's fields)
+        self._shared_topk_idx = None  # the caller's topk_idx (do_handle_copy=False)
 
     def __del__(self):
         # The native handle (and its device metadata) goes back to the buffer's pool: no cudaMalloc/cudaFree per
@@ -125,7 +205,22 @@ class EPHandle:
         if buffer is not None and native is not None:
             buffer._give_back_native_handle(native)
 
-    _ALIASES = {"psum_num_recv_tokens_per_scaleup_rank": "psum_num_recv_tokens_per_rank"}  # DeepEP V2 (one domain)
+    @property
+    def num_recv_tokens(self):
+        """Rows received (non-expand); the worst case R * T_max when the dispatch had no CPU sync (DeepEP)."""
+        n = self.native.num_recv_tokens
+        return n if n >= 0 else self.native.num_ranks * self.native.num_max_tokens_per_rank
+
+    @property
+    def num_expanded_tokens(self):
+        """Rows of an expand dispatch (with alignment padding); the worst case (the row capacity) without CPU
+        sync."""
+        n = self.native.num_expanded_tokens
+        if n >= 0:
+            return n
+        h = self.native
+        El = h.num_local_experts
+        return h.num_ranks * h.num_max_tokens_per_rank * min(h.num_topk, El) + El * (h.expert_alignment - 1)
 
     def __getattr__(self, name):
         name = EPHandle._ALIASES.get(name, name)
@@ -134,8 +229,10 @@ class EPHandle:
         if name in EPHandle._DEVICE_FIELDS:
             if not self._filled:
                 raise RuntimeError(f"EPHandle.{name}: the handle is empty (no dispatch has filled it)")
+            if name == "topk_idx" and self._shared_topk_idx is not None:
+                return self._shared_topk_idx
             dtype, shape = EPHandle._DEVICE_FIELDS[name]
-            view = DeviceView(self.native.ptrs[name], shape(self.native), dtype, self.native.device, owner=self)
+            view = DeviceView(self.native.ptrs[name], shape(self, self.native), dtype, self.native.device, owner=self)
             return as_framework_like(view, self._like)
         raise AttributeError(name)
 
@@ -152,28 +249,23 @@ class EPHandle:
 _torch_marker = []
 
 
-def _is_torch(obj):
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor)
-
-
 def _framework_marker(tensor):
     """An empty tensor of the input's framework (views of handle metadata follow it; the input is not retained)."""
-    if not _is_torch(tensor):
+    if not is_torch(tensor):
         return None
     if not _torch_marker:
         import torch
-        _torch_marker.append(torch.empty(0))
+        _torch_marker.append(torch.empty(0, device="cpu"))
     return _torch_marker[0]
 
 
 class _ViewOwner:
-    """What the buffer's output tensors keep alive: the native EpBuffer owning their memory. Not the ElasticBuffer
-    itself, whose cache holds those tensors: no reference cycle. destroy() empties it."""
-    __slots__ = ("impl",)
+    """What zero-copy output views keep alive: the native EpBuffers owning their memory. Not the ElasticBuffer
+    itself, whose cache holds those views: no reference cycle. destroy() empties it."""
+    __slots__ = ("natives",)
 
-    def __init__(self, impl):
-        self.impl = impl
+    def __init__(self, natives):
+        self.natives = natives
 
 
 def _hint_experts(num_ranks):
@@ -181,14 +273,20 @@ def _hint_experts(num_ranks):
     return -(-256 // num_ranks) * num_ranks
 
 
-def _wait(event):
-    """The current stream waits for `event` (an EventOverlap, a torch.cuda.Event, or None)."""
-    if event is None:
-        return
-    ev = event.event if isinstance(event, EventOverlap) else event
-    if ev is not None:
-        import torch
-        torch.cuda.current_stream().wait_event(ev)
+class _Call:
+    """The streams of one call (ElasticBuffer._begin): `run` is the raw stream the work goes to."""
+    __slots__ = ("run", "compute_raw", "compute", "comm", "on_comm", "alloc_on_comm", "async_")
+
+    def __init__(self, run, compute_raw, compute=None, comm=None, alloc_on_comm=False, async_=False):
+        self.run, self.compute_raw, self.compute, self.comm = run, compute_raw, compute, comm
+        self.on_comm, self.alloc_on_comm, self.async_ = comm is not None, alloc_on_comm, async_
+
+    def torch_ops(self):
+        """Context for torch ops that must run on `run` (the comm stream when it is not current)."""
+        if self.on_comm and not self.alloc_on_comm:
+            import torch
+            return torch.cuda.stream(self.comm)
+        return contextlib.nullcontext()
 
 
 class ElasticBuffer:
@@ -198,16 +296,15 @@ class ElasticBuffer:
                  use_fp8_dispatch=False, deterministic=False, allow_hybrid_mode=True, allow_multiple_reduction=True,
                  prefer_overlap_with_compute=True, sl_idx=3, num_allocated_qps=0, num_cpu_timeout_secs=300,
                  num_gpu_timeout_secs=None, explicitly_destroy=False, *, num_experts=None, fp8_scales="fp32_per128",
-                 timeout_ms=-1, communicator=None):
+                 timeout_ms=-1, communicator=None, zero_copy_outputs=False):
         """DeepEP V2's constructor arguments, in its order. group: a torch.distributed process group (None: the world
-        group if torch.distributed is initialised, else a single in-process rank). num_experts (keyword): E, a
-        multiple of the group size; None (DeepEP's way): the symmetric buffer is allocated by the first dispatch,
-        sized by its num_experts (that first dispatch is then collective, as every dispatch is).
-        Accepted for DeepEP compatibility and not used: num_bytes (symmoe sizes its buffer from the MoE settings),
-        allow_hybrid_mode, allow_multiple_reduction, prefer_overlap_with_compute, sl_idx, num_allocated_qps,
-        num_cpu_timeout_secs, explicitly_destroy (destroy() works either way); num_cpu_bytes must be 0.
-        Timeouts: timeout_ms bounds every cross-rank wait (-1: SYMMOE_TIMEOUT_MS, default 10 s), or
-        num_gpu_timeout_secs when given; a stalled peer raises symmoe.PeerTimeout naming it.
+        group if torch.distributed is initialised, else a single in-process rank). num_topk: 0 (DeepEP's default)
+        takes it from the first dispatch. use_fp8_dispatch / fp8_scales: the payload whose symmetric buffer is
+        allocated at construction when num_experts (keyword) and num_topk are given; every dispatch may carry
+        either payload. Scale-out arguments (allow_hybrid_mode, num_bytes, sl_idx, num_allocated_qps,
+        num_cpu_timeout_secs) are accepted and unused; num_cpu_bytes must be 0. Timeouts: timeout_ms bounds every
+        cross-rank wait (-1: SYMMOE_TIMEOUT_MS, default 10 s), or num_gpu_timeout_secs when given.
+        zero_copy_outputs: outputs are views of buffer memory valid until the next call (no copy per call).
         communicator: a symmoe.Communicator to use instead of the group."""
         _check(num_cpu_bytes == 0, ValueError,
                f"num_cpu_bytes must be 0 (symmoe has no CPU buffer), got {num_cpu_bytes}")
@@ -222,33 +319,57 @@ class ElasticBuffer:
         _check(len(communicator.local_ranks) == 1, ValueError,
                f"ElasticBuffer drives one rank per process; this communicator drives "
                f"{len(communicator.local_ranks)} (use symmoe._C.EpBuffer for in-process virtual ranks)")
-        self.group, self.explicitly_destroy = group, explicitly_destroy
         self.communicator = communicator
         local = communicator.local_ranks[0]
         self.rank, self.device = local["rank"], local["device"]
-        self.rank_idx = self.rank
+        self._init_state(group, local["rank"], explicitly_destroy, allow_hybrid_mode, allow_multiple_reduction,
+                         prefer_overlap_with_compute, num_allocated_qps, num_bytes, zero_copy_outputs)
         self._fallback_stream = communicator.stream(self.rank)
-        self._impl = None
-        self._free_native_handles = []
-        self._view_owner, self._torch_views = _ViewOwner(None), {}
-        self._zero_weights = None
-        if num_experts is not None:
-            self._allocate(num_experts)
+        if num_experts is not None and self.num_topk > 0:
+            self._native(self._dtype, self._scales)
 
-    def _allocate(self, num_experts):
-        """The symmetric buffer for num_experts (collective)."""
-        _C.ep_validate_config(self.num_ranks, self.num_max_tokens_per_rank, self.hidden, self.num_topk, num_experts,
-                              self._dtype, self._scales)
-        self.num_experts = num_experts
-        self._impl = _C.EpBuffer(self.communicator.native, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
-                                 num_experts, self._dtype, self._scales)
-        self._view_owner.impl = self._impl
+    def _init_state(self, group, rank, explicitly_destroy, allow_hybrid_mode, allow_multiple_reduction,
+                    prefer_overlap_with_compute, num_allocated_qps, num_bytes, zero_copy_outputs):
+        self.group, self.explicitly_destroy = group, explicitly_destroy
+        self.rank_idx = rank
+        self.allow_hybrid_mode, self.allow_multiple_reduction = bool(allow_hybrid_mode), bool(allow_multiple_reduction)
+        self.prefer_overlap_with_compute = bool(prefer_overlap_with_compute)
+        self.num_allocated_qps, self.num_bytes = num_allocated_qps, num_bytes
+        self.num_scaleout_ranks, self.num_scaleup_ranks = 1, self.num_ranks
+        self.scaleout_rank_idx, self.scaleup_rank_idx = 0, rank
+        self.num_rdma_ranks, self.num_nvlink_ranks = 1, self.num_ranks
+        self.zero_copy_outputs = bool(zero_copy_outputs)
+        self._natives = {}  # (dtype, scales) -> symmoe._C.EpBuffer, made by the first dispatch of that payload
+        self._free_native_handles = []
+        self._view_owner, self._torch_views = _ViewOwner(self._natives), {}
+        self._zero_weights = None
+        self._comm_stream = None  # torch.cuda.Stream, made by the first call that needs it
+        self._stream_order = None  # _C.StreamOrder, made by the first call from another stream
+        self._last_stream = None  # raw stream of the previous call's work (EP calls stay ordered)
+
+    @property
+    def _impl(self):
+        """The native EpBuffer of the construction payload (None until allocated)."""
+        return self._natives.get((self._dtype, self._scales))
+
+    def _native(self, dtype, scales):
+        """The native EpBuffer for a payload, allocated on first use (collective)."""
+        impl = self._natives.get((dtype, scales))
+        if impl is None:
+            self._require_runtime("dispatch")
+            _C.ep_validate_config(self.num_ranks, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
+                                  self.num_experts, dtype, scales)
+            impl = _C.EpBuffer(self.communicator.native, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
+                               self.num_experts, dtype, scales)
+            self._natives[(dtype, scales)] = impl
+        return impl
 
     def _configure(self, num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
                    deterministic, fp8_scales):
-        for name, v in (("num_max_tokens_per_rank", num_max_tokens_per_rank), ("hidden", hidden),
-                        ("num_topk", num_topk)) + ((("num_experts", num_experts),) if num_experts is not None else ()):
+        for name, v in (("num_max_tokens_per_rank", num_max_tokens_per_rank), ("hidden", hidden)) + \
+                ((("num_experts", num_experts),) if num_experts is not None else ()):
             _check_positive_int(name, v)
+        _check_positive_int("num_topk", num_topk, low=0)
         _check(fp8_scales in _FP8_SCALES, ValueError, f"fp8_scales must be one of {_FP8_SCALES}, got {fp8_scales!r}")
         self.num_ranks = num_ranks
         self.num_max_tokens_per_rank, self.hidden = num_max_tokens_per_rank, hidden
@@ -256,40 +377,44 @@ class ElasticBuffer:
         self.use_fp8_dispatch, self.deterministic = bool(use_fp8_dispatch), bool(deterministic)
         self._dtype = "fp8" if use_fp8_dispatch else "bf16"
         self._scales = fp8_scales if use_fp8_dispatch else "none"
-        self._x_dtypes = ("float8_e4m3fn", "uint8") if use_fp8_dispatch else ("bfloat16",)
-        self._sf_dtype, self._sf_cols = _scale_shape(fp8_scales, hidden) if use_fp8_dispatch else (None, 0)
-        _C.ep_validate_config(num_ranks, num_max_tokens_per_rank, hidden, num_topk,
+        _C.ep_validate_config(num_ranks, num_max_tokens_per_rank, hidden, num_topk or 1,
                               num_experts if num_experts is not None else _hint_experts(num_ranks), self._dtype,
                               self._scales)
+        self._sf_cols = {}  # scales -> int32/float32 columns of one token's scale row
+        for scales in _FP8_SCALES:
+            try:
+                self._sf_cols[scales] = _C.ep_scale_row_bytes(scales, hidden) // 4
+            except _C.Error:
+                pass
 
     @classmethod
     def _validation_only(cls, num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts,
-                         use_fp8_dispatch=False, fp8_scales="fp32_per128", device=0):
+                         use_fp8_dispatch=False, fp8_scales="fp32_per128", device=0, **state):
         """A buffer with every argument check but no GPU runtime (CPU tests): calls that pass validation then
-        raise RuntimeError('... no GPU runtime ...')."""
+        raise RuntimeError('... no GPU runtime ...'). state: _init_state keywords (allow_multiple_reduction, ...)."""
         self = cls.__new__(cls)
         self._configure(num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
                         True, fp8_scales)
-        self.communicator, self.rank, self.device, self._impl = None, 0, device, None
-        self.group, self.explicitly_destroy, self.rank_idx, self._zero_weights = None, False, 0, None
+        self.communicator, self.rank, self.device = None, 0, device
+        kw = dict(explicitly_destroy=False, allow_hybrid_mode=True, allow_multiple_reduction=True,
+                  prefer_overlap_with_compute=True, num_allocated_qps=0, num_bytes=None, zero_copy_outputs=False)
+        kw.update(state)
+        self._init_state(None, 0, **kw)
         self._fallback_stream = None
-        self._free_native_handles = []
-        self._view_owner, self._torch_views = _ViewOwner(None), {}
         return self
 
     @staticmethod
     def get_buffer_size_hint(group, num_max_tokens_per_rank, hidden, num_topk=0, use_fp8_dispatch=False,
                              allow_hybrid_mode=True, allow_multiple_reduction=True, *, num_experts=None,
                              fp8_scales="fp32_per128"):
-        """Bytes of one rank's symmetric buffer (no GPU needed). group: a process group or the number of ranks.
-        num_experts (keyword): None sizes for _hint_experts(ranks) experts (the metadata part grows with E; the
-        token payload dominates)."""
+        """Bytes of one rank's symmetric buffer for one payload dtype (no GPU needed). group: a process group or
+        the number of ranks. num_topk 0 sizes for 8; num_experts (keyword) None sizes for _hint_experts(ranks)."""
         if isinstance(group, int):
             num_ranks = group
         else:
             import torch.distributed as dist
             num_ranks = dist.get_world_size(group)
-        return _C.ep_buffer_size_hint(num_ranks, num_max_tokens_per_rank, hidden, num_topk,
+        return _C.ep_buffer_size_hint(num_ranks, num_max_tokens_per_rank, hidden, num_topk or 8,
                                       num_experts if num_experts is not None else _hint_experts(num_ranks),
                                       "fp8" if use_fp8_dispatch else "bf16",
                                       fp8_scales if use_fp8_dispatch else "none")
@@ -312,32 +437,102 @@ class ElasticBuffer:
         return 0  # no RDMA
 
     def get_comm_stream(self):
-        """There is no separate communication stream: the caller's current stream."""
-        import torch
-        return torch.cuda.current_stream(self.device)
+        """The communication stream (async_with_compute_stream / allocate_on_comm_stream calls run on it)."""
+        return self._get_comm_stream()
 
     @staticmethod
     def capture():
-        """EventOverlap with an event recorded on the current stream (DeepEP's EventHandle)."""
-        import torch
-        ev = torch.cuda.Event()
-        ev.record()
-        return EventOverlap(ev)
+        """An EventHandle recorded on the current stream (DeepEP)."""
+        return EventHandle()
 
     def barrier(self, use_comm_stream=True, with_cpu_sync=False, sequential=True):
         """Host barrier of the group after this rank's GPU work (stronger than DeepEP's GPU-level barrier)."""
         self.synchronize()
         self.communicator.host_barrier()
 
+    # ---- streams ----
+    # NOTES: a call without async_with_compute_stream / allocate_on_comm_stream / previous_event runs on the compute
+    # stream itself (the same order DeepEP's comm stream gives, without two event round trips). EP calls share the
+    # symmetric buffer, so each call is ordered after the previous one's stream (_order_after_last).
+    def _get_comm_stream(self):
+        if self._comm_stream is None:
+            import torch
+            self._comm_stream = torch.cuda.Stream(device=self.device)
+        return self._comm_stream
+
+    def _order(self, later, earlier):
+        if later == earlier:
+            return
+        if self._stream_order is None:
+            self._stream_order = _C.StreamOrder(self.device)
+        self._stream_order.order(later or 0, earlier or 0)
+
+    def _begin(self, like, previous_event, previous_event_before_epilogue, async_, alloc_on_comm):
+        """Streams of a call (DeepEP's stream_control_prologue). Checks are done; nothing is enqueued before."""
+        compute_raw = caller_stream(like, self.device, self._fallback_stream)
+        last = self._last_stream
+        if last is not None and last != compute_raw and _capturing():
+            last = None  # under CUDA-graph capture only the capturing stream (and streams it forks) may be used;
+            # torch.cuda.graph makes the capture stream wait for the stream that was current before it
+        if not (is_torch(like) and (async_ or alloc_on_comm or previous_event is not None)):
+            if last is not None:
+                self._order(compute_raw, last)
+            if previous_event_before_epilogue is not None:
+                import torch
+                torch.cuda.current_stream(self.device).wait_event(_cuda_event(previous_event_before_epilogue))
+            return _Call(compute_raw, compute_raw)
+        import torch
+        comm = self._get_comm_stream()
+        run = comm.cuda_stream
+        if last is not None:
+            self._order(run, last)
+        if previous_event is not None:
+            comm.wait_event(_cuda_event(previous_event))
+        else:
+            self._order(run, compute_raw)
+        if previous_event_before_epilogue is not None:  # one fused kernel: waited before it
+            comm.wait_event(_cuda_event(previous_event_before_epilogue))
+        call = _Call(run, compute_raw, torch.cuda.current_stream(self.device), comm, alloc_on_comm, async_)
+        if alloc_on_comm:
+            torch.cuda.set_stream(comm)
+        return call
+
+    def _end(self, call, tensors):
+        """DeepEP's stream_control_epilogue: -> EventOverlap (an event only for async_with_compute_stream)."""
+        if not call.on_comm:
+            self._last_stream = call.run
+            return EventOverlap(None)
+        import torch
+        if call.alloc_on_comm:
+            torch.cuda.set_stream(call.compute)
+        if call.async_:
+            event = EventHandle(call.comm)
+            for t in tensors:
+                if t is not None and is_torch(t):
+                    t.record_stream(call.compute)
+                    t.record_stream(call.comm)
+            self._last_stream = call.run
+            return EventOverlap(event)
+        self._order(call.compute_raw, call.run)
+        self._last_stream = call.compute_raw
+        return EventOverlap(None)
+
+    def _abort(self, call):
+        """Restores the current stream after a failed call (the call's work, if any, stays ordered)."""
+        if call.on_comm and call.alloc_on_comm:
+            import torch
+            torch.cuda.set_stream(call.compute)
+        self._last_stream = call.run
+
     # ---- outputs ----
-    # NOTES: outputs live at fixed addresses of buffer-owned memory. A torch tensor made through DLPack costs ~10 us,
-    # so one tensor per (address, row capacity, dtype) is made once and cached; each call returns it, or its first
-    # `rows` rows (a slice). Views without torch are DeviceViews owned by the buffer.
+    # NOTES: zero-copy outputs live at fixed addresses of buffer-owned memory. A torch tensor made through DLPack
+    # costs ~10 us, so one tensor per (address, row capacity, dtype) is made once and cached; each call returns it,
+    # or its first `rows` rows (a slice). Views without torch are DeviceViews owned by the buffer.
     _MAX_CACHED_VIEWS = 64
 
-    def _output(self, ptr, rows, capacity, trailing, dtype, like):
-        if not _is_torch(like):
-            return DeviceView(ptr, (rows,) + trailing, dtype, self.device, owner=self)
+    def _view(self, ptr, rows, capacity, trailing, dtype, like):
+        if not is_torch(like):
+            return DeviceView(ptr, (rows,) + trailing, dtype, self.device, owner=self._view_owner)
         key = (ptr, capacity, trailing, dtype, like.dtype)
         full = self._torch_views.get(key)
         if full is None:
@@ -346,6 +541,26 @@ class ElasticBuffer:
             view = DeviceView(ptr, (capacity,) + trailing, dtype, self.device, owner=self._view_owner)
             full = self._torch_views[key] = as_framework_like(view, like)
         return full if rows == capacity else full[:rows]
+
+    def _copy(self, call, ptr, rows, trailing, torch_dtype, item_bytes, device):
+        """A new torch tensor [rows, *trailing] (allocated on the call's allocation stream) with the rows at ptr."""
+        import torch
+        out = torch.empty((rows,) + trailing, dtype=torch_dtype, device=device)
+        n = rows
+        for d in trailing:
+            n *= d
+        _C.memcpy_async(out.data_ptr(), ptr, n * item_bytes, call.run)
+        return out
+
+    def _copy_col_major(self, call, ptr, rows, capacity, cols, dtype, like):
+        """Scales [rows, cols] column-major, row stride aligned to _SF_ALIGN (DeepGEMM's TMA layout)."""
+        import torch
+        out = torch.empty_strided((rows, cols), (1, _align(rows, _SF_ALIGN)), dtype=like.dtype, device=like.device)
+        if rows:
+            src = self._view(ptr, rows, capacity, (cols,), dtype, like)
+            with call.torch_ops():
+                out.copy_(src)
+        return out
 
     # ---- native handle pool ----
     # NOTES: a fresh dispatch needs a native EpHandle whose device metadata it (re)writes. Handles released by the
@@ -360,7 +575,7 @@ class ElasticBuffer:
 
     def _give_back_native_handle(self, native):
         pool = self.__dict__.get("_free_native_handles")
-        if self.__dict__.get("_impl") is not None and pool is not None and len(pool) < self._HANDLE_POOL_SIZE:
+        if self.__dict__.get("_natives") and pool is not None and len(pool) < self._HANDLE_POOL_SIZE:
             pool.append(native)
 
     # ---- argument checks (no GPU work before they pass) ----
@@ -369,23 +584,38 @@ class ElasticBuffer:
         (None = any extent): symmoe._checks.device_tensor."""
         return device_tensor(obj, name, self.device, stream, dtypes, shape)
 
-    def _stream(self, like):
-        """The caller's current CUDA stream (torch inputs), else the communicator's (symmoe._checks.caller_stream)."""
-        return caller_stream(like, self.device, self._fallback_stream)
-
     def _require_runtime(self, what):
-        _check(self._impl is not None, RuntimeError,
+        _check(self.communicator is not None, RuntimeError,
                f"ElasticBuffer.{what}: arguments are valid but this buffer has no GPU runtime (validation-only)")
 
-    def _event(self, like, wanted):
-        """EventOverlap with an event recorded on the stream the call ran on (torch inputs only)."""
-        ts = torch_stream(like, self.device) if wanted else None
-        if ts is None:
-            return EventOverlap(None)
-        import torch
-        ev = torch.cuda.Event()
-        ev.record(ts)
-        return EventOverlap(ev)
+    def _payload(self, x):
+        """(x_data, sf, dtype, scales, x_dtypes, sf_dtype, sf_cols) of a dispatch payload; the scale format is
+        recognised from the scales' dtype and width."""
+        if isinstance(x, tuple):
+            if len(x) != 2:
+                raise ValueError(f"x must be a tensor or an (x, sf) pair, got a tuple of {len(x)}")
+            x_data, sf = x
+            sf_dtype, sf_shape = _dtype_and_shape(sf, "sf")
+            cols = sf_shape[1] if len(sf_shape) == 2 else None
+            if sf_dtype == "float32":
+                scales = "fp32_per128"
+            elif sf_dtype == "int32":
+                per32, per128 = self._sf_cols.get("ue8m0_per32"), self._sf_cols.get("ue8m0_per128")
+                if cols is not None and cols == per32:
+                    scales = "ue8m0_per32"
+                elif cols is not None and cols == per128:
+                    scales = "ue8m0_per128"
+                else:
+                    raise ValueError(f"sf: int32 (packed UE8M0) scales must have {per32} columns (per 32 channels) "
+                                     f"or {per128} (per 128) for hidden {self.hidden}, got shape {list(sf_shape)}")
+            else:
+                raise TypeError(f"sf must have dtype float32 (fp32 per 128 channels) or int32 (packed UE8M0), "
+                                f"got {sf_dtype}")
+            return x_data, sf, "fp8", scales, _FP8_X_DTYPES, sf_dtype, self._sf_cols[scales]
+        x_dtype = _dtype_and_shape(x, "x")[0] if (is_torch(x) or hasattr(x, "__dlpack__")) else None
+        if x_dtype in _FP8_X_DTYPES:
+            raise ValueError(f"x is {x_dtype}: an FP8 payload must be an (x, sf) pair with its scales")
+        return x, None, "bf16", "none", ("bfloat16",), None, 0
 
     # ---- dispatch ----
     def dispatch(self, x, topk_idx=None, topk_weights=None, cumulative_local_expert_recv_stats=None, num_experts=None,
@@ -393,28 +623,32 @@ class ElasticBuffer:
                  previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
                  handle=None, do_handle_copy=True, do_cpu_sync=None, do_expand=False, do_zero_padding=True,
                  use_tma_aligned_col_major_sf=False):
-        """-> (recv_x, recv_topk_idx, recv_topk_weights, handle, event). recv_x is (recv_x, recv_sf) for FP8."""
+        """-> (recv_x, recv_topk_idx, recv_topk_weights, handle, event). recv_x is (recv_x, recv_sf) for FP8;
+        recv_topk_idx is None in expand mode; recv_topk_weights None without topk_weights."""
         # NOTES: hot path (~1 call per layer and step): plain ifs, messages formatted only on failure; torch tensors
         # are checked with a few C calls each (symmoe._checks).
-        if isinstance(x, tuple):
-            if len(x) != 2:
-                raise ValueError(f"x must be a tensor or an (x, sf) pair, got a tuple of {len(x)}")
-            x_data, sf = x
-        else:
-            x_data, sf = x, None
-        if (sf is not None) != self.use_fp8_dispatch:
-            raise ValueError("x must be an (x, sf) pair: this buffer was built with use_fp8_dispatch=True"
-                             if self.use_fp8_dispatch else
-                             "x is an (x, sf) pair but this buffer was built with use_fp8_dispatch=False (bf16)")
+        x_data, sf, dtype, scales, x_dtypes, sf_dtype, sf_cols = self._payload(x)
         if num_experts is not None and num_experts != self.num_experts:
             if self.num_experts is None and self.communicator is not None:
-                self._allocate(num_experts)  # DeepEP-style construction without num_experts: first dispatch
+                _C.ep_validate_config(self.num_ranks, self.num_max_tokens_per_rank, self.hidden, self.num_topk or 1,
+                                      num_experts, "bf16", "none")
+                self.num_experts = num_experts  # DeepEP-style construction without num_experts: first dispatch
             else:
                 raise ValueError(f"num_experts {num_experts} differs from the buffer's {self.num_experts} "
                                  f"(fixed by the first dispatch or at construction)")
         if num_max_tokens_per_rank is not None and num_max_tokens_per_rank != self.num_max_tokens_per_rank:
             raise ValueError(f"num_max_tokens_per_rank {num_max_tokens_per_rank} differs from the buffer's "
                              f"{self.num_max_tokens_per_rank}")
+        cached = handle is not None
+        if cached:
+            if not isinstance(handle, EPHandle) or handle._buffer is not self:
+                raise ValueError("handle must be an EPHandle returned by this buffer's dispatch")
+            if not handle._filled:
+                raise ValueError("handle is empty (no dispatch has filled it)")
+            if expert_alignment is not None and expert_alignment != handle.native.expert_alignment:
+                raise ValueError(f"expert_alignment {expert_alignment} differs from the handle's "
+                                 f"{handle.native.expert_alignment}")
+            do_expand, expert_alignment = handle.native.do_expand, handle.native.expert_alignment
         if expert_alignment is None:
             expert_alignment = 1
         elif type(expert_alignment) is not int or not 1 <= expert_alignment <= 1024:
@@ -422,85 +656,148 @@ class ElasticBuffer:
             raise ValueError(f"expert_alignment must be <= 1024, got {expert_alignment}")
         if type(num_sms) is not int or num_sms < 0:
             _check_positive_int("num_sms", num_sms, low=0)
-        if use_tma_aligned_col_major_sf:
-            raise ValueError("use_tma_aligned_col_major_sf is not supported: scales are row-major [T, H/128]")
-        cached = handle is not None
         if do_cpu_sync is None:
             do_cpu_sync = not cached  # DeepEP: exact counts for a fresh dispatch, none for a cached one
-        if cached:
-            if not isinstance(handle, EPHandle) or handle._buffer is not self:
-                raise ValueError("handle must be an EPHandle returned by this buffer's dispatch")
-            if not handle._filled:
-                raise ValueError("handle is empty (no dispatch has filled it)")
-            do_expand, expert_alignment = handle.native.do_expand, handle.native.expert_alignment
+        _check_previous_event(previous_event, allocate_on_comm_stream)
+        if use_tma_aligned_col_major_sf and sf is not None and (self.zero_copy_outputs or not is_torch(x_data)):
+            raise ValueError("use_tma_aligned_col_major_sf needs torch inputs and zero_copy_outputs=False (the "
+                             "buffer keeps its scales row-major; the column-major copy is made per call)")
 
-        stream = self._stream(x_data)
-        H, K, T_max = self.hidden, self.num_topk, self.num_max_tokens_per_rank
-        x_ptr, x_shape = self._tensor(x_data, "x", stream, self._x_dtypes, (None, H))
+        stream = caller_stream(x_data, self.device, self._fallback_stream)
+        H, T_max = self.hidden, self.num_max_tokens_per_rank
+        x_ptr, x_shape = self._tensor(x_data, "x", stream, x_dtypes, (None, H))
         T = x_shape[0]
         if T > T_max:
             raise ValueError(f"x has {T} tokens, more than num_max_tokens_per_rank = {T_max}")
         sf_ptr = 0
         if sf is not None:
-            sf_dtype, sf_cols = self._sf_dtype, self._sf_cols
-            sf_ptr = self._tensor(sf, f"sf ({self._scales})", stream, (sf_dtype,), (T, sf_cols))[0]
+            sf_ptr = self._tensor(sf, f"sf ({scales})", stream, (sf_dtype,), (T, sf_cols))[0]
+        K = handle.native.num_topk if cached else self.num_topk
+        shared_idx = None
         if topk_idx is None and cached:
-            idx_ptr = handle.native.ptrs["topk_idx"]
             if handle.native.num_tokens != T:
                 raise ValueError(f"cached dispatch: x has {T} tokens but the handle was made for "
                                  f"{handle.native.num_tokens}")
+            idx_ptr = handle.native.ptrs["topk_idx"]
+            shared_idx = handle._shared_topk_idx
         else:
             if topk_idx is None:
                 raise ValueError("topk_idx is required for a fresh dispatch")
+            if K == 0:  # DeepEP's num_topk=0: the first dispatch fixes it
+                K = _dtype_and_shape(topk_idx, "topk_idx")[1][-1]
+                _check_positive_int("num_topk (topk_idx.shape[1])", K)
             idx_ptr = self._tensor(topk_idx, "topk_idx", stream, ("int64",), (T, K))[0]
         if topk_weights is not None:
             w_ptr = self._tensor(topk_weights, "topk_weights", stream, ("float32",), (T, K))[0]
         else:  # DeepEP allows none: zeros travel and recv_topk_weights is None
-            w_ptr = self._zeros_for_weights(x_data)
+            w_ptr = self._zeros_for_weights(x_data, K)
         stats = cumulative_local_expert_recv_stats
-
-        if self._impl is None:
-            self._require_runtime("dispatch")
-        if stats is not None:
+        if stats is not None and self.num_experts is not None:
             El = self.num_experts // self.num_ranks
             self._tensor(stats, "cumulative_local_expert_recv_stats", stream, ("int32", "int64"), (El,))
-        if previous_event is not None or previous_event_before_epilogue is not None:
-            _wait(previous_event)  # one stream: waiting before the call covers both
-            _wait(previous_event_before_epilogue)
-        if not cached:
-            handle = EPHandle(self)
-        handle._like = _framework_marker(x_data)
-        p_x, p_sf, p_idx, p_w, num_rows, capacity = self._impl.dispatch_one(
-            T, x_ptr, sf_ptr, idx_ptr, w_ptr, stream or 0, handle.native, do_expand, expert_alignment,
-            do_zero_padding, cached, num_sms, do_cpu_sync)
-        handle.row_capacity, handle._filled, handle.num_sms = capacity, True, num_sms
-        rows = num_rows if do_cpu_sync else capacity
-        lanes = () if do_expand else (K,)
+        if self.num_topk == 0 and self.communicator is not None:
+            _C.ep_validate_config(self.num_ranks, T_max, H, K, self.num_experts or _hint_experts(self.num_ranks),
+                                  dtype, scales)
+            self.num_topk = K
+        if self.num_experts is None:
+            self._require_runtime("dispatch")
+            raise ValueError("num_experts is required (at construction or with the first dispatch)")
+        impl = self._native(dtype, scales)
 
-        recv_x = self._output(p_x, rows, capacity, (H,), "uint8" if self.use_fp8_dispatch else "bfloat16", x_data)
-        if sf is not None:
-            recv_x = (recv_x, self._output(p_sf, rows, capacity, (sf_cols,), sf_dtype, x_data))
-        recv_topk_idx = self._output(p_idx, rows, capacity, lanes, "int64", x_data)
-        recv_topk_weights = (self._output(p_w, rows, capacity, lanes, "float32", x_data)
-                             if topk_weights is not None else None)
-        if stats is not None:
-            stats.add_(handle.num_unaligned_recv_tokens_per_expert)
-        return recv_x, recv_topk_idx, recv_topk_weights, handle, self._event(x_data, async_with_compute_stream)
+        call = self._begin(x_data, previous_event, previous_event_before_epilogue, async_with_compute_stream,
+                           allocate_on_comm_stream)
+        try:
+            if not cached:
+                handle = EPHandle(self)
+            handle._like = _framework_marker(x_data)
+            if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
+                _C.memcpy_async(idx_ptr, self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
+                                                      (T, K))[0], T * K * 8, call.run)
+            # Without a CPU sync the rows are the capacity, known now: the kernels write into the new tensors
+            # directly. With one, the row count comes back with the call and the rows are copied (exact shapes).
+            direct = None
+            if not do_cpu_sync and is_torch(x_data) and not self.zero_copy_outputs and not (
+                    use_tma_aligned_col_major_sf and sf is not None):
+                known = -1
+                if cached:
+                    known = handle.native.num_expanded_tokens if do_expand else handle.native.num_recv_tokens
+                if known < 0:
+                    direct = self._new_dispatch_outputs(impl.row_capacity(bool(do_expand), expert_alignment),
+                                                        x_data, sf, sf_cols, topk_weights is not None, do_expand, K)
+            out_ptrs = _out_addresses(direct)
+            p_x, p_sf, p_idx, p_w, num_rows, capacity = impl.dispatch_one(
+                T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, bool(do_expand), expert_alignment,
+                bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync), *out_ptrs)
+            if not cached:
+                handle._impl_key, handle.num_sms = (dtype, scales), num_sms
+                handle._shared_topk_idx = None if do_handle_copy else topk_idx
+            handle.row_capacity, handle._filled = capacity, True
+            if do_cpu_sync and num_rows >= 0:
+                rows = num_rows
+            else:
+                known = handle.native.num_expanded_tokens if do_expand else handle.native.num_recv_tokens
+                rows = known if cached and known >= 0 else capacity
+            outs = direct[:4] if direct is not None else self._dispatch_outputs(
+                call, x_data, sf, sf_dtype, sf_cols, topk_weights is not None, do_expand, K, p_x, p_sf, p_idx, p_w,
+                rows, capacity, use_tma_aligned_col_major_sf)
+            if stats is not None:
+                with call.torch_ops():
+                    stats.add_(handle.num_unaligned_recv_tokens_per_expert)
+        except BaseException:
+            self._abort(call)
+            raise
+        recv_x, recv_sf, recv_topk_idx, recv_topk_weights = outs
+        event = self._end(call, (x_data, sf, topk_idx, topk_weights, stats, recv_x, recv_sf, recv_topk_idx,
+                                 recv_topk_weights) if call.async_ else ())
+        return ((recv_x, recv_sf) if sf is not None else recv_x), recv_topk_idx, recv_topk_weights, handle, event
 
-    def _zeros_for_weights(self, like):
+    def _dispatch_outputs(self, call, x_data, sf, sf_dtype, sf_cols, with_weights, expand, K, p_x, p_sf, p_idx, p_w,
+                          rows, capacity, col_major_sf):
+        """(recv_x, recv_sf, recv_topk_idx, recv_topk_weights): new tensors (torch inputs), else views."""
+        H, fp8 = self.hidden, sf is not None
+        lanes = () if expand else (K,)
+        if self.zero_copy_outputs or not is_torch(x_data):
+            recv_x = self._view(p_x, rows, capacity, (H,), "uint8" if fp8 else "bfloat16", x_data)
+            recv_sf = self._view(p_sf, rows, capacity, (sf_cols,), sf_dtype, sf) if fp8 else None
+            recv_idx = None if expand else self._view(p_idx, rows, capacity, lanes, "int64", x_data)
+            recv_w = self._view(p_w, rows, capacity, lanes, "float32", x_data) if with_weights else None
+            return recv_x, recv_sf, recv_idx, recv_w
+        # Allocated on the current stream: the communication stream with allocate_on_comm_stream (_begin made it
+        # current), else the compute stream.
+        import torch
+        dev = x_data.device
+        recv_x = self._copy(call, p_x, rows, (H,), x_data.dtype, 1 if fp8 else 2, dev)
+        recv_sf = None
+        if fp8:
+            recv_sf = (self._copy_col_major(call, p_sf, rows, capacity, sf_cols, sf_dtype, sf) if col_major_sf
+                       else self._copy(call, p_sf, rows, (sf_cols,), sf.dtype, 4, dev))
+        recv_idx = None if expand else self._copy(call, p_idx, rows, lanes, torch.int64, 8, dev)
+        recv_w = self._copy(call, p_w, rows, lanes, torch.float32, 4, dev) if with_weights else None
+        return recv_x, recv_sf, recv_idx, recv_w
+
+    def _new_dispatch_outputs(self, rows, x_data, sf, sf_cols, with_weights, expand, K):
+        """(recv_x, recv_sf, recv_topk_idx, recv_topk_weights, rows): new tensors for the kernels to write."""
+        import torch
+        dev, lanes = x_data.device, (() if expand else (K,))
+        return (torch.empty((rows, self.hidden), dtype=x_data.dtype, device=dev),
+                torch.empty((rows, sf_cols), dtype=sf.dtype, device=dev) if sf is not None else None,
+                None if expand else torch.empty((rows, K), dtype=torch.int64, device=dev),
+                torch.empty((rows,) + lanes, dtype=torch.float32, device=dev) if with_weights else None, rows)
+
+    def _zeros_for_weights(self, like, K):
         """Address of fp32 zeros [T_max, K] on this device (torch inputs only), for a dispatch without weights."""
-        if self._zero_weights is None:
-            _check(self._impl is not None and is_torch(like), ValueError,
+        if self._zero_weights is None or self._zero_weights.shape[1] != K:
+            _check(self.communicator is not None and is_torch(like), ValueError,
                    "topk_weights is required (fp32 [num_tokens, num_topk]) unless the inputs are torch tensors")
             import torch
-            self._zero_weights = torch.zeros(self.num_max_tokens_per_rank, self.num_topk, dtype=torch.float32,
+            self._zero_weights = torch.zeros(self.num_max_tokens_per_rank, K, dtype=torch.float32,
                                              device=f"cuda:{self.device}")
         return self._zero_weights.data_ptr()
 
     # ---- combine ----
     def combine(self, x, handle=None, topk_weights=None, bias=None, num_sms=0, num_qps=0, previous_event=None,
                 previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
-                reduce_local_experts=False, do_cpu_sync=True):
+                reduce_local_experts=None, do_cpu_sync=False):
         """-> (combined_x bf16 [T, H], combined_topk_weights fp32 [T, K] or None, event)."""
         if not isinstance(handle, EPHandle) or handle._buffer is not self:
             raise ValueError("handle must be the EPHandle of this buffer's dispatch")
@@ -508,12 +805,17 @@ class ElasticBuffer:
             raise ValueError("handle is empty (no dispatch has filled it)")
         if type(num_sms) is not int or num_sms < 0:
             _check_positive_int("num_sms", num_sms, low=0)
+        _check_previous_event(previous_event, allocate_on_comm_stream)
+        if num_sms == 0:
+            num_sms = handle.num_sms  # DeepEP: the dispatch's SM count
         h = handle.native
         do_expand = h.do_expand
-        if reduce_local_experts and not do_expand:
+        if reduce_local_experts is None:
+            reduce_local_experts = do_expand and self.allow_multiple_reduction
+        elif reduce_local_experts and not do_expand:
             raise ValueError("reduce_local_experts needs a handle from an expand dispatch (do_expand=True)")
-        stream = self._stream(x)
-        H, K, T = self.hidden, self.num_topk, h.num_tokens
+        stream = caller_stream(x, self.device, self._fallback_stream)
+        H, K, T = self.hidden, h.num_topk, h.num_tokens
         x_ptr, x_shape = self._tensor(x, "x", stream, ("bfloat16",), (None, H))
         rows = x_shape[0]
         known = h.num_expanded_tokens if do_expand else h.num_recv_tokens
@@ -524,7 +826,7 @@ class ElasticBuffer:
         if topk_weights is not None:
             w_ptr = self._tensor(topk_weights, "topk_weights", stream, ("float32",),
                                  (rows,) if do_expand else (rows, K))[0]
-        b_ptrs = [0, 0]
+        b_ptrs, biases = [0, 0], (None, None)
         if bias is not None:
             biases = bias if isinstance(bias, tuple) else (bias, None)
             if len(biases) != 2:
@@ -532,27 +834,52 @@ class ElasticBuffer:
             for i, b in enumerate(biases):
                 if b is not None:
                     b_ptrs[i] = self._tensor(b, f"bias_{i}", stream, ("bfloat16",), (T, H))[0]
-
-        if self._impl is None:
+        impl = self._natives.get(handle._impl_key)
+        if impl is None:
             self._require_runtime("combine")
-        if previous_event is not None or previous_event_before_epilogue is not None:
-            _wait(previous_event)
-            _wait(previous_event_before_epilogue)
-        p_x, p_w = self._impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], stream or 0, h, reduce_local_experts,
-                                          num_sms, do_cpu_sync)
-        T_max = self.num_max_tokens_per_rank
-        combined_x = self._output(p_x, T, T_max, (H,), "bfloat16", x)
-        combined_w = self._output(p_w, T, T_max, (K,), "float32", x) if p_w else None
-        return combined_x, combined_w, self._event(x, async_with_compute_stream)
+            raise RuntimeError("combine: the buffer that dispatched this handle has been destroyed")
+
+        call = self._begin(x, previous_event, previous_event_before_epilogue, async_with_compute_stream,
+                           allocate_on_comm_stream)
+        try:
+            shared_idx = handle._shared_topk_idx
+            if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
+                _C.memcpy_async(h.ptrs["topk_idx"], self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
+                                                                 (T, K))[0], T * K * 8, call.run)
+            if self.zero_copy_outputs or not is_torch(x):
+                p_x, p_w = impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h,
+                                            bool(reduce_local_experts), num_sms, bool(do_cpu_sync), 0, 0)
+                T_max = self.num_max_tokens_per_rank
+                combined_x = self._view(p_x, T, T_max, (H,), "bfloat16", x)
+                combined_w = self._view(p_w, T, T_max, (K,), "float32", x) if p_w else None
+            else:  # the kernel writes straight into the caller's new tensors
+                import torch
+                combined_x = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
+                combined_w = (torch.empty((T, K), dtype=torch.float32, device=x.device) if topk_weights is not None
+                              else None)
+                impl.combine_one(x_ptr, w_ptr, b_ptrs[0], b_ptrs[1], call.run or 0, h, bool(reduce_local_experts),
+                                 num_sms, bool(do_cpu_sync), combined_x.data_ptr(),
+                                 combined_w.data_ptr() if combined_w is not None else 0)
+        except BaseException:
+            self._abort(call)
+            raise
+        event = self._end(call, (x, topk_weights, biases[0], biases[1], combined_x, combined_w)
+                          if call.async_ else ())
+        return combined_x, combined_w, event
 
     def destroy(self):
-        """Collective: frees the symmetric buffer and the communicator now (every rank must call it). Every
-        output view and handle of this buffer becomes invalid. Without it, they are freed when the last
-        reference goes, which at interpreter exit may happen in a different order on different ranks."""
-        self._impl = None
-        self._view_owner.impl = None
+        """Collective: frees the symmetric buffers and the communicator now (every rank must call it). Every
+        zero-copy output view and handle of this buffer becomes invalid; copied outputs stay valid. Without it,
+        they are freed when the last reference goes, which at interpreter exit may happen in a different order on
+        different ranks."""
+        if self._comm_stream is not None or self._natives:
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_initialized():
+                torch.cuda.synchronize(self.device)  # copies out of the buffers are done before they go
+        self._natives.clear()
         self._torch_views = {}
         self._free_native_handles = []
+        self._stream_order = None
         self.communicator = None
 
     def synchronize(self):
@@ -562,4 +889,5 @@ class ElasticBuffer:
         if torch is not None and torch.cuda.is_initialized():
             # The calls ran on torch's streams; the C++ side synchronises only the communicator's own stream.
             torch.cuda.synchronize(self.device)
-        self._impl.synchronize()
+        for impl in list(self._natives.values()):
+            impl.synchronize()

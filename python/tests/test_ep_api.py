@@ -6,7 +6,7 @@ import pytest
 import symmoe
 from symmoe import _C
 
-from fake_cuda import FakeCuda
+from fake_cuda import FakeCuda, FakeEpBuffer, FakeNative
 
 T_MAX, H, K, E = 64, 256, 4, 16
 
@@ -54,7 +54,8 @@ def test_valid_arguments_reach_the_runtime():
     (dict(expert_alignment=0), ValueError, r"expert_alignment must be >= 1"),
     (dict(expert_alignment=2048), ValueError, r"expert_alignment must be <= 1024"),
     (dict(num_sms=-1), ValueError, r"num_sms must be >= 0"),
-    (dict(x=(FakeCuda((32, H), "bfloat16"), FakeCuda((32, 2), "float32"))), ValueError, r"use_fp8_dispatch=False"),
+    (dict(x=(FakeCuda((32, H), "bfloat16"), FakeCuda((32, 2), "float32"))), TypeError, r"float8_e4m3fn or uint8"),
+    (dict(previous_event=object()), ValueError, r"previous_event needs allocate_on_comm_stream=True"),
 ])
 def test_bad_dispatch_arguments(kw, exc, pattern):
     with pytest.raises(exc, match=pattern):
@@ -64,7 +65,8 @@ def test_bad_dispatch_arguments(kw, exc, pattern):
 @pytest.mark.parametrize("x, exc, pattern", [
     (FakeCuda((32, H), "float8_e4m3fn"), ValueError, r"must be an \(x, sf\) pair"),
     ((FakeCuda((32, H), "bfloat16"), FakeCuda((32, 2), "float32")), TypeError, r"float8_e4m3fn or uint8"),
-    ((FakeCuda((32, H), "uint8"), FakeCuda((32, 2), "int32")), TypeError, r"sf \(fp32_per128\) must have dtype float32"),
+    ((FakeCuda((32, H), "uint8"), FakeCuda((32, 3), "int32")), ValueError, r"int32 \(packed UE8M0\) scales must have 2"),
+    ((FakeCuda((32, H), "uint8"), FakeCuda((32, 2), "float16")), TypeError, r"sf must have dtype float32 .* or int32"),
     ((FakeCuda((32, H), "uint8"), FakeCuda((32, 3), "float32")), ValueError, r"sf \(fp32_per128\) must have shape \[32, 2\]"),
 ])
 def test_bad_fp8_payloads(x, exc, pattern):
@@ -125,7 +127,7 @@ def test_released_handles_are_pooled_and_start_empty():
     """A fresh dispatch reuses the native handle of a released EPHandle (no device allocation per dispatch); the
     new EPHandle is empty until its dispatch succeeds, whatever the pooled native held."""
     buf = buffer()
-    buf._impl = object()  # pooling is on only while the buffer has a runtime
+    buf._natives[("bf16", "none")] = object()  # pooling is on only while the buffer has a runtime
     first = symmoe.EPHandle(buf)
     native = first.native
     first._filled = True
@@ -142,25 +144,12 @@ def test_released_handles_are_pooled_and_start_empty():
     assert buf._free_native_handles == []
 
 
-class FakeImpl:
-    """Stands in for symmoe._C.EpBuffer: records the arguments of each call and returns fixed output addresses."""
-
-    def __init__(self, num_rows, capacity):
-        self.num_rows, self.capacity, self.calls = num_rows, capacity, []
-
-    def dispatch_one(self, *args):
-        self.calls.append(("dispatch",) + args)
-        return 0x1000, 0x2000, 0x3000, 0x4000, self.num_rows, self.capacity
-
-    def combine_one(self, *args):
-        self.calls.append(("combine",) + args)
-        return 0x5000, (0x6000 if args[1] else 0)
-
-
 @pytest.mark.parametrize("cpu_sync", [True, False])
 def test_outputs_view_the_runtime_addresses_with_the_right_shapes(cpu_sync):
+    """Non-torch inputs: outputs are zero-copy views of the runtime's addresses (no framework to allocate with)."""
     buf = buffer(fp8=True)
-    buf._impl = FakeImpl(num_rows=40, capacity=2 * T_MAX)
+    buf._take_native_handle = FakeNative
+    buf._natives[("fp8", "fp32_per128")] = FakeEpBuffer(2, E, K, T_MAX, recv=40, expanded=50, capacity=2 * T_MAX)
     x, sf = FakeCuda((32, H), "uint8"), FakeCuda((32, H // 128), "float32")
     idx, w = FakeCuda((32, K), "int64"), FakeCuda((32, K), "float32")
     (recv_x, recv_sf), recv_idx, recv_w, handle, event = buf.dispatch((x, sf), topk_idx=idx, topk_weights=w,
@@ -189,10 +178,11 @@ def test_deep_ep_v2_arguments_are_accepted():
                  do_handle_copy=False, previous_event=None)
     with pytest.raises(ValueError, match="topk_weights is required .* unless the inputs are torch tensors"):
         dispatch(buf, topk_weights=None)
-    with pytest.raises(ValueError, match="use_tma_aligned_col_major_sf is not supported"):
-        dispatch(buf, use_tma_aligned_col_major_sf=True)
+    with pytest.raises(ValueError, match="use_tma_aligned_col_major_sf needs torch inputs"):
+        dispatch(buffer(fp8=True), x=(FakeCuda((32, H), "uint8"), FakeCuda((32, 2), "float32")),
+                 use_tma_aligned_col_major_sf=True)
     with pytest.raises(ValueError, match="cumulative_local_expert_recv_stats must have shape \\[8\\], got \\[9\\]"):
-        buf._impl = FakeImpl(num_rows=8, capacity=2 * T_MAX)
+        buf._natives[("bf16", "none")] = FakeEpBuffer(2, E, K, T_MAX, recv=8, expanded=8, capacity=2 * T_MAX)
         dispatch(buf, cumulative_local_expert_recv_stats=FakeCuda((E // 2 + 1,), "int32"))
     assert buf.get_logical_domain_size() == (1, 2) and buf.get_physical_domain_size() == (1, 2)
     assert buf.get_theoretical_num_qps(24) == 0

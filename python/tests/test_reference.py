@@ -88,7 +88,7 @@ def test_deepep_style_dispatch_combine_script():
         assert np.array_equal(cw, np.where(idxs[r] >= 0, ws[r], 0).astype(np.float32))
 
 
-def test_combine_adds_bias_after_the_rows():
+def test_combine_of_zero_rows_is_the_bias():
     xs, idxs, ws = make_rank_inputs("uniform")
     outs = ref.dispatch(xs, topk_idx=idxs, topk_weights=ws, num_experts=E, num_max_tokens_per_rank=T_MAX)
     zeros = [np.zeros_like(o.recv_x) for o in outs]

@@ -4,12 +4,14 @@ symmoe works unchanged for the documented subset"). Everything below the import 
     torchrun --nproc-per-node 2 python/tests_gpu/deep_ep_style.py            # import symmoe as deep_ep
     torchrun --nproc-per-node 2 python/tests_gpu/deep_ep_style.py --deep-ep  # the same script on DeepEP itself
 
-The documented subset it exercises: ElasticBuffer(group, num_max_tokens_per_rank=, hidden=, num_topk=,
+The subset it exercises: ElasticBuffer(group, num_max_tokens_per_rank=, hidden=, num_topk=,
 use_fp8_dispatch=, allow_hybrid_mode=, explicitly_destroy=) without num_experts; get_buffer_size_hint,
 get_theoretical_num_sms, get_logical_domain_size; deep_ep.topk_idx_t; dispatch (BF16 and FP8 (x, sf) payloads,
-non-expand and expand with expert_alignment, cumulative_local_expert_recv_stats, a cached dispatch with the handle,
-async_with_compute_stream + EventOverlap, a dispatch without topk_weights); combine (with topk_weights); EPHandle
-fields (num_recv_tokens_per_expert_list, psum_num_recv_tokens_per_scaleup_rank, recv_src_metadata); destroy().
+non-expand and expand with expert_alignment (recv_topk_idx None: the expert of a row is its segment),
+cumulative_local_expert_recv_stats, a cached dispatch with the handle, async_with_compute_stream + EventOverlap, a
+dispatch without topk_weights); combine (with topk_weights); EPHandle fields (num_recv_tokens_per_expert_list,
+psum_num_recv_tokens_per_scaleup_rank, psum_num_recv_tokens_per_expert, num_unaligned_recv_tokens_per_expert);
+destroy(). DeepEP's own test, tests/elastic/test_ep.py, runs through python/tests_gpu/run_deepep_test.sh.
 Checks are against pure-torch computations on each rank (NCCL all-gather of the routing for the counts); exits 1 on
 the first failure. Ran on nvidia-h200-x2, 2026-11-30 (symmoe as deep_ep): all passed. Not covered (symmoe differs, see python/symmoe/ep.py): deterministic_sort (symmoe is always
 deterministic), RDMA/hybrid arguments (accepted, unused), num_bytes (accepted, unused), V1 Buffer.
@@ -120,7 +122,15 @@ def main():
         check(counts == [-(-c // 128) * 128 for c in want_per_expert.tolist()],
               f"{tag} expand: per-expert counts {counts[:4]}...")
         rows = dequant(recv_x)
-        expert = torch.where(recv_topk_idx >= 0, recv_topk_idx + rank * El + 1, torch.zeros_like(recv_topk_idx))
+        # The expert of an expand row is its segment (recv_topk_idx is None): local expert i owns rows
+        # [psum[i] - count[i], psum[i]) (psum = aligned start + unaligned count); padding rows have weight 0.
+        check(recv_topk_idx is None, f"{tag} expand: recv_topk_idx is None")
+        psum = handle.psum_num_recv_tokens_per_expert.long()
+        count = handle.num_unaligned_recv_tokens_per_expert.long()
+        row_ids = torch.arange(rows.shape[0], device="cuda")
+        expert = torch.zeros(rows.shape[0], dtype=torch.long, device="cuda")
+        for i in range(El):
+            expert[(row_ids >= psum[i] - count[i]) & (row_ids < psum[i])] = i + rank * El + 1
         y = (rows * (expert.float() * recv_topk_weights)[:, None]).to(torch.bfloat16)  # combine does not weight
         with event:
             combined_x, combined_w, _ = buffer.combine(y, handle, topk_weights=recv_topk_weights)

@@ -68,10 +68,12 @@ def check(args, rank, world, fp8):
             assert_bitwise(g_x[1], bits(recv_x[1]), what + " recv_x scales")
         else:
             assert_bitwise(g_x, bits(recv_x), what + " recv_x")
-        assert_bitwise(g_idx, bits(recv_idx), what + " recv_topk_idx")
+        if expand:
+            assert recv_idx is None, what + " recv_topk_idx must be None in expand mode (DeepEP)"
+        else:
+            assert_bitwise(g_idx, bits(recv_idx), what + " recv_topk_idx")
         assert_bitwise(g_w, bits(recv_w), what + " recv_topk_weights")
-        assert_bitwise(g_handle.recv_src_metadata, bits(handle.recv_src_metadata)[:g_handle.num_recv_tokens],
-                       what + " recv_src_metadata")
+        assert_bitwise(g_handle.recv_src_metadata, bits(handle.recv_src_metadata), what + " recv_src_metadata")
         assert_bitwise(g_handle.psum_num_recv_tokens_per_rank, bits(handle.psum_num_recv_tokens_per_rank),
                        what + " psum_num_recv_tokens_per_rank")
 
@@ -80,7 +82,7 @@ def check(args, rank, world, fp8):
         ys = [None] * world
         dist.all_gather_object(ys, (bits(y), bits(recv_w)))
         g_comb = ref.combine([e[0] for e in ys], handles=[g.handle for g in golden],
-                             topk_weights=[e[1] for e in ys])[rank]
+                             topk_weights=[e[1] for e in ys], reduce_local_experts=expand)[rank]
         assert_bitwise(g_comb[0], bits(combined_x), what + " combined_x")
         assert_bitwise(g_comb[1], bits(combined_w), what + " combined_topk_weights")
         print(f"[rank {rank}] {'fp8' if fp8 else 'bf16'} {kind} expand={expand} alignment={alignment}: "

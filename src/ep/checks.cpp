@@ -60,6 +60,17 @@ void check_dispatch_args(const EpBufferConfig& config, int num_ranks, int rank, 
   SYMMOE_CHECK(options.expert_alignment >= 1 && options.expert_alignment <= 1024, "ep", "dispatch rank ", rank,
                ": expert_alignment must be in [1, 1024], got ", options.expert_alignment);
   SYMMOE_CHECK(options.num_sms >= 0, "ep", "dispatch rank ", rank, ": num_sms must be >= 0, got ", options.num_sms);
+  const bool any_out = args.recv_x_out || args.recv_scales_out || args.recv_topk_idx_out || args.recv_topk_weights_out;
+  SYMMOE_CHECK(!any_out || args.out_rows > 0, "ep", "dispatch rank ", rank,
+               ": out_rows must give the rows of the caller's outputs, got ", args.out_rows);
+  SYMMOE_CHECK(args.recv_x_out == nullptr || aligned_to(args.recv_x_out, 16), "ep", "dispatch rank ", rank,
+               ": recv_x_out must be 16-byte aligned, got ", args.recv_x_out);
+  SYMMOE_CHECK(args.recv_scales_out == nullptr || aligned_to(args.recv_scales_out, 4), "ep", "dispatch rank ", rank,
+               ": recv_scales_out must be 4-byte aligned, got ", args.recv_scales_out);
+  SYMMOE_CHECK(args.recv_topk_idx_out == nullptr || aligned_to(args.recv_topk_idx_out, 8), "ep", "dispatch rank ",
+               rank, ": recv_topk_idx_out must be 8-byte aligned");
+  SYMMOE_CHECK(args.recv_topk_weights_out == nullptr || aligned_to(args.recv_topk_weights_out, 4), "ep",
+               "dispatch rank ", rank, ": recv_topk_weights_out must be 4-byte aligned");
   if (args.num_tokens == 0) return;
   SYMMOE_CHECK(args.x != nullptr && aligned_to(args.x, 16), "ep", "dispatch rank ", rank,
                ": x must be a 16-byte aligned device pointer, got ", args.x);
@@ -98,6 +109,10 @@ void check_combine_args(const EpBufferConfig& config, int rank, const EpHandle& 
                ": bias_1 must be 16-byte aligned");
   SYMMOE_CHECK(args.topk_weights == nullptr || aligned_to(args.topk_weights, 4), "ep", "combine rank ", rank,
                ": topk_weights must be 4-byte aligned");
+  SYMMOE_CHECK(args.combined_x_out == nullptr || aligned_to(args.combined_x_out, 16), "ep", "combine rank ", rank,
+               ": combined_x_out must be 16-byte aligned, got ", static_cast<const void*>(args.combined_x_out));
+  SYMMOE_CHECK(args.combined_topk_weights_out == nullptr || aligned_to(args.combined_topk_weights_out, 4), "ep",
+               "combine rank ", rank, ": combined_topk_weights_out must be 4-byte aligned");
 }
 
 }  // namespace symmoe

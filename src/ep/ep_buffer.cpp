@@ -160,6 +160,13 @@ EpBuffer::~EpBuffer() = default;
 int EpBuffer::scale_row_bytes() const { return ep_scale_row_bytes(config_.scales, config_.hidden); }
 int EpBuffer::x_row_bytes() const { return config_.hidden * (config_.dtype == EpDtype::kBf16 ? 2 : 1); }
 
+int EpBuffer::row_capacity(bool expand, int expert_alignment) const {
+  const layout::EpDims& d = impl_->dims;
+  const int El = d.num_experts / d.num_ranks;
+  return expand ? d.num_ranks * d.num_max_tokens_per_rank * std::min(d.num_topk, El) + El * (expert_alignment - 1)
+                : d.num_ranks * d.num_max_tokens_per_rank;
+}
+
 int EpBuffer::num_ctas(int rank, int requested_sms) const {
   for (const auto& r : impl_->ranks)
     if (r.placement.rank == rank) {
@@ -198,8 +205,15 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
   }
   const bool expand = options.cached ? handles[0].do_expand : options.expand;
   const int alignment = options.cached ? handles[0].expert_alignment : options.expert_alignment;
-  const int capacity = expand ? R * T_max * std::min(K, El) + El * (alignment - 1) : R * T_max;
+  const int capacity = row_capacity(expand, alignment);
   const int xb = x_row_bytes(), sb = scale_row_bytes();
+  for (size_t i = 0; i < im.ranks.size(); ++i) {
+    const EpDispatchArgs& a = args[i];
+    const bool any_out = a.recv_x_out || a.recv_scales_out || a.recv_topk_idx_out || a.recv_topk_weights_out;
+    SYMMOE_CHECK(!any_out || a.out_rows >= capacity, "ep", "dispatch rank ", im.ranks[i].placement.rank,
+                 ": the caller's outputs have ", a.out_rows, " rows, fewer than the row capacity ", capacity,
+                 (expand ? " (expand)" : " (non-expand)"));
+  }
 
   // Allocations first, for every rank, THEN the launches: cudaFree synchronises its device, and in-process ranks
   // share devices, so freeing between two ranks' launches would wait for a kernel that waits for a rank not yet
@@ -280,8 +294,13 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
                 h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
                 h.device_counts};
     const layout::EpLayout& lay = p.layout;
-    p.recv_x = st.recv_x, p.recv_sf = st.recv_sf, p.recv_topk_idx = st.recv_topk_idx;
-    p.recv_topk_weights = st.recv_topk_weights;
+    const EpDispatchArgs& a = args[i];
+    // Expand x and scale rows are written by the copy epilogue, so they can go to the caller's memory directly;
+    // non-expand rows land in the symmetric buffer (copied out below).
+    p.recv_x = expand && a.recv_x_out ? static_cast<uint8_t*>(a.recv_x_out) : st.recv_x;
+    p.recv_sf = expand && a.recv_scales_out ? static_cast<uint8_t*>(a.recv_scales_out) : st.recv_sf;
+    p.recv_topk_idx = a.recv_topk_idx_out ? a.recv_topk_idx_out : st.recv_topk_idx;
+    p.recv_topk_weights = a.recv_topk_weights_out ? a.recv_topk_weights_out : st.recv_topk_weights;
     p.skip = skip;
     p.warp_counts = st.warp_counts;
     p.error_key = st.error_key;
@@ -290,10 +309,20 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
-    r.recv_x = expand ? st.recv_x : lay.get_recv_x_row(0);
-    r.recv_scales = !sb ? nullptr : expand ? st.recv_sf : lay.get_recv_scales_row(0);
-    r.recv_topk_idx = st.recv_topk_idx;
-    r.recv_topk_weights = st.recv_topk_weights, r.row_capacity = expand ? st.row_capacity : R * T_max;
+    r.recv_x = expand ? static_cast<void*>(p.recv_x) : lay.get_recv_x_row(0);
+    r.recv_scales = !sb ? nullptr : expand ? static_cast<void*>(p.recv_sf) : lay.get_recv_scales_row(0);
+    if (!expand && a.recv_x_out) {
+      SYMMOE_CUDA_CHECK(cudaMemcpyAsync(a.recv_x_out, r.recv_x, size_t(capacity) * xb, cudaMemcpyDeviceToDevice,
+                                        stream));
+      r.recv_x = a.recv_x_out;
+    }
+    if (!expand && sb && a.recv_scales_out) {
+      SYMMOE_CUDA_CHECK(cudaMemcpyAsync(a.recv_scales_out, r.recv_scales, size_t(capacity) * sb,
+                                        cudaMemcpyDeviceToDevice, stream));
+      r.recv_scales = a.recv_scales_out;
+    }
+    r.recv_topk_idx = p.recv_topk_idx;
+    r.recv_topk_weights = p.recv_topk_weights, r.row_capacity = capacity;
   }
   if (!options.cpu_sync) return results;
   SYMMOE_NVTX_RANGE("ep.dispatch.cpu_sync");
@@ -349,13 +378,15 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
                 h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
                 h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
                 h.device_counts};
-    p.combined_x = st.combined_x;
-    p.combined_topk_weights = with_weights ? st.combined_topk_weights : nullptr;
+    p.combined_x = args[i].combined_x_out ? args[i].combined_x_out : st.combined_x;
+    p.combined_topk_weights = !with_weights                         ? nullptr
+                              : args[i].combined_topk_weights_out ? args[i].combined_topk_weights_out
+                                                                  : st.combined_topk_weights;
     p.skip = skip;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
     const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
     ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
-    results[i].combined_x = st.combined_x;
+    results[i].combined_x = p.combined_x;
     results[i].combined_topk_weights = p.combined_topk_weights;
   }
   if (options.cpu_sync) {

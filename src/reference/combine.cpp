@@ -65,7 +65,12 @@ std::vector<CombineOutput> combine(const std::vector<EpHandle>& handles, int hid
         const EpHandle& hd = handles[d];
         return hd.recv_src_metadata[size_t(recv_row_on(d)) * hd.metadata_stride() + 2 + k];
       };
+      // DeepEP's order: the fp32 sum starts from the biases (bias_0 + bias_1), then adds the rows.
       std::fill(acc.begin(), acc.end(), 0.f);
+      for (const auto* bias : {&inputs[s].bias_0, &inputs[s].bias_1}) {
+        if (!bias->has_value()) continue;
+        for (int c = 0; c < hidden; ++c) acc[c] += fmt::bf16_to_float((**bias)[size_t(t) * hidden + c]);
+      }
       for (int k = 0; k < K; ++k) {
         if (topk[k] < 0) continue;
         const int d = int(topk[k] / El);
@@ -92,10 +97,6 @@ std::vector<CombineOutput> combine(const std::vector<EpHandle>& handles, int hid
           for (int c = 0; c < hidden; ++c) partial[c] += fmt::bf16_to_float(x[c]);
         }
         for (int c = 0; c < hidden; ++c) acc[c] += fmt::bf16_to_float(fmt::float_to_bf16(partial[c]));
-      }
-      for (const auto* bias : {&inputs[s].bias_0, &inputs[s].bias_1}) {
-        if (!bias->has_value()) continue;
-        for (int c = 0; c < hidden; ++c) acc[c] += fmt::bf16_to_float((**bias)[size_t(t) * hidden + c]);
       }
       for (int c = 0; c < hidden; ++c) out.combined_x[size_t(t) * hidden + c] = fmt::float_to_bf16(acc[c]);
     }

@@ -1,6 +1,7 @@
 // Golden combine: combine(dispatch(x)) with simple per-rank / per-expert "experts" equals the analytic sum (payload
 // values encode (rank, token, column), so a wrong row shows as a wrong value at a named token), the ascending-lane
-// fp32 order on random values, combined_topk_weights, biases, reduce_local_experts, and bad arguments.
+// fp32 order on random values, combined_topk_weights, biases (DeepEP's order: they start the sum),
+// reduce_local_experts, and bad arguments.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,6 +155,74 @@ TEST(ReferenceCombine, AscendingLaneOrderOnRandomValues) {
         }
       }
   }
+}
+
+// DeepEP V2's bias order (its reference combine: ordered_accumulate(y, bias_0.float() + bias_1.float())): the fp32
+// sum starts from bias_0 + bias_1 and then adds the rows in ascending lane order, one bf16 rounding. One random
+// bias of mixed magnitudes; two biases b and -b of magnitude 2^20, so the order shows: adding the rows first and
+// the biases last rounds the partial sums to multiples of 2^-3 (those elements are counted).
+TEST(ReferenceCombine, BiasesStartTheSumInDeepEpOrder) {
+  std::mt19937_64 rng(91);
+  auto random_bf16 = [&] {
+    return fmt::float_to_bf16(float(rnd::standard_normal(rng) * std::exp2(int(rng() % 16) - 8)));
+  };
+  int num_checked = 0, num_order_visible = 0;
+  for (const auto& c : routing_sweep()) {
+    if (c.options.seed % 3 != 1) continue;
+    for (int num_bias = 1; num_bias <= 2; ++num_bias) {
+      SCOPED_TRACE(c.name() + " biases " + std::to_string(num_bias));
+      const int R = c.num_ranks, K = c.num_topk, El = c.num_experts / R, T_max = c.num_max_tokens;
+      const auto inputs = make_inputs(c, kHidden);
+      const auto out = dispatch(config_of(c), inputs);
+      std::vector<CombineInput> cin(R);
+      for (int d = 0; d < R; ++d) {
+        for (size_t i = 0; i < out[d].recv_x.size() / 2; ++i) cin[d].x.push_back(random_bf16());
+        cin[d].bias_0.emplace();
+        if (num_bias == 2) cin[d].bias_1.emplace();
+        for (int i = 0; i < inputs[d].num_tokens * kHidden; ++i) {
+          if (num_bias == 1) {
+            cin[d].bias_0->push_back(random_bf16());
+            continue;
+          }
+          const uint16_t big = fmt::float_to_bf16(std::ldexp(float(128 + rng() % 128), 13));  // 2^20 .. 2^21
+          cin[d].bias_0->push_back(big);
+          cin[d].bias_1->push_back(uint16_t(big ^ 0x8000u));
+        }
+      }
+      const auto res = combine(handles_of(out), kHidden, cin);
+      for (int s = 0; s < R; ++s)
+        for (int t = 0; t < inputs[s].num_tokens; ++t) {
+          const int64_t* topk = &inputs[s].topk_idx[size_t(t) * K];
+          for (int col = 0; col < kHidden; ++col) {
+            const size_t bi = size_t(t) * kHidden + col;
+            const float b0 = fmt::bf16_to_float((*cin[s].bias_0)[bi]);
+            const float b1 = num_bias == 2 ? fmt::bf16_to_float((*cin[s].bias_1)[bi]) : 0.f;
+            float acc = b0 + b1, bias_last = 0.f;
+            for (int k = 0; k < K; ++k) {
+              if (topk[k] < 0) continue;
+              const int d = int(topk[k] / El);
+              bool master = true;
+              for (int j = k + 1; j < K; ++j) master &= !(topk[j] >= 0 && topk[j] / El == d);
+              if (!c.do_expand && !master) continue;
+              const auto& h = out[d].handle;
+              int i = 0;
+              while (h.recv_src_metadata[size_t(i) * (2 + K)] != s * T_max + t) ++i;
+              const int row = c.do_expand ? h.recv_src_metadata[size_t(i) * (2 + K) + 2 + k] : i;
+              const float v = fmt::bf16_to_float(cin[d].x[size_t(row) * kHidden + col]);
+              acc += v, bias_last += v;
+            }
+            ASSERT_EQ(res[s].combined_x[bi], fmt::float_to_bf16(acc)) << "rank " << s << " token " << t << " col "
+                                                                      << col;
+            ++num_checked;
+            bias_last += b0;
+            bias_last += b1;
+            num_order_visible += fmt::float_to_bf16(acc) != fmt::float_to_bf16(bias_last);
+          }
+        }
+    }
+  }
+  EXPECT_GT(num_checked, 1000);
+  EXPECT_GT(num_order_visible, 0) << "the random values never distinguish bias-first from bias-last";
 }
 
 TEST(ReferenceCombine, BadArgumentsRaiseNamedErrors) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -721,6 +722,167 @@ TEST(EpInputErrors, OutOfRangeAndDuplicateRaise) {
     const auto want = ref::dispatch(ref_config(s, c), good.host);
     auto res = s.buffer->dispatch(good.args, EpDispatchOptions{}, handles);
     for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
+  }
+}
+
+// DeepEP V2's bias order: the fp32 sum starts from the biases (bias_0 + bias_1), then adds the rows. With
+// bias_1 = -bias_0 of magnitude 2^20 the bias sum is exactly 0, so the result must equal the combine without biases
+// bitwise (adding the rows first and the biases last would round the partial sums to multiples of 2^-3). Also one
+// random bias, against the golden model; non-expand and expand + reduce_local_experts; one rank per GPU.
+TEST(EpCombineBiasOrder, BiasesStartTheSum) {
+  EpSetup s = make_setup(num_gpus(), EpDtype::kBf16, EpScales::kNone);
+  const int H = s.config.hidden;
+  for (bool expand : {false, true}) {
+    Case c;
+    c.kind = ref::RoutingKind::kZipf, c.mask = 0.3, c.expand = expand, c.reduce_local = expand, c.seed = 29;
+    SCOPED_TRACE(case_name(c));
+    Inputs in = make_inputs(s, c, 1);
+    const auto want = ref::dispatch(ref_config(s, c), in.host);
+    EpDispatchOptions opt;
+    opt.expand = expand;
+    std::vector<EpHandle> handles(s.R);
+    s.buffer->dispatch(in.args, opt, handles);
+    std::mt19937_64 rng(41);
+    std::vector<ref::CombineInput> cin(s.R);
+    std::vector<DevMem> cx, big0, big1, small0;
+    std::vector<std::vector<uint16_t>> big(s.R), small(s.R);
+    for (int i = 0; i < s.R; ++i) {
+      const ref::EpHandle& wh = want[i].handle;
+      cin[i].x = random_bf16(size_t(wh.do_expand ? wh.num_expanded_tokens : wh.num_recv_tokens) * H, rng);
+      const size_t n = size_t(wh.num_tokens) * H;
+      big[i].resize(n);
+      for (auto& b : big[i]) b = fmt::float_to_bf16(std::ldexp(float(128 + rng() % 128), 13));  // 2^20 .. 2^21
+      small[i] = random_bf16(n, rng);
+      std::vector<uint16_t> neg(n);
+      for (size_t j = 0; j < n; ++j) neg[j] = uint16_t(big[i][j] ^ 0x8000u);
+      const int dev = s.devices[i];
+      cx.push_back(upload(dev, cin[i].x));
+      big0.push_back(upload(dev, big[i]));
+      big1.push_back(upload(dev, neg));
+      small0.push_back(upload(dev, small[i]));
+    }
+    EpCombineOptions co;
+    co.reduce_local_experts = expand;
+    auto run = [&](int which) {  // 0: no bias, 1: (big, -big), 2: one random bias
+      std::vector<EpCombineArgs> args(s.R);
+      for (int i = 0; i < s.R; ++i) {
+        args[i].x = cx[i].as<uint16_t>();
+        args[i].bias_0 = which == 1 ? big0[i].as<uint16_t>() : which == 2 ? small0[i].as<uint16_t>() : nullptr;
+        args[i].bias_1 = which == 1 ? big1[i].as<uint16_t>() : nullptr;
+      }
+      const auto res = s.buffer->combine(args, co, handles);
+      std::vector<std::vector<uint16_t>> out(s.R);
+      for (int i = 0; i < s.R; ++i)
+        out[i] = download<uint16_t>(s.devices[i], res[i].combined_x, size_t(in.host[i].num_tokens) * H);
+      return out;
+    };
+    const auto plain = run(0), cancelled = run(1), biased = run(2);
+    ref::CombineOptions ro;
+    ro.reduce_local_experts = expand;
+    for (int i = 0; i < s.R; ++i) cin[i].bias_0 = small[i];
+    const auto want_biased = ref::combine(ref_handles(want), H, cin, ro);
+    for (int i = 0; i < s.R; ++i) {
+      const std::string tag = "rank " + std::to_string(i);
+      EXPECT_TRUE(test::bitwise_equal(plain[i], cancelled[i], tag + " bias (b, -b) vs no bias"));
+      EXPECT_TRUE(test::bitwise_equal(want_biased[i].combined_x, biased[i], tag + " one bias vs golden"));
+    }
+  }
+}
+
+// Combine into caller-owned outputs (EpCombineArgs::combined_x_out / combined_topk_weights_out): equal to the
+// golden model, and the EpBuffer's own output memory (a previous combine's result) is left untouched.
+TEST(EpCombineOutputs, CallerOwnedOutputs) {
+  EpSetup s = make_setup(num_gpus(), EpDtype::kBf16, EpScales::kNone);
+  const int K = s.config.num_topk, H = s.config.hidden;
+  Case c;
+  c.kind = ref::RoutingKind::kUniform, c.mask = 0.3, c.seed = 37;
+  Inputs in = make_inputs(s, c, 1);
+  const auto want = ref::dispatch(ref_config(s, c), in.host);
+  std::vector<EpHandle> handles(s.R);
+  s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
+  std::mt19937_64 rng(43);
+  std::vector<ref::CombineInput> cin(s.R);
+  std::vector<DevMem> cx, cw, out_x, out_w;
+  std::vector<EpCombineArgs> args(s.R);
+  for (int i = 0; i < s.R; ++i) {
+    const int rows = want[i].handle.num_recv_tokens, T = in.host[i].num_tokens, dev = s.devices[i];
+    cin[i].x = random_bf16(size_t(rows) * H, rng);
+    std::vector<float> w(size_t(rows) * K);
+    for (auto& v : w) v = float(rng() % 1000) / 991.f;
+    cin[i].topk_weights = w;
+    cx.push_back(upload(dev, cin[i].x));
+    cw.push_back(upload(dev, w));
+    out_x.emplace_back(dev, size_t(T) * H * 2);
+    out_w.emplace_back(dev, size_t(T) * K * 4);
+    poison(dev, out_x[i].ptr, size_t(T) * H * 2);
+    poison(dev, out_w[i].ptr, size_t(T) * K * 4);
+    args[i].x = cx[i].as<uint16_t>(), args[i].topk_weights = cw[i].as<float>();
+  }
+  const auto own = s.buffer->combine(args, EpCombineOptions{}, handles);  // into the buffer's memory
+  std::vector<std::vector<uint16_t>> own_before(s.R);
+  for (int i = 0; i < s.R; ++i)
+    own_before[i] = download<uint16_t>(s.devices[i], own[i].combined_x, size_t(in.host[i].num_tokens) * H);
+  for (int i = 0; i < s.R; ++i) {
+    args[i].x = cx[i].as<uint16_t>();
+    args[i].combined_x_out = out_x[i].as<uint16_t>(), args[i].combined_topk_weights_out = out_w[i].as<float>();
+  }
+  const auto res = s.buffer->combine(args, EpCombineOptions{}, handles);
+  const auto cwant = ref::combine(ref_handles(want), H, cin);
+  for (int i = 0; i < s.R; ++i) {
+    const int T = in.host[i].num_tokens;
+    const std::string tag = "rank " + std::to_string(i);
+    EXPECT_EQ(res[i].combined_x, out_x[i].as<uint16_t>()) << tag;
+    EXPECT_EQ(res[i].combined_topk_weights, out_w[i].as<float>()) << tag;
+    EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_x, download<uint16_t>(s.devices[i], out_x[i].ptr, size_t(T) * H),
+                                    tag + " combined_x_out"));
+    EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_topk_weights,
+                                    download<float>(s.devices[i], out_w[i].ptr, size_t(T) * K),
+                                    tag + " combined_topk_weights_out"));
+    EXPECT_TRUE(test::bitwise_equal(own_before[i],
+                                    download<uint16_t>(s.devices[i], own[i].combined_x, size_t(T) * H),
+                                    tag + " buffer-owned combined_x untouched"));
+  }
+}
+
+// Dispatch into caller-owned outputs (EpDispatchArgs::*_out, row_capacity rows): the same bytes as the
+// EpBuffer's own outputs, compared with the golden model; non-expand and expand, FP8 with scales; outputs with
+// fewer rows than the capacity are refused before anything is launched.
+TEST(EpDispatchOutputs, CallerOwnedOutputs) {
+  EpSetup s = make_setup(num_gpus(), EpDtype::kFp8E4m3, EpScales::kFp32Per128);
+  const int K = s.config.num_topk, xb = s.buffer->x_row_bytes(), sb = s.buffer->scale_row_bytes();
+  for (bool expand : {false, true}) {
+    Case c;
+    c.kind = ref::RoutingKind::kZipf, c.mask = 0.3, c.expand = expand, c.alignment = expand ? 8 : 1, c.seed = 53;
+    SCOPED_TRACE(case_name(c));
+    Inputs in = make_inputs(s, c, 1);
+    const auto want = ref::dispatch(ref_config(s, c), in.host);
+    EpDispatchOptions opt;
+    opt.expand = expand, opt.expert_alignment = c.alignment;
+    const int cap = s.buffer->row_capacity(expand, c.alignment);
+    std::vector<DevMem> ox, os, oi, ow;
+    for (int i = 0; i < s.R; ++i) {
+      const int dev = s.devices[i];
+      ox.emplace_back(dev, size_t(cap) * xb), os.emplace_back(dev, size_t(cap) * sb);
+      oi.emplace_back(dev, size_t(cap) * K * 8), ow.emplace_back(dev, size_t(cap) * K * 4);
+      poison(dev, ox[i].ptr, size_t(cap) * xb), poison(dev, os[i].ptr, size_t(cap) * sb);
+      poison(dev, oi[i].ptr, size_t(cap) * K * 8), poison(dev, ow[i].ptr, size_t(cap) * K * 4);
+      EpDispatchArgs& a = in.args[i];
+      a.recv_x_out = ox[i].ptr, a.recv_scales_out = os[i].ptr, a.out_rows = cap;
+      a.recv_topk_idx_out = oi[i].as<int64_t>(), a.recv_topk_weights_out = ow[i].as<float>();
+    }
+    std::vector<EpHandle> handles(s.R);
+    auto bad = in.args;
+    bad[0].out_rows = cap - 1;
+    EXPECT_THROW(s.buffer->dispatch(bad, opt, handles), Error);
+    const auto res = s.buffer->dispatch(in.args, opt, handles);
+    for (int i = 0; i < s.R; ++i) {
+      EXPECT_EQ(res[i].recv_x, ox[i].ptr);
+      EXPECT_EQ(res[i].recv_scales, os[i].ptr);
+      EXPECT_EQ(res[i].recv_topk_idx, oi[i].as<int64_t>());
+      EXPECT_EQ(res[i].recv_topk_weights, ow[i].as<float>());
+      EXPECT_EQ(res[i].row_capacity, cap);
+      expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "caller-owned outputs");
+    }
   }
 }
 

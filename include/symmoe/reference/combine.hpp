@@ -5,13 +5,14 @@
 //   topk_weights  optional, shaped like recv_topk_weights (non-expand [num_recv, K], expand [num_expanded])
 // and on each source rank s: optional bias_0, bias_1 bf16 [T_s, H].
 // Output on source s, token t:
-//   combined_x[t] = bf16_rne( acc ), acc an fp32 accumulator that starts at 0.f and adds, in ASCENDING lane order k
-//   over lanes that are not -1:
+//   combined_x[t] = bf16_rne( acc ), acc an fp32 accumulator that starts at 0.f, adds bias_0 then bias_1 (each
+//   element converted to fp32; DeepEP V2's order: the sum starts from the biases), then adds, in ASCENDING lane
+//   order k over lanes that are not -1:
 //     non-expand: the row rank d returns for the token, at d's master lane only (one row per destination rank);
 //     expand:     the expanded row of lane k (one row per lane) - exactly DESIGN.md 4.3's sum;
 //     expand + reduce_local_experts: rank d first sums its own lanes of the token in ascending k in fp32 and rounds
 //                 that partial ONCE to bf16 (halving traffic); the source adds the partial at d's master lane;
-//   then adds bias_0, then bias_1 (each element converted to fp32), then rounds once to bf16.
+//   then rounds once to bf16.
 //   Combine does NOT weight. A token with all lanes -1 gets the bias terms only (zeros without biases).
 //   combined_topk_weights[t, j] = the weight for lane j returned by the rank owning lane j's expert (non-expand:
 //   column j of that rank's row; expand: the expanded row's weight), 0 for -1 lanes. Empty when no weights given.

@@ -1,7 +1,7 @@
 // Reduce epilogue of combine (on each source rank, overlapped with the sends: each token waits for the arrival
 // flags of its rows, combine.cuh's publish_rows):
-// combined_x[t] = bf16_rne( ((0.f + rows in ascending lane order) + bias_0) + bias_1 ), all adds in fp32, the rows
-// being: non-expand and expand+reduce_local: the row at each destination's master lane; expand: every routed
+// combined_x[t] = bf16_rne( ((0.f + bias_0) + bias_1) + rows in ascending lane order ), all adds in fp32 (DeepEP
+// V2's order: the sum starts from the biases), the rows being: non-expand and expand+reduce_local: the row at each destination's master lane; expand: every routed
 // lane's row. combined_topk_weights[t][j] = weight returned by the rank owning lane j (0 for -1 lanes).
 // Non-expand: the row (and weights) of this rank's own master lane are never copied (combine.cuh); they are read
 // from combine's x / topk_weights at the local received row psum_recv[rank - 1] + slot, without a flag.
@@ -93,9 +93,14 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
   for (int c = lane; c < num_chunks; c += 32 * kReduceVecs) {
     float acc[kReduceVecs][8];
 #pragma unroll
-    for (int u = 0; u < kReduceVecs; ++u)
+    for (int u = 0; u < kReduceVecs; ++u) {
 #pragma unroll
       for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
+      const int cu = c + 32 * u;
+      if (cu >= num_chunks) continue;
+      if (p.bias_0) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_0 + int64_t(t) * H) + cu));
+      if (p.bias_1) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_1 + int64_t(t) * H) + cu));
+    }
     int j = 0;
     for (; j + 2 <= n; j += 2) {
       const int4 *r0 = rows[j], *r1 = rows[j + 1];
@@ -116,10 +121,7 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
 #pragma unroll
     for (int u = 0; u < kReduceVecs; ++u) {
       const int cu = c + 32 * u;
-      if (cu >= num_chunks) continue;
-      if (p.bias_0) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_0 + int64_t(t) * H) + cu));
-      if (p.bias_1) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_1 + int64_t(t) * H) + cu));
-      out[cu] = pack_bf16x8(acc[u]);
+      if (cu < num_chunks) out[cu] = pack_bf16x8(acc[u]);
     }
   }
   __syncwarp();

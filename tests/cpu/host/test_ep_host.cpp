@@ -94,5 +94,35 @@ TEST(EpHostChecks, CombineArguments) {
   EXPECT_NE(error_of([&] { check_combine_args(c, 0, empty, a, EpCombineOptions{}); }).find("empty"), std::string::npos);
 }
 
+// Caller-owned outputs: rows must be given and addresses aligned (checked before the row capacity, which needs the
+// buffer: EpBuffer::dispatch refuses out_rows below it).
+TEST(EpHostChecks, CallerOwnedOutputs) {
+  const EpBufferConfig c = v3_config();
+  const EpDispatchOptions o;
+  EpDispatchArgs a = good_args(4);
+  a.recv_x_out = const_cast<void*>(fake(0x50000));
+  EXPECT_NE(error_of([&] { check_dispatch_args(c, 8, 1, a, o); }).find("out_rows"), std::string::npos);
+  a.out_rows = 1024;
+  EXPECT_EQ(error_of([&] { check_dispatch_args(c, 8, 1, a, o); }), "");
+  a.recv_x_out = const_cast<void*>(fake(0x50008));
+  EXPECT_NE(error_of([&] { check_dispatch_args(c, 8, 1, a, o); }).find("recv_x_out must be 16-byte aligned"),
+            std::string::npos);
+  a = good_args(0);  // a rank without tokens still receives rows: its outputs are checked too
+  a.recv_topk_idx_out = static_cast<int64_t*>(const_cast<void*>(fake(0x60004))), a.out_rows = 8;
+  EXPECT_NE(error_of([&] { check_dispatch_args(c, 8, 1, a, o); }).find("recv_topk_idx_out"), std::string::npos);
+  EpCombineArgs ca;
+  ca.x = static_cast<const uint16_t*>(fake(0x10000));
+  ca.combined_x_out = static_cast<uint16_t*>(const_cast<void*>(fake(0x70002)));
+  EpHandle h;  // host fields as a dispatch of rank 0 leaves them (device arrays: fake addresses)
+  h.rank = 0, h.num_topk = c.num_topk, h.num_experts = c.num_experts;
+  h.num_max_tokens_per_rank = c.num_max_tokens_per_rank;
+  h.dst_buffer_slot_idx = static_cast<int32_t*>(const_cast<void*>(fake(0x80000)));
+  EXPECT_NE(error_of([&] { check_combine_args(c, 0, h, ca, EpCombineOptions{}); }).find("combined_x_out"),
+            std::string::npos);
+  ca.combined_x_out = static_cast<uint16_t*>(const_cast<void*>(fake(0x70000)));
+  EXPECT_EQ(error_of([&] { check_combine_args(c, 0, h, ca, EpCombineOptions{}); }), "");
+  h.dst_buffer_slot_idx = nullptr;  // EpHandle owns nothing here: nothing to free
+}
+
 }  // namespace
 }  // namespace symmoe
