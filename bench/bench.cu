@@ -64,6 +64,16 @@ void append_result(const std::string& dir, const std::string& bench_name, const 
   std::printf("%s\n", line.str().c_str());
 }
 
+bool require_hopper_gpu() {
+  const std::string problem = cli::hopper_problem(cli::probe_gpus());
+  if (!problem.empty()) {
+    std::fprintf(stderr, "symmoe bench: bench needs a Hopper GPU (sm_90): %s\n", problem.c_str());
+    return false;
+  }
+  run_environment();  // driver, clocks and power before the first kernel
+  return true;
+}
+
 }  // namespace symmoe::bench
 
 namespace {
@@ -76,17 +86,7 @@ int run_bench(int argc, char** argv) {
   }
   const auto it = reg.find(argv[1]);
   SYMMOE_CHECK(it != reg.end(), "bench", "unknown bench '", argv[1], "' (symmoe bench --help lists them)");
-  bool help = false;
-  for (int i = 2; i < argc; ++i) help |= std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h";
-  if (!help) {
-    const std::string problem = symmoe::cli::hopper_problem(symmoe::cli::probe_gpus());
-    if (!problem.empty()) {
-      std::fprintf(stderr, "symmoe bench: bench needs a Hopper GPU (sm_90): %s\n", problem.c_str());
-      return 1;
-    }
-    symmoe::bench::run_environment();  // driver, clocks and power before the first kernel
-  }
-  return it->second.run(argc - 1, argv + 1);
+  return it->second.run(argc - 1, argv + 1);  // the bench parses its flags, then calls require_hopper_gpu()
 }
 }  // namespace
 

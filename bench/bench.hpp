@@ -26,6 +26,11 @@ struct BenchRegistrar {
   }
 };
 
+// Called by every bench right after parsing its flags (so bad flags are reported on any machine): false, with
+// "bench needs a Hopper GPU (sm_90): <why>" on stderr, when no usable GPU is visible; else records the run
+// environment (run_environment.hpp) before the first kernel and returns true.
+bool require_hopper_gpu();
+
 // Median time in microseconds of `fn` enqueued on `stream`, timed with CUDA events around each repetition.
 // `fn` must enqueue work only (no host sync). Warm-up repetitions are not timed.
 double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup = 5, int reps = 50);

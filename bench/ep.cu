@@ -117,6 +117,7 @@ int run_ep_bench(int argc, char** argv) {
               "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/params.hpp; 0 = full "
               "kernels; any other value gives wrong outputs and is tagged variant-skipN)");
   if (!args.parse(argc, argv)) return 0;
+  if (!require_hopper_gpu()) return 1;
   const std::string out = args.str("out");
   const auto token_list = args.int_list("tokens");
   const auto sm_list = args.int_list("sms");

@@ -266,6 +266,7 @@ int run_gemm_bench(int argc, char** argv) {
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
+  if (!require_hopper_gpu()) return 1;
   std::vector<std::string> wanted = args.str_list("cases");
   auto want = [&](const std::string& c) {
     return std::find(wanted.begin(), wanted.end(), "all") != wanted.end() ||

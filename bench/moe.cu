@@ -178,6 +178,7 @@ int run_moe_bench(int argc, char** argv) {
       .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)")
       .option("trace-raw", "", "with --trace: directory for every CTA's raw stamps, trace-<shape>-<tokens>.csv");
   if (!args.parse(argc, argv)) return 0;
+  if (!require_hopper_gpu()) return 1;
   const std::string out = args.str("out"), shape_name = args.str("shape");
   const auto token_list = args.int_list("tokens");
   SYMMOE_CHECK(!token_list.empty(), "bench", "--tokens is empty");

@@ -92,6 +92,7 @@ int run_p2p(int argc, char** argv) {
       .option("iters", "20000", "barriers / round trips per latency kernel").int_range(1, 100000000)
       .option("out", "bench/results", "directory of the JSON-lines result file");
   if (!args.parse(argc, argv)) return 0;
+  if (!require_hopper_gpu()) return 1;
   int num_gpus = 0;
   SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&num_gpus));
   auto comm = Communicator::from_env(args.integer("ranks") > 0 ? args.integer("ranks") : num_gpus);

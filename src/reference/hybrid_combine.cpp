@@ -151,7 +151,7 @@ std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& han
     }
   }
 
-  // Sources: gather every node's rows of a token, add them in ascending lane order, then the biases.
+  // Sources: gather every node's rows of a token; start from the biases, then add the rows in ascending lane order.
   std::vector<float> acc(hidden);
   for (int s = 0; s < R; ++s) {
     const EpHandle& hs = handles[s];
@@ -175,7 +175,11 @@ std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& han
       for (const Returned* r : returned)
         for (const auto& [lane, row] : r->rows) rows.emplace_back(lane, &row);
       std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::fill(acc.begin(), acc.end(), 0.f);
+      std::fill(acc.begin(), acc.end(), 0.f);  // the flat combine's order: biases first, then the rows by lane
+      for (const auto* bias : {&inputs[s].bias_0, &inputs[s].bias_1}) {
+        if (!bias->has_value()) continue;
+        for (int c = 0; c < hidden; ++c) acc[c] += fmt::bf16_to_float((**bias)[size_t(t) * hidden + c]);
+      }
       for (const auto& [lane, row] : rows)
         for (int c = 0; c < hidden; ++c) acc[c] += fmt::bf16_to_float((*row)[c]);
       if (weights) {
@@ -189,10 +193,6 @@ std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& han
           for (const Returned* r : returned)
             if (r->master_lane == owner_master) out.combined_topk_weights[size_t(t) * K + j] = r->weights[j];
         }
-      }
-      for (const auto* bias : {&inputs[s].bias_0, &inputs[s].bias_1}) {
-        if (!bias->has_value()) continue;
-        for (int c = 0; c < hidden; ++c) acc[c] += fmt::bf16_to_float((**bias)[size_t(t) * hidden + c]);
       }
       for (int c = 0; c < hidden; ++c) out.combined_x[size_t(t) * hidden + c] = fmt::float_to_bf16(acc[c]);
     }

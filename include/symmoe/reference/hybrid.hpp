@@ -22,10 +22,10 @@
 //   the forwarder does NOT reduce: it returns each destination rank's row(s) of a token unchanged and the source
 //   adds them in ascending top-k lane order as the flat model does.
 // * combine, reduce_at_forwarder: the forwarder sums the rows its node returned for the token (ascending lane, fp32)
-//   and rounds once to bf16; the source adds the node partials (fp32, ascending node-master lane), then the biases,
-//   and rounds once. One network row per (token, node) instead of per (token, rank), but a different fp32 order:
-//   not bitwise the flat combine's (two bf16 roundings per node with more than one row). combined_topk_weights are
-//   unchanged. docs/scale-out.md quantifies the trade.
+//   and rounds once to bf16; the source starts from the biases and adds the node partials (fp32, ascending
+//   node-master lane), then rounds once. One network row per (token, node) instead of per (token, rank), but a
+//   different fp32 order: not bitwise the flat combine's (two bf16 roundings per node with more than one row).
+//   combined_topk_weights are unchanged. docs/scale-out.md quantifies the trade.
 //
 // Hybrid metadata (HybridHandle, names of seed 002 where it has one; one channel, so DeepEP's per-channel split
 // of the same arrays is absent):
