@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/compare.hpp"
 #include "symmoe/plan_hybrid.hpp"
 #include "symmoe/reference/hybrid.hpp"
 #include "symmoe/reference/routing.hpp"
@@ -19,15 +20,7 @@ plan::HybridDims v3_dims(int ranks, int nodes, int tokens, int node_limit = 0) {
                                       node_limit);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(PlanHybrid, BuffersAndTrafficFollowTheirFormulas) {
   for (int ranks : {16, 64, 256})

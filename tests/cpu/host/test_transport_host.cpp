@@ -6,20 +6,13 @@
 #include <cstring>
 
 #include "runtime/transport.hpp"
+#include "common/compare.hpp"
 #include "symmoe/common.hpp"
 
 namespace symmoe::runtime {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // A fake address space: rank r's allocation at 0x10000000 + r * 0x1000000.
 int64_t fake_base(int rank) { return 0x10000000 + int64_t(rank) * 0x1000000; }
