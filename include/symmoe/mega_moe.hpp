@@ -1,10 +1,6 @@
 // The fused MoE layer (MegaMoE, seed 000; DESIGN.md 4.3): one persistent kernel per rank and call that pulls
 // tokens (dispatch), runs the L1 GEMM + SwiGLU + top-k weight + FP8 re-quantisation, the L2 GEMM, writes the L2
 // rows back to the tokens' ranks and combines them.
-// STATUS (2026-11-30, nvidia-h200-x2): bitwise equal to the composed path (include/symmoe/moe.hpp) at the small
-// test shape and at Flash, Pro and V3 (tests/gpu/test_mega.cu: 2 GPUs and 8 virtual ranks, tokens/rank 1/8/128/2048,
-// uniform/Zipf/hot/masked routings, 1,000 repeated calls and 1,000 graph replays), in-process and (Python,
-// torchrun) multi-process; `symmoe run` runs it by default. Speed vs composed: bench/results/2026-11-30-*-moe.jsonl.
 //
 // Contract:
 // - Construction is collective (all ranks of the Communicator, same shape and options): plans the kernel per local

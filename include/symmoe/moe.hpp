@@ -1,4 +1,4 @@
-// The composed MoE layer on the GPUs (issue 6, deliverable 1): the baseline the fused kernel is measured against
+// The composed MoE layer on the GPUs: the baseline the fused kernel is measured against
 // and the fallback where it does not apply. Per local rank, on the rank's stream, with no host synchronisation:
 //   EP dispatch (expand, FP8 x + fp32 per-128 scales)            -> one row per (token, local expert), segments
 //   glue: segment starts + activation scales row-major -> K-block-major   (src/kernels/moe/expand_glue.cu)

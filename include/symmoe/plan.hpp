@@ -191,7 +191,7 @@ constexpr int mega_extra_smem_bytes(int num_experts, int num_local_experts) {
 }
 // Register split of the fused kernel's warpgroups (setmaxnreg; 128 x data + 256 x math <= 64512 = 168 x 384).
 // The 64 x 256 warpgroup tile of BLOCK_M 128 needs 232 in the math warps, which leaves the producer and dispatch
-// warps 40; BLOCK_M 64 (64 x 128 per warpgroup) needs less, so they get 56. ptxas -v (nvcc 13.0, 2026-11-30):
+// warps 40; BLOCK_M 64 (64 x 128 per warpgroup) needs less, so they get 56. ptxas -v (nvcc 13.0):
 // BLOCK_M 64 no spills; BLOCK_M 128 32 B of spill stores, in the 40-register data roles (producer, pull).
 constexpr int mega_data_registers(int block_m) { return block_m == 64 ? 56 : 40; }
 constexpr int mega_math_registers(int block_m) { return block_m == 64 ? 224 : 232; }

@@ -24,7 +24,7 @@ namespace symmoe::plan {
 struct HybridBandwidthModel {
   // One 400 Gb/s NIC per GPU (8 per node, ConnectX-7 class): 50 GB/s line rate; DeepEP quotes ~50 GB/s for CX7.
   double nic_gbps = 50.0;
-  // NVLink push ceiling measured on our H200s (bench/results/2026-11-29-nvidia-h200-x2-ep.jsonl ceiling_gbps 363.3).
+  // NVLink push ceiling measured on our H200s (bench ep, ceiling_gbps 363.3; the run: docs/notes/ep.md).
   double nvlink_gbps = 363.0;
   // One-way latency of a GPU-initiated network put through one switch: assumed (no NICs here to measure it).
   double rdma_latency_us = 3.0;

@@ -6,7 +6,7 @@
 // within one FP8 ulp of the golden model (the cost was not measurable next to the GEMM).
 // NOTES: cost is data dependent: gates below ~-87 overflow expf, and the IEEE division by inf/huge values takes
 // its slow path in the whole warp. bench gemm l1_swiglu_wide (gate std ~50) ran 1.11x slower than l1_swiglu
-// (std ~3, trained-model-like) in the same run (H200, 2026-11-29).
+// (std ~3, trained-model-like) in the same run (H200; docs/notes/formats.md).
 #pragma once
 
 #include <cmath>

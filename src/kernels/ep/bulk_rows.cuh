@@ -3,11 +3,11 @@
 // Loads run kBulkAhead pieces ahead of the piece being stored, and they start at kernel entry (the warp's token
 // range is known before counting), so a small batch's row loads hide behind the count exchange and barrier.
 // Why: with register copies (common.cuh) each warp waits for its stores to issue before it loads the next token,
-// so stalled remote stores held up the local copies (bench ep --skip, round 3). Here lane 0 hands whole pieces to
-// the TMA engine and moves on; local and remote stores of a piece drain independently. Measured against the
-// register copy in the same run (bench ep, x2, 2026-11-30 01:24, V3 FP8, 2 ranks): 8192 tokens 270 vs 283 us at
-// 16 SMs, 265 vs 267 at 24; 137 vs 154 (round 3) without the remote rows; 512 tokens 31.6 vs 32.5 at 16 SMs;
-// 128 tokens equal (19.2 / 19.8 us).
+// so stalled remote stores hold up the local copies (bench ep --skip). Here lane 0 hands whole pieces to the TMA
+// engine and moves on; local and remote stores of a piece drain independently. NOTES: against register copies in
+// the same run (bench ep, V3 FP8, 2 ranks): 8192 tokens 270 vs 283 us at 16 SMs, 265 vs 267 at 24; 137 vs 154
+// without the remote rows; 512 tokens 31.6 vs 32.5 at 16 SMs; 128 tokens equal (19.2 / 19.8 us). The dated run:
+// docs/notes/ep.md.
 // Protocol (lane 0 issues every bulk operation, so one thread's bulk groups track every stage):
 //   piece n -> stage n % S, its load completes on bars[n % S] (phase n / S); after the stores of piece n are
 //   committed (group n) the load of piece n + A reuses the stage of piece n + A - S, whose group must have

@@ -2,17 +2,12 @@
 // half reduce each token as soon as its rows' arrival flags are up (reduce_epilogue.cuh). The barrier guarantees
 // every source finished its previous reduce (and reset its flags) before its combine_recv is overwritten.
 // NOTES: senders never wait, so reducers (bounded flag waits) cannot deadlock; all CTAs are co-resident.
-// NOTES: round 1 (bench ep, nvidia-h200-x2, 2026-11-29, V3 BF16, 2 ranks, 8192 tokens/rank, 24 SMs): 851 us, 38%
-// of the ceiling, with rows relayed through shared memory one bulk load at a time per warp. Now: 16-byte register
-// copies (8 KB per warp in flight, 12 warps), and in non-expand mode the local rows are not copied at all (the
-// reduce reads them from x): 665 us. Then per-row arrival flags instead of the second barrier, reduce overlapped
-// with the sends: 625 us at 24 SMs (51.6% of the ceiling), 527 us at 32, 20.5 us at 128 tokens/rank. Round 3:
-// the entry barrier without grid syncs: 18.1 us at 128 tokens/rank (measured with one fence per 4 rows, dropped).
-// Round 4: kCombineWarps = 16 (params.hpp) and each reducer loads the next token's routing ahead: 576 us at 24 SMs
-// (8192 tokens), 18.4 us at 128. Where 8192 goes (bench ep --skip, 24 SMs, 16 warps, 01:30): without the rows
-// sent 422 us, without the reduce 416, with neither (flags and fences only) 120: the per-row fences are not the
-// limit; each half alone is a latency chain per warp (a row = 2 dependent 8-KB load batches; a token = 6 dependent
-// load steps after its flag), and the time falls with more SMs (476 us at 32).
+// NOTES: in non-expand mode the local rows are not copied (the reduce reads them from x).
+// NOTES: cost (bench ep, V3 BF16, 2 ranks): 576 us at 8192 tokens/rank on 24 SMs, 476 on 32; 18.4 us at 128.
+// Where 8192 goes (bench ep --skip, 24 SMs, 16 warps): without the rows sent 422 us, without the reduce 416, with
+// neither (flags and fences only) 120: the per-row fences are not the limit; each half alone is a latency chain per
+// warp (a row = 2 dependent 8-KB load batches; a token = 6 dependent load steps after its flag), so the time falls
+// with more SMs. The measurement history and the variants tried: docs/notes/ep.md.
 #include "kernels/ep/entry_barrier.cuh"
 #include "kernels/ep/reduce_epilogue.cuh"
 #include "symmoe/cuda_check.hpp"

@@ -3,9 +3,9 @@
 // output row (recv_x / recv_scales regions, row = row_base[d] + slot, row_base from notify.cuh's dest_row_bases),
 // the routing into its metadata record recv_meta[src][slot].
 //
-// Why push straight into the output rows: the receiver then copies nothing in non-expand mode (the first version
-// pushed whole records and copied them out after a second barrier: ~240 MB of extra HBM traffic at V3/8192 and a
-// serial epilogue, half of the time). The x rows (and 16-byte multiple scale rows) move through the warp's bulk
+// Why push straight into the output rows: the receiver then copies nothing in non-expand mode (pushing whole
+// records and copying them out after a second barrier costs ~240 MB of extra HBM traffic at V3/8192 and a serial
+// epilogue, half of the time). The x rows (and 16-byte multiple scale rows) move through the warp's bulk
 // pipe (bulk_rows.cuh): loaded once, stored to every destination by the TMA engine, loads started at kernel entry;
 // other scale rows and the records go with lane stores. Each CTA counts the tokens it pushed per destination
 // (`pushed`, shared) and, after its last push, adds them to the destination's recv_arrivals[src] behind one

@@ -8,25 +8,12 @@
 // counters to reset by the host (CUDA graphs replay freely). One barrier and one grid sync per call.
 // NOTES: all CTAs must be co-resident (grid sync, waits on other ranks' CTAs): the host clamps the grid to the
 // rank's SM share.
-// Round 1 (bench ep, nvidia-h200-x2, 2026-11-29, V3 FP8, 2 ranks, 8192 tokens/rank, 24 SMs): 556 us, 30% of the
-// peer-copy ceiling. Round 2: routing chunks in shared memory, register copies with 8 KB per warp in flight
-// (12 warps), no copy in non-expand mode: 282 us at 24 SMs (60% of 363 GB/s), ~26 us at 128 tokens/rank, with
-// 2 barriers, 4 grid syncs and a remote count read per call. Round 3: one barrier (no grid syncs around it),
-// per-source arrival counts instead of the second barrier, local count matrix, in-kernel error-key reset:
-// 19.4-20.0 us at 128 tokens (same bench, 2026-11-30), 278 us at 8192 (unchanged). Where 8192 goes (bench ep
-// --skip, 24 SMs): without the remote x/scale rows 154 us, without scale rows 265, without records 269, without
-// the epilogue 267, without all four 112 (the dropped variant below, same push: without local rows 250): each
-// warp walks its tokens serially (load -> local + remote stores), so remote stores stall the same warps that copy
-// locally. Round 4: rows through per-warp bulk pipes (bulk_rows.cuh; loads from kernel entry), the routing chunk
-// of a one-chunk range kept from counting, departure after the pushes: 265 us at 8192 / 24 SMs (vs 267 with
-// register copies in the same run), 270 at 16 (vs 283), 19.2-19.8 us at 128 (equal). Without the remote rows
-// 137-139 us, without every data phase 116-120, so the remote rows add ~140-160 us on top of the walk instead of
-// overlapping it; a plain peer copy reaches 340 GB/s per direction on 24 SMs (same run), the remote rows here
-// ~225: the serial per-warp walk (count, slots, records, ~3 pieces per token through a 2-deep pipe) paces them
-// (inferred from the sums, not isolated).
-// Tried and dropped (same run series): count words tagged with the epoch as the barrier plus every CTA counting
-// all tokens for T*K <= 4096 (no grid sync): 27.4 us at 128 tokens, 73 us at 512 (vs 30.6): the per-CTA count
-// of all tokens costs more than the grid sync it saves.
+// NOTES: cost (bench ep, V3 FP8, 2 ranks): ~265 us at 8192 tokens/rank on 24 SMs, 270 on 16; 19.2-19.8 us at 128.
+// At 8192 the remote rows add ~140-160 us on top of each warp's serial walk (count, slots, records, ~3 pieces per
+// token through a 2-deep bulk pipe) instead of overlapping it: they move ~225 GB/s where a plain peer copy reaches
+// 340 GB/s per direction on 24 SMs (inferred from `bench ep --skip` sums, not isolated).
+// NOTES: one grid sync per call is cheaper than having every CTA count all tokens to avoid it (73 vs 30.6 us at 512
+// tokens). The measurement history and the variants tried: docs/notes/ep.md.
 #include "kernels/comm/grid_sync.cuh"
 #include "kernels/ep/copy_epilogue.cuh"
 #include "kernels/ep/dispatch.cuh"

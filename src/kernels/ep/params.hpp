@@ -21,9 +21,9 @@ constexpr int kNumWarps = plan::kEpDispatchWarpsPerCta;
 constexpr int kCopyVecs = 16;
 constexpr int kNumThreads = kNumWarps * 32;
 // Warps per CTA of the combine kernel (the plan's combine_warps_per_cta: half send, half reduce, 128 registers per
-// thread). NOTES: measured against 12 warps in the same run (bench ep, x2, 2026-11-30 01:24, V3, 2 ranks): 8192
-// tokens 576 vs 592 us at 24 SMs, 730 vs 748 at 16; 512 tokens 43.0 vs 45.4 / 48.7 vs 55.4; 128 tokens 18.4 vs 18.2
-// at 24 SMs, 18.9 vs 24.5 at 16.
+// thread). NOTES: 16 vs 12 warps in the same run (bench ep, V3, 2 ranks; docs/notes/ep.md): 8192 tokens 576 vs
+// 592 us at 24 SMs, 730 vs 748 at 16; 512 tokens 43.0 vs 45.4 / 48.7 vs 55.4; 128 tokens 18.4 vs 18.2 at 24 SMs,
+// 18.9 vs 24.5 at 16. Both halves are latency-bound, so more warps per SM pay.
 constexpr int kCombineWarps = plan::kEpCombineWarpsPerCta;
 
 // Benchmark-only (`symmoe bench ep --skip`, set through src/ep/bench_access.hpp): phases left out to see where

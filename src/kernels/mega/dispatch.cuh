@@ -67,8 +67,8 @@ __device__ __forceinline__ void count_and_publish(const MegaParams& p, int threa
 
 // Every thread of the CTA; `ok` false (a failed barrier): every count reads 0, so the CTA computes nothing.
 // Counts -> (chunk starts in place, segments aligned to BLOCK_M, wave-end bits) by one CTA-wide prefix sum per
-// blockDim.x experts. NOTES: this ran serially on one thread first: ~0.2 us per local expert (26 us of a 1-token
-// Flash call, 40 us for Pro; trace, 2026-11-30).
+// blockDim.x experts. NOTES: parallel because a serial walk on one thread costs ~0.2 us per local expert (26 us
+// of a 1-token Flash call, 40 us for Pro; mega trace, docs/notes/mega.md).
 template <int BLOCK_M, int BLOCK_N>
 __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const ExpertCounts& c, bool ok) {
   const layout::MegaDims& d = p.ws.dims();

@@ -16,7 +16,7 @@
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
 // NOTES: registers: warpgroup 2 (producer + dispatch) and the math warpgroups split per BLOCK_M
 // (plan::mega_data_registers / mega_math_registers); both return to 168 (the launch bound) for the stages after.
-// ptxas -v (nvcc 13.0, 2026-11-30): see plan.hpp's mega_data_registers (spills only in the 40-register data roles).
+// ptxas -v (nvcc 13.0): see plan.hpp's mega_data_registers (spills only in the 40-register data roles).
 #pragma once
 
 #include "kernels/comm/barrier.cuh"
