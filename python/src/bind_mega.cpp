@@ -9,6 +9,7 @@
 #include "symmoe/moe.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/weight_transform.hpp"
+#include "symmoe/weight_transform_fp4.hpp"
 
 namespace symmoe::py_bind {
 namespace {
@@ -129,6 +130,43 @@ void bind_mega(py::module_& m) {
       },
       py::arg("data"), py::arg("scales"),
       "host L1 transform: (e4m3 [E, 2I, H], fp32 [E, 2I/128, H/128]) -> (interleaved data, [E, I/128, H/128, 2])");
+  m.def(
+      "transform_l1_weights_fp4",
+      [](const py::object& data_in, const py::object& scales_in) {
+        const CArray<uint8_t> data = integer_array<uint8_t>(data_in, "data", "packed E2M1 bytes (uint8)");
+        const CArray<uint32_t> scales = integer_array<uint32_t>(scales_in, "scales", "packed UE8M0 (uint32)");
+        SYMMOE_CHECK(data.ndim() == 3, "python", "transform_l1_weights_fp4: data must be uint8 [E, 2I, H/2], got ",
+                     data.ndim(), " dimensions");
+        const int E = int(data.shape(0)), two_i = int(data.shape(1)), H = 2 * int(data.shape(2));
+        SYMMOE_CHECK(two_i % 256 == 0 && H % 128 == 0, "python", "transform_l1_weights_fp4: data [E, 2I, H/2] needs "
+                     "I % 128 == 0 and H % 128 == 0, got [", E, ", ", two_i, ", ", H / 2, "]");
+        SYMMOE_CHECK(scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == two_i &&
+                         scales.shape(2) == H / 128,
+                     "python", "transform_l1_weights_fp4: scales must be uint32 [", E, ", ", two_i, ", ", H / 128, "]");
+        py::array_t<uint8_t> out_data({E, two_i, H / 2});
+        py::array_t<uint32_t> out_scales({E, two_i, H / 128});
+        py::array_t<float> out_bases({E, two_i / 256, H / 128, 2});
+        gemm::transform_l1_weights_fp4(data.data(), scales.data(), E, two_i / 2, H, out_data.mutable_data(),
+                                       out_scales.mutable_data(), out_bases.mutable_data());
+        return py::make_tuple(out_data, out_scales, out_bases);
+      },
+      py::arg("data"), py::arg("scales"),
+      "host FP4 L1 transform (include/symmoe/weight_transform_fp4.hpp): (E2M1 [E, 2I, H/2], packed UE8M0 uint32 "
+      "[E, 2I, H/128]) -> (interleaved data, interleaved scales, fp32 base scales [E, I/128, H/128, 2])");
+  m.def(
+      "l2_fp4_bases",
+      [](const py::object& scales_in) {
+        const CArray<uint32_t> scales = integer_array<uint32_t>(scales_in, "scales", "packed UE8M0 (uint32)");
+        SYMMOE_CHECK(scales.ndim() == 3, "python", "l2_fp4_bases: scales must be uint32 [E, H, I/128], got ",
+                     scales.ndim(), " dimensions");
+        const int E = int(scales.shape(0)), H = int(scales.shape(1)), I = 128 * int(scales.shape(2));
+        py::array_t<float> out_bases({E, H / 128, I / 128});
+        gemm::l2_fp4_bases(scales.data(), E, H, I, out_bases.mutable_data());
+        return out_bases;
+      },
+      py::arg("scales"),
+      "FP4 L2 base scales (include/symmoe/weight_transform_fp4.hpp): packed UE8M0 uint32 [E, H, I/128] -> fp32 "
+      "[E, H/128, I/128]");
   m.def(
       "mega_check_shape",
       [](const MoeShape& shape, int num_sms) {

@@ -16,8 +16,9 @@ whose lanes are all -1. The top-k weight multiplies the L1 output (before the re
 Names and argument order follow DeepGEMM (deep_gemm.get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe,
 fp8_mega_moe of its SM90 variants). Differences (all deliberate):
 - Weights and activations are FP8 E4M3 with fp32 block scales (x_sf fp32 [T, H/128]; w1_sf fp32 [E_local, 2I/128,
-  H/128], w2_sf fp32 [E_local, H/128, I/128]), DeepGEMM's SM90 recipe (128, 128, 128); no FP4 weights, no BF16
-  layer (fp8_fp4_mega_moe / bf16_mega_moe do not exist). `recipe` must be (128, 128, 128), `activation` 'swiglu';
+  H/128], w2_sf fp32 [E_local, H/128, I/128]), DeepGEMM's SM90 recipe (128, 128, 128); no FP4 or BF16 layer
+  (fp8_fp4_mega_moe / bf16_mega_moe do not exist; transform_weights_for_mega_moe already takes FP4 pairs on the host,
+  symmoe/mega_fp4.py). `recipe` must be (128, 128, 128), `activation` 'swiglu';
   `fast_math` is accepted and ignored (the kernel has one math mode: the golden model's).
 - Transformed L1: data rows interleaved by 8 (gate 0..7, up 0..7, gate 8..15, ...: DeepGEMM's interleave), scales
   re-laid as fp32 [E_local, I/128, H/128, 2] (gate, up) pairs (DeepGEMM keeps [E_local, 2I/128, H/128]). L2 is
@@ -52,6 +53,7 @@ from . import _C
 from ._checks import caller_stream, check, check_int, device_tensor, is_torch
 from .dlpack import DeviceView, tensor_info
 from .distributed import Communicator
+from .mega_fp4 import is_fp4_pair, transform_fp4_weights
 
 _W8 = ("float8_e4m3fn", "uint8")
 
@@ -294,8 +296,11 @@ def transform_weights_for_mega_moe(l1_weights, l2_weights, activation="swiglu"):
     """(w1 e4m3 [E_local, 2I, H] gate rows then up rows, w1_sf fp32 [E_local, 2I/128, H/128]),
     (w2 e4m3 [E_local, H, I], w2_sf fp32 [E_local, H/128, I/128]) -> (transformed l1, l2): the layout of
     include/symmoe/weight_transform.hpp (L1 rows interleaved by 8, scales as (gate, up) pairs). torch tensors are
-    transformed on their device with torch ops; numpy arrays on the CPU. l2 comes back unchanged."""
+    transformed on their device with torch ops; numpy arrays on the CPU. l2 comes back unchanged.
+    FP4 pairs (packed int32 UE8M0 scales, DeepGEMM's fp8_fp4_mega_moe weights): see symmoe/mega_fp4.py."""
     check(activation == "swiglu", ValueError, f"activation must be 'swiglu', got {activation!r}")
+    if is_fp4_pair(l1_weights) or is_fp4_pair(l2_weights):
+        return transform_fp4_weights(l1_weights, l2_weights)
     for name, pair in (("l1_weights", l1_weights), ("l2_weights", l2_weights)):
         check(isinstance(pair, tuple) and len(pair) == 2, TypeError,
               f"{name} must be a (weights, scales) pair: symmoe's fused layer is FP8 only")

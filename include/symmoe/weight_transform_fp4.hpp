@@ -1,0 +1,31 @@
+// One-time host transform of FP4 expert weights into the layout the FP4 grouped GEMM and fused kernels read.
+//
+// Input, per expert, as DeepGEMM's fp8_fp4_mega_moe takes them (recipe (1, 1, 32)), num_experts back to back:
+//   L1 data   E2M1 [2I, K/2] bytes (column 2j low nibble, 2j+1 high), rows 0..I-1 gate, I..2I-1 up;
+//   L1 scales UE8M0 packed int32 [2I, K/128] (four codes per int32, fp4_fold.hpp), one code per row per 32 columns;
+//   L2 data   E2M1 [H, I/2], L2 scales int32 [H, I/128], the same way.
+// Output (what the kernels read):
+//   L1 data   [2I, K/2] rows interleaved in groups of 8 exactly as the FP8 L1 data (gemm::l1_original_row);
+//   L1 scales int32 [2I, K/128], rows interleaved the same way;
+//   L1 bases  fp32 [I/128, K/128, 2]: the fold's base scales (fp4_fold.hpp) of gate block (t, kb) and up block
+//             (I/128 + t, kb), paired like the FP8 L1 scales (weight_transform.hpp), so the promotion is unchanged;
+//   L2 data and scales unchanged; L2 bases fp32 [H/128, I/128] (the FP8 L2 scale layout).
+// A kernel converts element (r, c) of a 128 x 128 block to E4M3 as
+//   fmt::e2m1_times_pow2_to_e4m3(nibble(r, c), code(r, c/32) - (bits(base) >> 23), &out)
+// and promotes with the base as the block's weight scale.
+// Requirements: I % 128 == 0, K % 128 == 0 (H for L2), every scale block within the fold's exact range. Everything
+// is checked before anything is written; errors name the argument and the expert.
+#pragma once
+
+#include <cstdint>
+
+namespace symmoe::gemm {
+
+// out_data: E*2I*K/2 bytes, out_scales: E*2I*K/128 int32, out_bases: E*(I/128)*(K/128)*2 floats.
+void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int inter, int k,
+                              uint8_t* out_data, uint32_t* out_scales, float* out_bases);
+
+// The L2 base scales: out_bases E*(H/128)*(I/128) floats from scales int32 [E, H, I/128].
+void l2_fp4_bases(const uint32_t* scales, int num_experts, int hidden, int inter, float* out_bases);
+
+}  // namespace symmoe::gemm

@@ -1,0 +1,67 @@
+"""FP4 weights through transform_weights_for_mega_moe on the host: DeepGEMM-shaped numpy inputs (int8 E2M1 bytes,
+int32 packed UE8M0 scales) against the layout of include/symmoe/weight_transform_fp4.hpp written out here, and the
+refusals (each names the argument; nothing is returned)."""
+import numpy as np
+import pytest
+
+import symmoe
+
+
+def _deepgemm_fp4(rng, experts, rows, cols, lo=110, hi=124):
+    w = rng.integers(-128, 128, (experts, rows, cols // 2), dtype=np.int8)
+    codes = rng.integers(lo, hi + 1, (experts, rows, cols // 32), dtype=np.uint8)
+    return w, codes.view(np.int32)  # four codes per int32, byte j = columns [128kb + 32j, +32)
+
+
+def _bases_here(codes, rows, cols):
+    """The fold base of every 128x128 block (fp4_fold.hpp): 2^(max(max code - 6, 1) - 127)."""
+    E = codes.shape[0]
+    blocks = codes.reshape(E, rows // 128, 128, cols // 128, 4).max(axis=(2, 4)).astype(np.int64)
+    return np.ldexp(np.float32(1), np.maximum(blocks - 6, 1) - 127).astype(np.float32)
+
+
+@pytest.mark.parametrize("experts, inter, hidden", [(1, 128, 128), (2, 256, 384)])
+def test_fp4_transform_layout(experts, inter, hidden):
+    rng = np.random.default_rng(experts + inter + hidden)
+    w1, s1 = _deepgemm_fp4(rng, experts, 2 * inter, hidden)
+    w2, s2 = _deepgemm_fp4(rng, experts, hidden, inter)
+    (d, s, b), (d2, s2_out, b2) = symmoe.transform_weights_for_mega_moe((w1, s1), (w2, s2))
+    assert d.dtype == np.uint8 and d.shape == (experts, 2 * inter, hidden // 2)
+    assert s.dtype == np.uint32 and s.shape == (experts, 2 * inter, hidden // 128)
+    assert b.dtype == np.float32 and b.shape == (experts, inter // 128, hidden // 128, 2)
+    # Row 16q + j is gate row 8q + j (j < 8), up row inter + 8q + j - 8 otherwise; scales move with their rows.
+    rows = np.arange(2 * inter)
+    src = np.where(rows % 16 < 8, 8 * (rows // 16) + rows % 16, inter + 8 * (rows // 16) + rows % 16 - 8)
+    assert np.array_equal(d, w1.view(np.uint8)[:, src])
+    assert np.array_equal(s, s1.view(np.uint32)[:, src])
+    base = _bases_here(s1.view(np.uint8), 2 * inter, hidden)  # [E, 2I/128, H/128] gate blocks then up blocks
+    assert np.array_equal(b[..., 0], base[:, :inter // 128]) and np.array_equal(b[..., 1], base[:, inter // 128:])
+    assert np.array_equal(d2, w2.view(np.uint8)) and np.array_equal(s2_out, s2.view(np.uint32))
+    assert np.array_equal(b2, _bases_here(s2.view(np.uint8), hidden, inter))
+
+
+def test_fp4_transform_refuses_bad_inputs():
+    rng = np.random.default_rng(7)
+    w1, s1 = _deepgemm_fp4(rng, 2, 256, 256)
+    w2, s2 = _deepgemm_fp4(rng, 2, 256, 128)
+    ok1, ok2 = (w1, s1), (w2, s2)
+    with pytest.raises(TypeError, match="l2_weights must be an FP4"):
+        symmoe.transform_weights_for_mega_moe(ok1, (w2, np.zeros((2, 2, 1), np.float32)))
+    with pytest.raises(TypeError, match="l1 weights must be int8 or uint8, got float32"):
+        symmoe.transform_weights_for_mega_moe((w1.astype(np.float32), s1), ok2)
+    with pytest.raises(ValueError, match=r"l1 weights must be \[E_local, 2I, H/2\]"):
+        symmoe.transform_weights_for_mega_moe((w1[:, :200], s1), ok2)
+    with pytest.raises(ValueError, match=r"l1 scales must be \[2, 256, 2\].*got \[2, 256, 8\]"):
+        symmoe.transform_weights_for_mega_moe((w1, s1.view(np.uint8).astype(np.int32)), ok2)
+    with pytest.raises(ValueError, match=r"l2 weights must be \[2, 256, 64\]"):
+        symmoe.transform_weights_for_mega_moe(ok1, (w2[:, :, :32], s2))
+    with pytest.raises(ValueError, match=r"l2 scales must be \[2, 256, 1\]"):
+        symmoe.transform_weights_for_mega_moe(ok1, (w2, s2[:, :128]))
+    wide = s1.view(np.uint8).copy()
+    wide[1, 3, 5] = 140  # expert 1: its block now spans 30 binades
+    with pytest.raises(symmoe.Error, match="l1 scales of expert 1.*largest code 140"):
+        symmoe.transform_weights_for_mega_moe((w1, wide.view(np.int32)), ok2)
+    nan = s2.view(np.uint8).copy()
+    nan[0, 9, 2] = 0xFF
+    with pytest.raises(symmoe.Error, match=r"l2 scales of expert 0: scale code 0xFF \(NaN\)"):
+        symmoe.transform_weights_for_mega_moe(ok1, (w2, nan.view(np.int32)))

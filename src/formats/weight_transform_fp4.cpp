@@ -1,0 +1,64 @@
+// FP4 weight transform (interleave gate/up rows by 8, fold base scales); layout in weight_transform_fp4.hpp.
+#include "symmoe/weight_transform_fp4.hpp"
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "symmoe/common.hpp"
+#include "symmoe/fp4_fold.hpp"
+#include "symmoe/weight_transform.hpp"
+
+namespace symmoe::gemm {
+namespace {
+
+// Packed int32 scales read as their UE8M0 bytes (byte j of an int32 is code j on a little-endian host).
+static_assert(std::endian::native == std::endian::little, "packed UE8M0 scales are read as bytes");
+const uint8_t* codes_of(const uint32_t* scales) { return reinterpret_cast<const uint8_t*>(scales); }
+
+void check_dims(const char* fn, int num_experts, int rows, int cols, const void* a, const void* b, const void* c) {
+  SYMMOE_CHECK(num_experts > 0, "gemm", fn, ": num_experts must be > 0, got ", num_experts);
+  SYMMOE_CHECK(rows > 0 && rows % 128 == 0, "gemm", fn, ": rows must be a positive multiple of 128, got ", rows);
+  SYMMOE_CHECK(cols > 0 && cols % 128 == 0, "gemm", fn, ": K must be a positive multiple of 128, got ", cols);
+  SYMMOE_CHECK(a && b && c, "gemm", fn, ": null pointer argument");
+}
+
+}  // namespace
+
+void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int inter, int k,
+                              uint8_t* out_data, uint32_t* out_scales, float* out_bases) {
+  check_dims("transform_l1_weights_fp4", num_experts, 2 * inter, k, data, scales, out_data);
+  SYMMOE_CHECK(out_scales && out_bases, "gemm", "transform_l1_weights_fp4: null pointer argument");
+  const size_t rows = 2 * size_t(inter), row_bytes = k / 2, row_words = k / 128, kb = k / 128, tiles = inter / 128;
+  std::vector<float> bases(size_t(num_experts) * (rows / 128) * kb);  // original layout, all experts
+  for (int e = 0; e < num_experts; ++e)
+    fp4_fold_bases(codes_of(scales + e * rows * row_words), int(rows), k, "l1 scales of expert " + std::to_string(e),
+                   bases.data() + e * (rows / 128) * kb);
+  for (int e = 0; e < num_experts; ++e) {
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t src = size_t(l1_original_row(int(r), inter));
+      std::memcpy(out_data + (e * rows + r) * row_bytes, data + (e * rows + src) * row_bytes, row_bytes);
+      std::memcpy(out_scales + (e * rows + r) * row_words, scales + (e * rows + src) * row_words, row_words * 4);
+    }
+    const float* s = bases.data() + e * (rows / 128) * kb;
+    float* o = out_bases + e * tiles * kb * 2;
+    for (size_t t = 0; t < tiles; ++t)
+      for (size_t b = 0; b < kb; ++b) {
+        o[(t * kb + b) * 2 + 0] = s[t * kb + b];
+        o[(t * kb + b) * 2 + 1] = s[(tiles + t) * kb + b];
+      }
+  }
+}
+
+void l2_fp4_bases(const uint32_t* scales, int num_experts, int hidden, int inter, float* out_bases) {
+  check_dims("l2_fp4_bases", num_experts, hidden, inter, scales, out_bases, out_bases);
+  const size_t words = size_t(hidden) * (inter / 128), nb = size_t(hidden / 128) * (inter / 128);
+  std::vector<float> bases(num_experts * nb);
+  for (int e = 0; e < num_experts; ++e)
+    fp4_fold_bases(codes_of(scales + e * words), hidden, inter, "l2 scales of expert " + std::to_string(e),
+                   bases.data() + e * nb);
+  std::memcpy(out_bases, bases.data(), bases.size() * sizeof(float));
+}
+
+}  // namespace symmoe::gemm

@@ -1,0 +1,111 @@
+// FP4 weight transform: rows interleaved like the FP8 L1 data, packed scales moved with their rows, base scales equal
+// to the fold's (fp4_fold.hpp) paired like the FP8 L1 scales; refusals name the expert and write nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "symmoe/common.hpp"
+#include "symmoe/fp4_fold.hpp"
+#include "symmoe/weight_transform.hpp"
+#include "symmoe/weight_transform_fp4.hpp"
+
+namespace symmoe::gemm {
+namespace {
+
+struct Fp4Experts {
+  int E, rows, K;
+  std::vector<uint8_t> data;    // [E, rows, K/2]
+  std::vector<uint32_t> scales; // [E, rows, K/128], four codes each
+  Fp4Weights expert(int e) const {
+    Fp4Weights w;
+    w.num_rows = rows, w.num_cols = K;
+    const size_t nd = size_t(rows) * K / 2, ns = size_t(rows) * (K / 32);
+    w.data.assign(data.begin() + e * nd, data.begin() + (e + 1) * nd);
+    w.scales_ue8m0.resize(ns);
+    std::memcpy(w.scales_ue8m0.data(), reinterpret_cast<const uint8_t*>(scales.data()) + e * ns, ns);
+    return w;
+  }
+};
+
+Fp4Experts random_experts(int E, int rows, int K, std::mt19937_64& rng) {
+  Fp4Experts x{E, rows, K, std::vector<uint8_t>(size_t(E) * rows * K / 2),
+               std::vector<uint32_t>(size_t(E) * rows * (K / 128))};
+  for (auto& b : x.data) b = uint8_t(rng());
+  for (auto& s : x.scales) {
+    uint32_t v = 0;
+    for (int j = 0; j < 4; ++j) v |= uint32_t(110 + rng() % 15) << (8 * j);  // codes 110..124: span 14
+    s = v;
+  }
+  return x;
+}
+
+TEST(WeightTransformFp4, L1InterleavesRowsAndPairsTheFoldBases) {
+  std::mt19937_64 rng(11);
+  const int E = 2, I = 256, K = 256, rows = 2 * I;
+  const Fp4Experts in = random_experts(E, rows, K, rng);
+  std::vector<uint8_t> data(in.data.size());
+  std::vector<uint32_t> scales(in.scales.size());
+  std::vector<float> bases(size_t(E) * (I / 128) * (K / 128) * 2);
+  transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, I, K, data.data(), scales.data(), bases.data());
+  for (int e = 0; e < E; ++e) {
+    for (int r = 0; r < rows; ++r) {
+      const int src = l1_original_row(r, I);
+      ASSERT_EQ(0, std::memcmp(&data[(size_t(e) * rows + r) * K / 2], &in.data[(size_t(e) * rows + src) * K / 2], K / 2));
+      for (int w = 0; w < K / 128; ++w)
+        ASSERT_EQ(scales[(size_t(e) * rows + r) * (K / 128) + w], in.scales[(size_t(e) * rows + src) * (K / 128) + w]);
+    }
+    const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
+    for (int t = 0; t < I / 128; ++t)
+      for (int kb = 0; kb < K / 128; ++kb) {
+        const float* pair = &bases[((size_t(e) * (I / 128) + t) * (K / 128) + kb) * 2];
+        EXPECT_EQ(pair[0], folded.scales[size_t(t) * (K / 128) + kb]);
+        EXPECT_EQ(pair[1], folded.scales[size_t(I / 128 + t) * (K / 128) + kb]);
+      }
+  }
+}
+
+TEST(WeightTransformFp4, L2BasesAreTheFoldBases) {
+  std::mt19937_64 rng(12);
+  const int E = 3, H = 256, I = 384;
+  const Fp4Experts in = random_experts(E, H, I, rng);
+  std::vector<float> bases(size_t(E) * (H / 128) * (I / 128));
+  l2_fp4_bases(in.scales.data(), E, H, I, bases.data());
+  for (int e = 0; e < E; ++e) {
+    const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
+    for (size_t i = 0; i < folded.scales.size(); ++i) EXPECT_EQ(bases[e * folded.scales.size() + i], folded.scales[i]);
+  }
+}
+
+TEST(WeightTransformFp4, RefusesBeforeWriting) {
+  std::mt19937_64 rng(13);
+  const int E = 2, I = 128, K = 256, rows = 2 * I;
+  Fp4Experts in = random_experts(E, rows, K, rng);
+  // Expert 1, row 3, K block 1: code 124 -> 140 makes the block span more than 14 binades.
+  in.scales[(size_t(1) * rows + 3) * (K / 128) + 1] = (in.scales[(size_t(1) * rows + 3) * (K / 128) + 1] & ~0xFFu) | 140u;
+  std::vector<uint8_t> data(in.data.size(), 0xAB);
+  std::vector<uint32_t> scales(in.scales.size(), 0xABABABABu);
+  std::vector<float> bases(size_t(E) * (I / 128) * (K / 128) * 2, -1.f);
+  std::string msg;
+  try {
+    transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, I, K, data.data(), scales.data(), bases.data());
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("l1 scales of expert 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("largest code 140"), std::string::npos) << msg;
+  EXPECT_EQ(data, std::vector<uint8_t>(data.size(), 0xAB));
+  EXPECT_EQ(scales, std::vector<uint32_t>(scales.size(), 0xABABABABu));
+  EXPECT_EQ(bases, std::vector<float>(bases.size(), -1.f));
+  std::vector<float> l2(size_t(E) * 2 * 2, -1.f);
+  EXPECT_THROW(l2_fp4_bases(in.scales.data(), E, rows, K, l2.data()), Error);
+  EXPECT_EQ(l2, std::vector<float>(l2.size(), -1.f));
+  EXPECT_THROW(transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, 100, K, data.data(), scales.data(),
+                                        bases.data()),
+               Error);
+}
+
+}  // namespace
+}  // namespace symmoe::gemm
