@@ -33,6 +33,27 @@ ExpertWeights fold_expert_fp4(const ExpertWeightsFp4& w) {
   return {fold_fp4_weights(w.w1, "w1"), fold_fp4_weights(w.w2, "w2")};
 }
 
+ExpertWeightMapFp4 make_random_experts_fp4(int hidden, int intermediate, const std::vector<Routing>& routings,
+                                           uint64_t seed) {
+  ExpertWeightMapFp4 map;
+  for (const auto& r : routings)
+    for (const int64_t e : r.topk_idx)
+      if (e >= 0 && !map.count(int(e))) map[int(e)] = make_random_expert_fp4(hidden, intermediate, int(e), seed);
+  return map;
+}
+
+ExpertWeightMap fold_experts_fp4(const ExpertWeightMapFp4& w) {
+  ExpertWeightMap out;
+  for (const auto& [e, weights] : w) {
+    try {
+      out[e] = fold_expert_fp4(weights);
+    } catch (const Error& err) {
+      SYMMOE_CHECK(false, "ref", "expert ", e, ": ", err.what());
+    }
+  }
+  return out;
+}
+
 std::vector<double> gemm_exact(const Fp8Activations& a, const Fp4Weights& b) {
   const int M = a.num_rows, N = b.num_rows, K = a.num_cols;
   SYMMOE_CHECK(K == b.num_cols, "ref", "gemm_exact (fp4): K mismatch, A has ", K, " columns, B has ", b.num_cols);

@@ -187,3 +187,51 @@ TEST(Fp4Mlp, FaithfulAndExactAgreeAndUseTheFold) {
 
 }  // namespace
 }  // namespace symmoe::ref
+
+namespace symmoe::ref {
+namespace {
+
+TEST(Fp4Moe, ComposedEqualsFormulaAndFaithfulIsNearExact) {
+  MoeShape shape;
+  shape.hidden = 256, shape.intermediate = 128, shape.num_experts = 8, shape.num_topk = 3;
+  shape.num_ranks = 2, shape.num_max_tokens_per_rank = 6;
+  RoutingOptions o;
+  o.seed = 21, o.mask_prob = 0.2;
+  std::vector<MoeLayerInput> inputs;
+  std::vector<Routing> routings;
+  for (int r = 0; r < shape.num_ranks; ++r) {
+    inputs.push_back(make_random_layer_input(shape, 6 - r, o, r));
+    routings.push_back(inputs.back().routing);
+  }
+  const ExpertWeightMap folded = fold_experts_fp4(make_random_experts_fp4(shape.hidden, shape.intermediate, routings, 5));
+  const auto formula = moe_forward_faithful(shape, folded, inputs, 0.f);
+  const auto composed = moe_forward_composed(shape, folded, inputs, 0.f, 4);
+  const auto exact = moe_forward_exact(shape, folded, inputs, 0.0);
+  double num = 0, den = 0;
+  for (int r = 0; r < shape.num_ranks; ++r) {
+    EXPECT_EQ(formula[r], composed[r]) << "rank " << r;
+    for (size_t i = 0; i < exact[r].size(); ++i) {
+      const double d = double(fmt::bf16_to_float(formula[r][i])) - exact[r][i];
+      num += d * d, den += exact[r][i] * exact[r][i];
+    }
+  }
+  ASSERT_GT(den, 0.0);
+  EXPECT_LT(std::sqrt(num / den), 4e-2);  // the e4m3 re-quantisation of the L1 output, as for FP8 weights
+  EXPECT_GT(std::sqrt(num / den), 1e-2);
+}
+
+TEST(Fp4Moe, FoldingAMapNamesTheExpert) {
+  ExpertWeightMapFp4 map;
+  map[6] = make_random_expert_fp4(256, 128, 6, 1);
+  map[6].w2.scales_ue8m0[0] = 0xFF;
+  try {
+    fold_experts_fp4(map);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("w2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace symmoe::ref

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "symmoe/fp4_fold.hpp"
@@ -32,6 +33,13 @@ ExpertWeightsFp4 make_random_expert_fp4(int hidden, int intermediate, int expert
 
 // Both layers folded (fp4_fold.hpp); throws naming "w1" / "w2" when a block is out of the exact range.
 ExpertWeights fold_expert_fp4(const ExpertWeightsFp4& w);
+
+// The whole MoE layer with FP4 weights: fold every expert, then moe_forward_faithful / _composed / _exact (mlp.hpp)
+// on the folded map; the exact forward on the folded map is the exact FP4 layer (the fold is exact).
+using ExpertWeightMapFp4 = std::map<int, ExpertWeightsFp4>;
+ExpertWeightMapFp4 make_random_experts_fp4(int hidden, int intermediate, const std::vector<Routing>& routings,
+                                           uint64_t seed);
+ExpertWeightMap fold_experts_fp4(const ExpertWeightMapFp4& w);
 
 std::vector<double> gemm_exact(const Fp8Activations& a, const Fp4Weights& b);    // [M, N]
 std::vector<float> gemm_faithful(const Fp8Activations& a, const Fp4Weights& b);  // [M, N]
