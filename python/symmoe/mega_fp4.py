@@ -4,7 +4,8 @@ include/symmoe/weight_transform_fp4.hpp, on the host (numpy).
 Input, as DeepGEMM takes them: l1 = (w1 int8 or uint8 [E_local, 2I, H/2]: E2M1 two per byte, column 2j in the low
 nibble, gate rows then up rows; w1_sf int32 or uint32 [E_local, 2I, H/128]: four UE8M0 codes per int32, byte j = the
 scale of columns [128kb + 32j, +32) of one row), l2 = (w2 [E_local, H, I/2], w2_sf [E_local, H, I/128]) the same way.
-Bytes are taken as they are (int8 / int32 viewed as uint8 / uint32: these are bit patterns, not numbers).
+Bytes are taken as they are (int8 / int32 viewed as uint8 / uint32: these are bit patterns, not numbers); any
+strides (DeepGEMM's MN-major scales included).
 Output: l1 = (data uint8 [E_local, 2I, H/2] and scales uint32 [E_local, 2I, H/128], rows interleaved by 8 as the FP8
 L1 data; base scales fp32 [E_local, I/128, H/128, 2]), l2 = (w2, w2_sf unchanged (the same arrays when already
 uint8 / uint32), base scales fp32 [E_local, H/128, I/128]). DeepGEMM returns pairs; the third array (the per-128x128

@@ -65,3 +65,16 @@ def test_fp4_transform_refuses_bad_inputs():
     nan[0, 9, 2] = 0xFF
     with pytest.raises(symmoe.Error, match=r"l2 scales of expert 0: scale code 0xFF \(NaN\)"):
         symmoe.transform_weights_for_mega_moe(ok1, (w2, nan.view(np.int32)))
+
+
+def test_fp4_transform_takes_mn_major_scales():
+    """DeepGEMM's transformed FP4 scales are MN-major (strides [N * K/128, 1, N]): same values, same result."""
+    rng = np.random.default_rng(3)
+    w1, s1 = _deepgemm_fp4(rng, 2, 256, 256)
+    w2, s2 = _deepgemm_fp4(rng, 2, 256, 128)
+    mn_major = lambda s: np.ascontiguousarray(s.transpose(0, 2, 1)).transpose(0, 2, 1)
+    want = symmoe.transform_weights_for_mega_moe((w1, s1), (w2, s2))
+    got = symmoe.transform_weights_for_mega_moe((w1, mn_major(s1)), (w2, mn_major(s2)))
+    assert not mn_major(s1).flags.c_contiguous
+    for a, b in zip(want[0] + want[1], got[0] + got[1]):
+        assert np.array_equal(a, b)
