@@ -34,6 +34,10 @@ int fp4_fold_base_code(int max_code);
 // positive multiples of 128. Writes nothing when it throws.
 void fp4_fold_bases(const uint8_t* scale_codes, int rows, int cols, const std::string& what, float* bases);
 
+// One element: e4m3 of E2M1 `nibble` with scale code `code` in a block whose base scale (fp32) is `base`. The caller
+// has checked the block (fp4_fold_bases), so the result is exact.
+uint8_t fold_fp4_element(uint8_t nibble, int code, float base);
+
 // Folds whole weights: data e4m3 [N, K], scales = the base scales [N/128, K/128]. Exact (see above) or throws.
 Fp8BlockWeights fold_fp4_weights(const Fp4Weights& w, const std::string& what = "weights");
 

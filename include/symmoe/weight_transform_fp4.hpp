@@ -10,9 +10,12 @@
 //   L1 bases  fp32 [I/128, K/128, 2]: the fold's base scales (fp4_fold.hpp) of gate block (t, kb) and up block
 //             (I/128 + t, kb), paired like the FP8 L1 scales (weight_transform.hpp), so the promotion is unchanged;
 //   L2 data and scales unchanged; L2 bases fp32 [H/128, I/128] (the FP8 L2 scale layout).
-// A kernel converts element (r, c) of a 128 x 128 block to E4M3 as
+// A kernel converts element (r, c) of the transformed L1 to E4M3 as
 //   fmt::e2m1_times_pow2_to_e4m3(nibble(r, c), code(r, c/32) - (bits(base) >> 23), &out)
-// and promotes with the base as the block's weight scale.
+//   base = L1 bases[r / 256][c / 128][(r % 16) / 8]      (gate rows take the gate base, up rows the up base)
+// (L2: base = L2 bases[r / 128][c / 128]) and promotes with that base as the weight scale, exactly as the FP8 path
+// promotes with its (gate, up) scale pair. expand_*_fp4 below compute that whole E4M3 tensor on the host: the FP8
+// kernels run on it give the bits the FP4 kernels must give.
 // Requirements: I % 128 == 0, K % 128 == 0 (H for L2), every scale block within the fold's exact range. Everything
 // is checked before anything is written; errors name the argument and the expert.
 #pragma once
@@ -27,5 +30,13 @@ void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int n
 
 // The L2 base scales: out_bases E*(H/128)*(I/128) floats from scales int32 [E, H, I/128].
 void l2_fp4_bases(const uint32_t* scales, int num_experts, int hidden, int inter, float* out_bases);
+
+// The E4M3 the kernels compute from the transformed weights (see above), num_experts back to back:
+// L1: out_e4m3 E*2I*K bytes in the interleaved FP8 L1 layout (weight_transform.hpp), its scales being out_bases.
+// L2: out_e4m3 E*H*I bytes, the FP8 L2 layout, its scales being the L2 bases.
+void expand_l1_fp4(const uint8_t* data, const uint32_t* scales, const float* bases, int num_experts, int inter, int k,
+                   uint8_t* out_e4m3);
+void expand_l2_fp4(const uint8_t* data, const uint32_t* scales, const float* bases, int num_experts, int hidden,
+                   int inter, uint8_t* out_e4m3);
 
 }  // namespace symmoe::gemm

@@ -10,6 +10,8 @@ import symmoe
 def _deepgemm_fp4(rng, experts, rows, cols, lo=110, hi=124):
     w = rng.integers(-128, 128, (experts, rows, cols // 2), dtype=np.int8)
     codes = rng.integers(lo, hi + 1, (experts, rows, cols // 32), dtype=np.uint8)
+    if rows % 256 == 0:  # L1: the up rows' 128x128 blocks lower than the gate rows', so their bases differ
+        codes[:, rows // 2:] -= 7
     return w, codes.view(np.int32)  # four codes per int32, byte j = columns [128kb + 32j, +32)
 
 

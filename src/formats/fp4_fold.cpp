@@ -38,6 +38,15 @@ void fp4_fold_bases(const uint8_t* scale_codes, int rows, int cols, const std::s
   }
 }
 
+uint8_t fold_fp4_element(uint8_t nibble, int code, float base) {
+  const int shift = code - int(fmt::float_as_bits(base) >> 23);
+  uint8_t out = 0;
+  const bool exact = fmt::e2m1_times_pow2_to_e4m3(nibble, shift, &out);
+  SYMMOE_CHECK(exact, "fp4", "fold_fp4_element: E2M1 code ", int(nibble), " x 2^", shift,
+               " is not exact in E4M3 (its block was not checked by fp4_fold_bases)");
+  return out;
+}
+
 Fp8BlockWeights fold_fp4_weights(const Fp4Weights& w, const std::string& what) {
   const int N = w.num_rows, K = w.num_cols;
   SYMMOE_CHECK(w.data.size() == size_t(N) * K / 2 && w.scales_ue8m0.size() == size_t(N) * (K / 32), "fp4", what,
@@ -53,10 +62,8 @@ Fp8BlockWeights fold_fp4_weights(const Fp4Weights& w, const std::string& what) {
     for (int c = 0; c < K; ++c) {
       const uint8_t byte = w.data[(size_t(r) * K + c) / 2];
       const uint8_t nibble = (c & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF);
-      const int base = int(fmt::float_as_bits(out.scales[size_t(r / 128) * (K / 128) + c / 128]) >> 23);
-      const int shift = int(w.scales_ue8m0[size_t(r) * (K / 32) + c / 32]) - base;
-      const bool exact = fmt::e2m1_times_pow2_to_e4m3(nibble, shift, &out.data[size_t(r) * K + c]);
-      SYMMOE_CHECK(exact, "fp4", what, ": internal: fold of row ", r, " column ", c, " not exact (shift ", shift, ")");
+      out.data[size_t(r) * K + c] = fold_fp4_element(nibble, w.scales_ue8m0[size_t(r) * (K / 32) + c / 32],
+                                                     out.scales[size_t(r / 128) * (K / 128) + c / 128]);
     }
   return out;
 }

@@ -24,7 +24,43 @@ void check_dims(const char* fn, int num_experts, int rows, int cols, const void*
   SYMMOE_CHECK(a && b && c, "gemm", fn, ": null pointer argument");
 }
 
+// Expands rows [0, rows) of one expert; base_of(r, kb) gives the row's base scale in K block kb.
+template <typename BaseOf>
+void expand_rows(const uint8_t* data, const uint32_t* scales, int rows, int k, BaseOf base_of, uint8_t* out) {
+  const uint8_t* codes = codes_of(scales);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < k; ++c) {
+      const uint8_t byte = data[(size_t(r) * k + c) / 2];
+      const uint8_t nibble = (c & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF);
+      out[size_t(r) * k + c] = fold_fp4_element(nibble, codes[size_t(r) * (k / 32) + c / 32], base_of(r, c / 128));
+    }
+}
+
 }  // namespace
+
+void expand_l1_fp4(const uint8_t* data, const uint32_t* scales, const float* bases, int num_experts, int inter, int k,
+                   uint8_t* out_e4m3) {
+  check_dims("expand_l1_fp4", num_experts, 2 * inter, k, data, scales, bases);
+  SYMMOE_CHECK(out_e4m3, "gemm", "expand_l1_fp4: null pointer argument");
+  const size_t rows = 2 * size_t(inter), kb = k / 128;
+  for (int e = 0; e < num_experts; ++e) {
+    const float* b = bases + e * (rows / 256) * kb * 2;
+    expand_rows(data + e * rows * k / 2, scales + e * rows * kb, int(rows), k,
+                [&](int r, int j) { return b[(size_t(r / 256) * kb + j) * 2 + (r % 16) / 8]; }, out_e4m3 + e * rows * k);
+  }
+}
+
+void expand_l2_fp4(const uint8_t* data, const uint32_t* scales, const float* bases, int num_experts, int hidden,
+                   int inter, uint8_t* out_e4m3) {
+  check_dims("expand_l2_fp4", num_experts, hidden, inter, data, scales, bases);
+  SYMMOE_CHECK(out_e4m3, "gemm", "expand_l2_fp4: null pointer argument");
+  const size_t rows = hidden, kb = inter / 128;
+  for (int e = 0; e < num_experts; ++e) {
+    const float* b = bases + e * (rows / 128) * kb;
+    expand_rows(data + e * rows * inter / 2, scales + e * rows * kb, int(rows), inter,
+                [&](int r, int j) { return b[size_t(r / 128) * kb + j]; }, out_e4m3 + e * rows * inter);
+  }
+}
 
 void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int inter, int k,
                               uint8_t* out_data, uint32_t* out_scales, float* out_bases) {

@@ -1,5 +1,6 @@
 // FP4 weight transform: rows interleaved like the FP8 L1 data, packed scales moved with their rows, base scales equal
-// to the fold's (fp4_fold.hpp) paired like the FP8 L1 scales; refusals name the expert and write nothing.
+// to the fold's (fp4_fold.hpp) paired like the FP8 L1 scales, the expansion of the transformed layout equal to the
+// folded experts (interleaved for L1); refusals name the expert and write nothing.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -34,15 +35,19 @@ Fp4Experts random_experts(int E, int rows, int K, std::mt19937_64& rng) {
   Fp4Experts x{E, rows, K, std::vector<uint8_t>(size_t(E) * rows * K / 2),
                std::vector<uint32_t>(size_t(E) * rows * (K / 128))};
   for (auto& b : x.data) b = uint8_t(rng());
-  for (auto& s : x.scales) {
+  // Codes span 14 binades per block, with blocks at different heights (the second half of the rows lower, odd K
+  // blocks higher), so the gate and up bases of a tile differ.
+  for (size_t i = 0; i < x.scales.size(); ++i) {
+    const size_t row = (i / (K / 128)) % rows, kb = i % (K / 128);
+    const uint32_t lo = 110 - (row >= size_t(rows) / 2 ? 7 : 0) + 3 * (kb % 2);
     uint32_t v = 0;
-    for (int j = 0; j < 4; ++j) v |= uint32_t(110 + rng() % 15) << (8 * j);  // codes 110..124: span 14
-    s = v;
+    for (int j = 0; j < 4; ++j) v |= uint32_t(lo + rng() % 15) << (8 * j);
+    x.scales[i] = v;
   }
   return x;
 }
 
-TEST(WeightTransformFp4, L1InterleavesRowsAndPairsTheFoldBases) {
+TEST(WeightTransformFp4, L1InterleavesRowsPairsTheFoldBasesAndExpandsToTheFold) {
   std::mt19937_64 rng(11);
   const int E = 2, I = 256, K = 256, rows = 2 * I;
   const Fp4Experts in = random_experts(E, rows, K, rng);
@@ -50,14 +55,18 @@ TEST(WeightTransformFp4, L1InterleavesRowsAndPairsTheFoldBases) {
   std::vector<uint32_t> scales(in.scales.size());
   std::vector<float> bases(size_t(E) * (I / 128) * (K / 128) * 2);
   transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, I, K, data.data(), scales.data(), bases.data());
+  std::vector<uint8_t> e4m3(size_t(E) * rows * K);
+  expand_l1_fp4(data.data(), scales.data(), bases.data(), E, I, K, e4m3.data());
   for (int e = 0; e < E; ++e) {
+    const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
     for (int r = 0; r < rows; ++r) {
       const int src = l1_original_row(r, I);
+      // What the kernels compute in shared memory: the folded expert, rows interleaved like the FP8 L1 data.
+      ASSERT_EQ(0, std::memcmp(&e4m3[(size_t(e) * rows + r) * K], &folded.data[size_t(src) * K], K)) << e << ", " << r;
       ASSERT_EQ(0, std::memcmp(&data[(size_t(e) * rows + r) * K / 2], &in.data[(size_t(e) * rows + src) * K / 2], K / 2));
       for (int w = 0; w < K / 128; ++w)
         ASSERT_EQ(scales[(size_t(e) * rows + r) * (K / 128) + w], in.scales[(size_t(e) * rows + src) * (K / 128) + w]);
     }
-    const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
     for (int t = 0; t < I / 128; ++t)
       for (int kb = 0; kb < K / 128; ++kb) {
         const float* pair = &bases[((size_t(e) * (I / 128) + t) * (K / 128) + kb) * 2];
@@ -67,7 +76,7 @@ TEST(WeightTransformFp4, L1InterleavesRowsAndPairsTheFoldBases) {
   }
 }
 
-TEST(WeightTransformFp4, L2BasesAreTheFoldBases) {
+TEST(WeightTransformFp4, L2BasesAndExpansionAreTheFold) {
   std::mt19937_64 rng(12);
   const int E = 3, H = 256, I = 384;
   const Fp4Experts in = random_experts(E, H, I, rng);
@@ -76,6 +85,12 @@ TEST(WeightTransformFp4, L2BasesAreTheFoldBases) {
   for (int e = 0; e < E; ++e) {
     const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
     for (size_t i = 0; i < folded.scales.size(); ++i) EXPECT_EQ(bases[e * folded.scales.size() + i], folded.scales[i]);
+  }
+  std::vector<uint8_t> e4m3(size_t(E) * H * I);
+  expand_l2_fp4(in.data.data(), in.scales.data(), bases.data(), E, H, I, e4m3.data());
+  for (int e = 0; e < E; ++e) {
+    const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
+    EXPECT_EQ(0, std::memcmp(&e4m3[size_t(e) * H * I], folded.data.data(), size_t(H) * I)) << "expert " << e;
   }
 }
 
