@@ -6,10 +6,12 @@
 //   L2 data   E2M1 [H, I/2], L2 scales int32 [H, I/128], the same way.
 // Output (what the kernels read):
 //   L1 data   [2I, K/2] rows interleaved in groups of 8 exactly as the FP8 L1 data (gemm::l1_original_row);
-//   L1 scales int32 [2I, K/128], rows interleaved the same way;
+//   L1 scales int32 [K/128, 2I] MN-major (a K block's codes of consecutive rows are adjacent: one TMA box of
+//             4 x BLOCK_N bytes per K block), rows interleaved the same way: word (kb, r) = input word (orig(r), kb);
 //   L1 bases  fp32 [I/128, K/128, 2]: the fold's base scales (fp4_fold.hpp) of gate block (t, kb) and up block
 //             (I/128 + t, kb), paired like the FP8 L1 scales (weight_transform.hpp), so the promotion is unchanged;
-//   L2 data and scales unchanged; L2 bases fp32 [H/128, I/128] (the FP8 L2 scale layout).
+//   L2 data unchanged; L2 scales int32 [I/128, H] MN-major; L2 bases fp32 [H/128, I/128] (the FP8 L2 scale layout).
+// Scale code of element (r, c) in the output: byte (c % 128) / 32 of word (c / 128, r).
 // A kernel converts element (r, c) of the transformed L1 to E4M3 as
 //   fmt::e2m1_times_pow2_to_e4m3(nibble(r, c), code(r, c/32) - (bits(base) >> 23), &out)
 //   base = L1 bases[r / 256][c / 128][(r % 16) / 8]      (gate rows take the gate base, up rows the up base)
@@ -24,14 +26,15 @@
 
 namespace symmoe::gemm {
 
-// out_data: E*2I*K/2 bytes, out_scales: E*2I*K/128 int32, out_bases: E*(I/128)*(K/128)*2 floats.
+// out_data: E*2I*K/2 bytes, out_scales: E*(K/128)*2I int32, out_bases: E*(I/128)*(K/128)*2 floats.
 void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int inter, int k,
                               uint8_t* out_data, uint32_t* out_scales, float* out_bases);
 
-// The L2 base scales: out_bases E*(H/128)*(I/128) floats from scales int32 [E, H, I/128].
-void l2_fp4_bases(const uint32_t* scales, int num_experts, int hidden, int inter, float* out_bases);
+// L2 (data unchanged): out_scales E*(I/128)*H int32 from scales [E, H, I/128], out_bases E*(H/128)*(I/128) floats.
+void transform_l2_weights_fp4(const uint32_t* scales, int num_experts, int hidden, int inter, uint32_t* out_scales,
+                              float* out_bases);
 
-// The E4M3 the kernels compute from the transformed weights (see above), num_experts back to back:
+// The E4M3 the kernels compute from the transformed weights (data, MN-major scales, bases; see above):
 // L1: out_e4m3 E*2I*K bytes in the interleaved FP8 L1 layout (weight_transform.hpp), its scales being out_bases.
 // L2: out_e4m3 E*H*I bytes, the FP8 L2 layout, its scales being the L2 bases.
 void expand_l1_fp4(const uint8_t* data, const uint32_t* scales, const float* bases, int num_experts, int inter, int k,

@@ -144,7 +144,7 @@ void bind_mega(py::module_& m) {
                          scales.shape(2) == H / 128,
                      "python", "transform_l1_weights_fp4: scales must be uint32 [", E, ", ", two_i, ", ", H / 128, "]");
         py::array_t<uint8_t> out_data({E, two_i, H / 2});
-        py::array_t<uint32_t> out_scales({E, two_i, H / 128});
+        py::array_t<uint32_t> out_scales({E, H / 128, two_i});
         py::array_t<float> out_bases({E, two_i / 256, H / 128, 2});
         gemm::transform_l1_weights_fp4(data.data(), scales.data(), E, two_i / 2, H, out_data.mutable_data(),
                                        out_scales.mutable_data(), out_bases.mutable_data());
@@ -152,21 +152,23 @@ void bind_mega(py::module_& m) {
       },
       py::arg("data"), py::arg("scales"),
       "host FP4 L1 transform (include/symmoe/weight_transform_fp4.hpp): (E2M1 [E, 2I, H/2], packed UE8M0 uint32 "
-      "[E, 2I, H/128]) -> (interleaved data, interleaved scales, fp32 base scales [E, I/128, H/128, 2])");
+      "[E, 2I, H/128]) -> (interleaved data, MN-major interleaved scales [E, H/128, 2I], fp32 base scales "
+      "[E, I/128, H/128, 2])");
   m.def(
-      "l2_fp4_bases",
+      "transform_l2_weights_fp4",
       [](const py::object& scales_in) {
         const CArray<uint32_t> scales = integer_array<uint32_t>(scales_in, "scales", "packed UE8M0 (uint32)");
-        SYMMOE_CHECK(scales.ndim() == 3, "python", "l2_fp4_bases: scales must be uint32 [E, H, I/128], got ",
-                     scales.ndim(), " dimensions");
+        SYMMOE_CHECK(scales.ndim() == 3, "python", "transform_l2_weights_fp4: scales must be uint32 [E, H, I/128], "
+                     "got ", scales.ndim(), " dimensions");
         const int E = int(scales.shape(0)), H = int(scales.shape(1)), I = 128 * int(scales.shape(2));
+        py::array_t<uint32_t> out_scales({E, I / 128, H});
         py::array_t<float> out_bases({E, H / 128, I / 128});
-        gemm::l2_fp4_bases(scales.data(), E, H, I, out_bases.mutable_data());
-        return out_bases;
+        gemm::transform_l2_weights_fp4(scales.data(), E, H, I, out_scales.mutable_data(), out_bases.mutable_data());
+        return py::make_tuple(out_scales, out_bases);
       },
       py::arg("scales"),
-      "FP4 L2 base scales (include/symmoe/weight_transform_fp4.hpp): packed UE8M0 uint32 [E, H, I/128] -> fp32 "
-      "[E, H/128, I/128]");
+      "host FP4 L2 scale transform (include/symmoe/weight_transform_fp4.hpp): packed UE8M0 uint32 [E, H, I/128] -> "
+      "(MN-major scales [E, I/128, H], fp32 base scales [E, H/128, I/128])");
   m.def(
       "mega_check_shape",
       [](const MoeShape& shape, int num_sms) {

@@ -6,9 +6,10 @@ nibble, gate rows then up rows; w1_sf int32 or uint32 [E_local, 2I, H/128]: four
 scale of columns [128kb + 32j, +32) of one row), l2 = (w2 [E_local, H, I/2], w2_sf [E_local, H, I/128]) the same way.
 Bytes are taken as they are (int8 / int32 viewed as uint8 / uint32: these are bit patterns, not numbers); any
 strides (DeepGEMM's MN-major scales included).
-Output: l1 = (data uint8 [E_local, 2I, H/2] and scales uint32 [E_local, 2I, H/128], rows interleaved by 8 as the FP8
-L1 data; base scales fp32 [E_local, I/128, H/128, 2]), l2 = (w2, w2_sf unchanged (the same arrays when already
-uint8 / uint32), base scales fp32 [E_local, H/128, I/128]). DeepGEMM returns pairs; the third array (the per-128x128
+Output: l1 = (data uint8 [E_local, 2I, H/2] rows interleaved by 8 as the FP8 L1 data, scales uint32
+[E_local, H/128, 2I] MN-major with the rows interleaved the same way, base scales fp32 [E_local, I/128, H/128, 2]),
+l2 = (w2 unchanged (the same array when already uint8), scales uint32 [E_local, I/128, H] MN-major, base scales fp32
+[E_local, H/128, I/128]). DeepGEMM returns pairs; the third array (the per-128x128
 base scale the E4M3 fold is relative to, include/symmoe/fp4_fold.hpp) is symmoe's addition.
 A 128x128 block whose scale codes span more than 14 binades (the fold would not be exact) or that holds the NaN
 code 0xFF is refused (symmoe.Error naming the layer, expert, row and codes), before any output exists.
@@ -50,6 +51,6 @@ def transform_fp4_weights(l1_weights, l2_weights):
     check(w2.shape == (E, H, I // 2), ValueError, f"l2 weights must be [{E}, {H}, {I // 2}], got {list(w2.shape)}")
     check(s2.shape == (E, H, I // 128), ValueError,
           f"l2 scales must be [{E}, {H}, {I // 128}] (four UE8M0 per int32), got {list(s2.shape)}")
-    l2_bases = _C.l2_fp4_bases(s2)
+    l2_scales, l2_bases = _C.transform_l2_weights_fp4(s2)
     data, scales, bases = _C.transform_l1_weights_fp4(w1, s1)
-    return (data, scales, bases), (w2, s2, l2_bases)
+    return (data, scales, bases), (w2, l2_scales, l2_bases)

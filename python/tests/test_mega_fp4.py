@@ -29,16 +29,16 @@ def test_fp4_transform_layout(experts, inter, hidden):
     w2, s2 = _deepgemm_fp4(rng, experts, hidden, inter)
     (d, s, b), (d2, s2_out, b2) = symmoe.transform_weights_for_mega_moe((w1, s1), (w2, s2))
     assert d.dtype == np.uint8 and d.shape == (experts, 2 * inter, hidden // 2)
-    assert s.dtype == np.uint32 and s.shape == (experts, 2 * inter, hidden // 128)
+    assert s.dtype == np.uint32 and s.shape == (experts, hidden // 128, 2 * inter)
     assert b.dtype == np.float32 and b.shape == (experts, inter // 128, hidden // 128, 2)
     # Row 16q + j is gate row 8q + j (j < 8), up row inter + 8q + j - 8 otherwise; scales move with their rows.
     rows = np.arange(2 * inter)
     src = np.where(rows % 16 < 8, 8 * (rows // 16) + rows % 16, inter + 8 * (rows // 16) + rows % 16 - 8)
     assert np.array_equal(d, w1.view(np.uint8)[:, src])
-    assert np.array_equal(s, s1.view(np.uint32)[:, src])
+    assert np.array_equal(s, s1.view(np.uint32)[:, src].transpose(0, 2, 1))  # MN-major
     base = _bases_here(s1.view(np.uint8), 2 * inter, hidden)  # [E, 2I/128, H/128] gate blocks then up blocks
     assert np.array_equal(b[..., 0], base[:, :inter // 128]) and np.array_equal(b[..., 1], base[:, inter // 128:])
-    assert np.array_equal(d2, w2.view(np.uint8)) and np.array_equal(s2_out, s2.view(np.uint32))
+    assert np.array_equal(d2, w2.view(np.uint8)) and np.array_equal(s2_out, s2.view(np.uint32).transpose(0, 2, 1))
     assert np.array_equal(b2, _bases_here(s2.view(np.uint8), hidden, inter))
 
 

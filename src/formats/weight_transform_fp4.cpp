@@ -1,4 +1,5 @@
-// FP4 weight transform (interleave gate/up rows by 8, fold base scales); layout in weight_transform_fp4.hpp.
+// FP4 weight transform (interleave gate/up rows by 8, scales MN-major, fold base scales) and its expansion to E4M3;
+// layout in weight_transform_fp4.hpp.
 #include "symmoe/weight_transform_fp4.hpp"
 
 #include <bit>
@@ -24,19 +25,70 @@ void check_dims(const char* fn, int num_experts, int rows, int cols, const void*
   SYMMOE_CHECK(a && b && c, "gemm", fn, ": null pointer argument");
 }
 
-// Expands rows [0, rows) of one expert; base_of(r, kb) gives the row's base scale in K block kb.
+// Checks every expert's scales (input layout [rows, k/128]) and returns all base scales [E, rows/128, k/128].
+std::vector<float> all_bases(const uint32_t* scales, int num_experts, int rows, int k, const std::string& what) {
+  const size_t words = size_t(rows) * (k / 128), nb = size_t(rows / 128) * (k / 128);
+  std::vector<float> bases(num_experts * nb);
+  for (int e = 0; e < num_experts; ++e)
+    fp4_fold_bases(codes_of(scales + e * words), rows, k, what + " of expert " + std::to_string(e),
+                   bases.data() + e * nb);
+  return bases;
+}
+
+// One expert's scales [rows, k/128] (row src_row(r) for output row r) -> MN-major [k/128, rows].
+template <typename SrcRow>
+void scales_mn_major(const uint32_t* in, int rows, int k, SrcRow src_row, uint32_t* out) {
+  const size_t kb = k / 128;
+  for (size_t b = 0; b < kb; ++b)
+    for (int r = 0; r < rows; ++r) out[b * rows + r] = in[size_t(src_row(r)) * kb + b];
+}
+
+// Expands one expert from the transformed layout; base_of(r, kb) gives row r's base scale in K block kb.
 template <typename BaseOf>
-void expand_rows(const uint8_t* data, const uint32_t* scales, int rows, int k, BaseOf base_of, uint8_t* out) {
-  const uint8_t* codes = codes_of(scales);
+void expand_rows(const uint8_t* data, const uint32_t* scales_mn, int rows, int k, BaseOf base_of, uint8_t* out) {
+  const uint8_t* codes = codes_of(scales_mn);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < k; ++c) {
       const uint8_t byte = data[(size_t(r) * k + c) / 2];
       const uint8_t nibble = (c & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF);
-      out[size_t(r) * k + c] = fold_fp4_element(nibble, codes[size_t(r) * (k / 32) + c / 32], base_of(r, c / 128));
+      const uint8_t code = codes[(size_t(c / 128) * rows + r) * 4 + (c % 128) / 32];
+      out[size_t(r) * k + c] = fold_fp4_element(nibble, code, base_of(r, c / 128));
     }
 }
 
 }  // namespace
+
+void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int inter, int k,
+                              uint8_t* out_data, uint32_t* out_scales, float* out_bases) {
+  check_dims("transform_l1_weights_fp4", num_experts, 2 * inter, k, data, scales, out_data);
+  SYMMOE_CHECK(out_scales && out_bases, "gemm", "transform_l1_weights_fp4: null pointer argument");
+  const size_t rows = 2 * size_t(inter), row_bytes = k / 2, kb = k / 128, tiles = inter / 128;
+  const std::vector<float> bases = all_bases(scales, num_experts, int(rows), k, "l1 scales");  // checks first
+  for (int e = 0; e < num_experts; ++e) {
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(out_data + (e * rows + r) * row_bytes,
+                  data + (e * rows + size_t(l1_original_row(int(r), inter))) * row_bytes, row_bytes);
+    scales_mn_major(scales + e * rows * kb, int(rows), k, [&](int r) { return l1_original_row(r, inter); },
+                    out_scales + e * rows * kb);
+    const float* s = bases.data() + e * (rows / 128) * kb;
+    float* o = out_bases + e * tiles * kb * 2;
+    for (size_t t = 0; t < tiles; ++t)
+      for (size_t b = 0; b < kb; ++b) {
+        o[(t * kb + b) * 2 + 0] = s[t * kb + b];
+        o[(t * kb + b) * 2 + 1] = s[(tiles + t) * kb + b];
+      }
+  }
+}
+
+void transform_l2_weights_fp4(const uint32_t* scales, int num_experts, int hidden, int inter, uint32_t* out_scales,
+                              float* out_bases) {
+  check_dims("transform_l2_weights_fp4", num_experts, hidden, inter, scales, out_scales, out_bases);
+  const std::vector<float> bases = all_bases(scales, num_experts, hidden, inter, "l2 scales");  // checks first
+  const size_t words = size_t(hidden) * (inter / 128);
+  for (int e = 0; e < num_experts; ++e)
+    scales_mn_major(scales + e * words, hidden, inter, [](int r) { return r; }, out_scales + e * words);
+  std::memcpy(out_bases, bases.data(), bases.size() * sizeof(float));
+}
 
 void expand_l1_fp4(const uint8_t* data, const uint32_t* scales, const float* bases, int num_experts, int inter, int k,
                    uint8_t* out_e4m3) {
@@ -45,8 +97,8 @@ void expand_l1_fp4(const uint8_t* data, const uint32_t* scales, const float* bas
   const size_t rows = 2 * size_t(inter), kb = k / 128;
   for (int e = 0; e < num_experts; ++e) {
     const float* b = bases + e * (rows / 256) * kb * 2;
-    expand_rows(data + e * rows * k / 2, scales + e * rows * kb, int(rows), k,
-                [&](int r, int j) { return b[(size_t(r / 256) * kb + j) * 2 + (r % 16) / 8]; }, out_e4m3 + e * rows * k);
+    const auto base_of = [&](int r, int j) { return b[(size_t(r / 256) * kb + j) * 2 + (r % 16) / 8]; };
+    expand_rows(data + e * rows * k / 2, scales + e * rows * kb, int(rows), k, base_of, out_e4m3 + e * rows * k);
   }
 }
 
@@ -60,41 +112,6 @@ void expand_l2_fp4(const uint8_t* data, const uint32_t* scales, const float* bas
     expand_rows(data + e * rows * inter / 2, scales + e * rows * kb, int(rows), inter,
                 [&](int r, int j) { return b[size_t(r / 128) * kb + j]; }, out_e4m3 + e * rows * inter);
   }
-}
-
-void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int inter, int k,
-                              uint8_t* out_data, uint32_t* out_scales, float* out_bases) {
-  check_dims("transform_l1_weights_fp4", num_experts, 2 * inter, k, data, scales, out_data);
-  SYMMOE_CHECK(out_scales && out_bases, "gemm", "transform_l1_weights_fp4: null pointer argument");
-  const size_t rows = 2 * size_t(inter), row_bytes = k / 2, row_words = k / 128, kb = k / 128, tiles = inter / 128;
-  std::vector<float> bases(size_t(num_experts) * (rows / 128) * kb);  // original layout, all experts
-  for (int e = 0; e < num_experts; ++e)
-    fp4_fold_bases(codes_of(scales + e * rows * row_words), int(rows), k, "l1 scales of expert " + std::to_string(e),
-                   bases.data() + e * (rows / 128) * kb);
-  for (int e = 0; e < num_experts; ++e) {
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t src = size_t(l1_original_row(int(r), inter));
-      std::memcpy(out_data + (e * rows + r) * row_bytes, data + (e * rows + src) * row_bytes, row_bytes);
-      std::memcpy(out_scales + (e * rows + r) * row_words, scales + (e * rows + src) * row_words, row_words * 4);
-    }
-    const float* s = bases.data() + e * (rows / 128) * kb;
-    float* o = out_bases + e * tiles * kb * 2;
-    for (size_t t = 0; t < tiles; ++t)
-      for (size_t b = 0; b < kb; ++b) {
-        o[(t * kb + b) * 2 + 0] = s[t * kb + b];
-        o[(t * kb + b) * 2 + 1] = s[(tiles + t) * kb + b];
-      }
-  }
-}
-
-void l2_fp4_bases(const uint32_t* scales, int num_experts, int hidden, int inter, float* out_bases) {
-  check_dims("l2_fp4_bases", num_experts, hidden, inter, scales, out_bases, out_bases);
-  const size_t words = size_t(hidden) * (inter / 128), nb = size_t(hidden / 128) * (inter / 128);
-  std::vector<float> bases(num_experts * nb);
-  for (int e = 0; e < num_experts; ++e)
-    fp4_fold_bases(codes_of(scales + e * words), hidden, inter, "l2 scales of expert " + std::to_string(e),
-                   bases.data() + e * nb);
-  std::memcpy(out_bases, bases.data(), bases.size() * sizeof(float));
 }
 
 }  // namespace symmoe::gemm

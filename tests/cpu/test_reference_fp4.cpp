@@ -69,7 +69,8 @@ Fp8BlockWeights fold_here(const Fp4Weights& w) {
       for (int r = 128 * bi; r < 128 * bi + 128; ++r)
         for (int c = 128 * bj; c < 128 * bj + 128; ++c) {
           const int code = w.scales_ue8m0[size_t(r) * (K / 32) + c / 32];
-          f.data[size_t(r) * K + c] = fmt::float_to_e4m3(float(std::ldexp(e2m1_value(nibble_at(w, r, c)), code - base)));
+          const double v = std::ldexp(e2m1_value(nibble_at(w, r, c)), code - base);
+          f.data[size_t(r) * K + c] = fmt::float_to_e4m3(float(v));
         }
     }
   return f;
@@ -145,7 +146,8 @@ TEST(Fp4Gemm, ExactMatchesAnFp64LoopOverE2m1AndScales) {
     for (int n = 0; n < N; ++n) {
       double want = 0, mag = 0;
       for (int k = 0; k < K; ++k) {
-        const double av = double(fmt::e4m3_to_float(a.data[size_t(m) * K + k])) * double(a.scales[size_t(m) * 3 + k / 128]);
+        const double av =
+            double(fmt::e4m3_to_float(a.data[size_t(m) * K + k])) * double(a.scales[size_t(m) * 3 + k / 128]);
         want += av * fp4_value(b, n, k);
         mag += std::abs(av * fp4_value(b, n, k));
       }
@@ -203,7 +205,8 @@ TEST(Fp4Moe, ComposedEqualsFormulaAndFaithfulIsNearExact) {
     inputs.push_back(make_random_layer_input(shape, 6 - r, o, r));
     routings.push_back(inputs.back().routing);
   }
-  const ExpertWeightMap folded = fold_experts_fp4(make_random_experts_fp4(shape.hidden, shape.intermediate, routings, 5));
+  const ExpertWeightMap folded =
+      fold_experts_fp4(make_random_experts_fp4(shape.hidden, shape.intermediate, routings, 5));
   const auto formula = moe_forward_faithful(shape, folded, inputs, 0.f);
   const auto composed = moe_forward_composed(shape, folded, inputs, 0.f, 4);
   const auto exact = moe_forward_exact(shape, folded, inputs, 0.0);

@@ -1,6 +1,6 @@
-// FP4 weight transform: rows interleaved like the FP8 L1 data, packed scales moved with their rows, base scales equal
-// to the fold's (fp4_fold.hpp) paired like the FP8 L1 scales, the expansion of the transformed layout equal to the
-// folded experts (interleaved for L1); refusals name the expert and write nothing.
+// FP4 weight transform: rows interleaved like the FP8 L1 data, packed scales MN-major moved with their rows, base
+// scales equal to the fold's (fp4_fold.hpp) paired like the FP8 L1 scales, the expansion of the transformed layout
+// equal to the folded experts (interleaved for L1); refusals name the expert and write nothing.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -63,9 +63,10 @@ TEST(WeightTransformFp4, L1InterleavesRowsPairsTheFoldBasesAndExpandsToTheFold) 
       const int src = l1_original_row(r, I);
       // What the kernels compute in shared memory: the folded expert, rows interleaved like the FP8 L1 data.
       ASSERT_EQ(0, std::memcmp(&e4m3[(size_t(e) * rows + r) * K], &folded.data[size_t(src) * K], K)) << e << ", " << r;
-      ASSERT_EQ(0, std::memcmp(&data[(size_t(e) * rows + r) * K / 2], &in.data[(size_t(e) * rows + src) * K / 2], K / 2));
+      ASSERT_EQ(0,
+                std::memcmp(&data[(size_t(e) * rows + r) * K / 2], &in.data[(size_t(e) * rows + src) * K / 2], K / 2));
       for (int w = 0; w < K / 128; ++w)
-        ASSERT_EQ(scales[(size_t(e) * rows + r) * (K / 128) + w], in.scales[(size_t(e) * rows + src) * (K / 128) + w]);
+        ASSERT_EQ(scales[(size_t(e) * (K / 128) + w) * rows + r], in.scales[(size_t(e) * rows + src) * (K / 128) + w]);
     }
     for (int t = 0; t < I / 128; ++t)
       for (int kb = 0; kb < K / 128; ++kb) {
@@ -76,18 +77,22 @@ TEST(WeightTransformFp4, L1InterleavesRowsPairsTheFoldBasesAndExpandsToTheFold) 
   }
 }
 
-TEST(WeightTransformFp4, L2BasesAndExpansionAreTheFold) {
+TEST(WeightTransformFp4, L2ScalesMnMajorBasesAndExpansionAreTheFold) {
   std::mt19937_64 rng(12);
   const int E = 3, H = 256, I = 384;
   const Fp4Experts in = random_experts(E, H, I, rng);
+  std::vector<uint32_t> scales(in.scales.size());
   std::vector<float> bases(size_t(E) * (H / 128) * (I / 128));
-  l2_fp4_bases(in.scales.data(), E, H, I, bases.data());
+  transform_l2_weights_fp4(in.scales.data(), E, H, I, scales.data(), bases.data());
   for (int e = 0; e < E; ++e) {
+    for (int r = 0; r < H; ++r)
+      for (int w = 0; w < I / 128; ++w)
+        ASSERT_EQ(scales[(size_t(e) * (I / 128) + w) * H + r], in.scales[(size_t(e) * H + r) * (I / 128) + w]);
     const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
     for (size_t i = 0; i < folded.scales.size(); ++i) EXPECT_EQ(bases[e * folded.scales.size() + i], folded.scales[i]);
   }
   std::vector<uint8_t> e4m3(size_t(E) * H * I);
-  expand_l2_fp4(in.data.data(), in.scales.data(), bases.data(), E, H, I, e4m3.data());
+  expand_l2_fp4(in.data.data(), scales.data(), bases.data(), E, H, I, e4m3.data());
   for (int e = 0; e < E; ++e) {
     const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
     EXPECT_EQ(0, std::memcmp(&e4m3[size_t(e) * H * I], folded.data.data(), size_t(H) * I)) << "expert " << e;
@@ -99,7 +104,8 @@ TEST(WeightTransformFp4, RefusesBeforeWriting) {
   const int E = 2, I = 128, K = 256, rows = 2 * I;
   Fp4Experts in = random_experts(E, rows, K, rng);
   // Expert 1, row 3, K block 1: code 124 -> 140 makes the block span more than 14 binades.
-  in.scales[(size_t(1) * rows + 3) * (K / 128) + 1] = (in.scales[(size_t(1) * rows + 3) * (K / 128) + 1] & ~0xFFu) | 140u;
+  uint32_t& word = in.scales[(size_t(1) * rows + 3) * (K / 128) + 1];
+  word = (word & ~0xFFu) | 140u;
   std::vector<uint8_t> data(in.data.size(), 0xAB);
   std::vector<uint32_t> scales(in.scales.size(), 0xABABABABu);
   std::vector<float> bases(size_t(E) * (I / 128) * (K / 128) * 2, -1.f);
@@ -115,7 +121,8 @@ TEST(WeightTransformFp4, RefusesBeforeWriting) {
   EXPECT_EQ(scales, std::vector<uint32_t>(scales.size(), 0xABABABABu));
   EXPECT_EQ(bases, std::vector<float>(bases.size(), -1.f));
   std::vector<float> l2(size_t(E) * 2 * 2, -1.f);
-  EXPECT_THROW(l2_fp4_bases(in.scales.data(), E, rows, K, l2.data()), Error);
+  EXPECT_THROW(transform_l2_weights_fp4(in.scales.data(), E, rows, K, scales.data(), l2.data()), Error);
+  EXPECT_EQ(scales, std::vector<uint32_t>(scales.size(), 0xABABABABu));
   EXPECT_EQ(l2, std::vector<float>(l2.size(), -1.f));
   EXPECT_THROW(transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, 100, K, data.data(), scales.data(),
                                         bases.data()),

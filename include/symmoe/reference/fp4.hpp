@@ -6,7 +6,7 @@
 //             128 x 128 block, exact or refused) and run the faithful FP8 GEMM (reference/gemm.hpp) on the result:
 //             the kernels upconvert in shared memory and then run the unchanged FP8 WGMMA + per-128-K promotion.
 // Out-of-range scales: refused by the fold (fp4_fold.hpp states the rule), so the faithful model never sees an
-// inexact weight; the exact model does not fold and accepts any finite codes.
+// inexact weight; gemm_exact (fp4) does not fold and accepts any non-NaN codes, expert_mlp_exact (fp4) folds.
 // The expert MLP: L1 and L2 weights FP4 [2I, H] and [H, I] (original gate/up layout); the faithful MLP is
 // expert_mlp_faithful on the folded weights, the exact MLP expert_mlp_exact on them (the fold is exact, so the
 // dequantised values are the FP4 ones: tests/cpu/test_reference_fp4.cpp checks it element by element).
