@@ -10,22 +10,10 @@
 #include "symmoe/reference/gemm.hpp"
 
 namespace symmoe::ref {
-namespace {
-
-// Uniform in [-a, a) with variance stddev^2, from the raw mt19937_64 stream (portable).
-std::vector<float> random_uniform(size_t n, double stddev, std::mt19937_64& rng) {
-  std::vector<float> v(n);
-  const float a = float(std::sqrt(3.0) * stddev), step = 2.f * a * 0x1.0p-24f;
-  for (auto& x : v) x = float(rng() >> 40) * step - a;
-  return v;
-}
-
-}  // namespace
-
 ExpertWeightsFp4 make_random_expert_fp4(int hidden, int intermediate, int expert, uint64_t seed) {
   std::mt19937_64 rng(rnd::mix_seed(seed, 0x30000ull + uint64_t(expert)));
-  const auto w1 = random_uniform(size_t(2) * intermediate * hidden, 1.0 / std::sqrt(double(hidden)), rng);
-  const auto w2 = random_uniform(size_t(hidden) * intermediate, 1.0 / std::sqrt(double(intermediate)), rng);
+  const auto w1 = rnd::uniform_weights(size_t(2) * intermediate * hidden, 1.0 / std::sqrt(double(hidden)), rng);
+  const auto w2 = rnd::uniform_weights(size_t(hidden) * intermediate, 1.0 / std::sqrt(double(intermediate)), rng);
   return {quantize_weights_fp4(w1.data(), 2 * intermediate, hidden),
           quantize_weights_fp4(w2.data(), hidden, intermediate)};
 }

@@ -19,15 +19,6 @@ std::vector<float> random_normal(size_t n, double stddev, std::mt19937_64& rng) 
   return v;
 }
 
-// Uniform in [-a, a) with a = sqrt(3) * stddev (same variance as the normal). NOTES: weights are the bulk of the
-// random data (44M values per v3 expert); this costs ~1 ns a value where Box-Muller costs ~15.
-std::vector<float> random_uniform(size_t n, double stddev, std::mt19937_64& rng) {
-  std::vector<float> v(n);
-  const float a = float(std::sqrt(3.0) * stddev), step = 2.f * a * 0x1.0p-24f;
-  for (auto& x : v) x = float(rng() >> 40) * step - a;
-  return v;
-}
-
 void check_input(const MoeShape& shape, const MoeLayerInput& in, int rank) {
   SYMMOE_CHECK(in.x.num_cols == shape.hidden && in.x.block == 128, "ref", "moe: rank ", rank, " x is [", in.x.num_rows,
                ", ", in.x.num_cols, "] block ", in.x.block, ", expected H = ", shape.hidden, " and block 128");
@@ -51,8 +42,8 @@ const ExpertWeights& expert(const ExpertWeightMap& weights, int64_t e, const Moe
 
 ExpertWeights make_random_expert(int hidden, int intermediate, int expert_idx, uint64_t seed) {
   std::mt19937_64 rng(rnd::mix_seed(seed, 0x10000ull + uint64_t(expert_idx)));
-  const auto w1 = random_uniform(size_t(2) * intermediate * hidden, 1.0 / std::sqrt(double(hidden)), rng);
-  const auto w2 = random_uniform(size_t(hidden) * intermediate, 1.0 / std::sqrt(double(intermediate)), rng);
+  const auto w1 = rnd::uniform_weights(size_t(2) * intermediate * hidden, 1.0 / std::sqrt(double(hidden)), rng);
+  const auto w2 = rnd::uniform_weights(size_t(hidden) * intermediate, 1.0 / std::sqrt(double(intermediate)), rng);
   return {quantize_weights_128x128(w1.data(), 2 * intermediate, hidden),
           quantize_weights_128x128(w2.data(), hidden, intermediate)};
 }
