@@ -83,7 +83,8 @@ void copy_row(std::vector<uint8_t>& dst, size_t dst_row, const std::vector<uint8
   if (row_bytes) std::memcpy(&dst[dst_row * row_bytes], &src[src_row * row_bytes], row_bytes);
 }
 
-// Allocates the output arrays of destination d (rows from its handle) and fills padding as specified.
+}  // namespace
+
 void allocate_outputs(DispatchOutput& out, const EpHandle& h, size_t x_row_bytes, size_t sf_row_bytes,
                       bool zero_padding) {
   const size_t K = size_t(h.num_topk);
@@ -94,8 +95,6 @@ void allocate_outputs(DispatchOutput& out, const EpHandle& h, size_t x_row_bytes
   out.recv_topk_idx.assign(h.do_expand ? rows : rows * K, -1);
   out.recv_topk_weights.assign(h.do_expand ? rows : rows * K, 0.f);
 }
-
-}  // namespace
 
 int EpHandle::expert_start(int local_expert) const {
   int start = 0;

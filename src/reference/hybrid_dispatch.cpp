@@ -17,7 +17,6 @@
 namespace symmoe::ref {
 namespace {
 
-using hybrid_detail::allocate_outputs;
 using hybrid_detail::make_record;
 using hybrid_detail::master_lane;
 using hybrid_detail::put_row;

@@ -13,7 +13,6 @@
 namespace symmoe::ref {
 namespace {
 
-using hybrid_detail::allocate_outputs;
 using hybrid_detail::make_record;
 using hybrid_detail::put_row;
 using hybrid_detail::Record;

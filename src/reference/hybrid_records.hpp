@@ -1,5 +1,5 @@
 // Internal to the golden hybrid dispatch (hybrid_dispatch.cpp, hybrid_dispatch_cached.cpp): the record both hops
-// carry, the sparse buffers they land in, and the output allocation both dispatches share.
+// carry, and the sparse buffers they land in (outputs are allocated as the flat model does: reference/validate.hpp).
 #pragma once
 
 #include <cstdint>
@@ -10,8 +10,6 @@
 #include "symmoe/reference/dispatch.hpp"
 
 namespace symmoe::ref::hybrid_detail {
-
-constexpr uint8_t kUnspecifiedPaddingByte = 0xFF;  // as the flat model: expand padding without zero_padding
 
 // What travels on both hops: the token's payload and the metadata the next hop and the destination need.
 struct Record {
@@ -47,18 +45,6 @@ inline Record make_record(const DispatchInput& in, int src_rank, int token, int 
 
 inline void put_row(std::vector<uint8_t>& dst, size_t row, const std::vector<uint8_t>& src) {
   if (!src.empty()) std::memcpy(&dst[row * src.size()], src.data(), src.size());
-}
-
-// The destination's output arrays, sized from its handle, padding filled as the flat model specifies.
-inline void allocate_outputs(DispatchOutput& out, const EpHandle& h, size_t x_row_bytes, size_t sf_row_bytes,
-                             bool zero_padding) {
-  const size_t K = size_t(h.num_topk);
-  const size_t rows = size_t(h.do_expand ? h.num_expanded_tokens : h.num_recv_tokens);
-  const uint8_t fill = (h.do_expand && !zero_padding) ? kUnspecifiedPaddingByte : 0;
-  out.recv_x.assign(rows * x_row_bytes, fill);
-  out.recv_sf.assign(rows * sf_row_bytes, fill);
-  out.recv_topk_idx.assign(h.do_expand ? rows : rows * K, -1);
-  out.recv_topk_weights.assign(h.do_expand ? rows : rows * K, 0.f);
 }
 
 }  // namespace symmoe::ref::hybrid_detail
