@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "reference/random.hpp"
@@ -34,6 +35,26 @@ float rank_factor(int d) { return float(d + 1); }
 float expert_factor(int64_t global_expert) { return float(1 + global_expert % 4); }
 float bias_value(int which, int s, int t, int c) {
   return which == 0 ? float((s + t + c) % 3) - 1.f : 0.5f * float((t * c) % 5);
+}
+
+// What lane k of source s's token t adds at column col: its returned row, found through the destination's
+// recv_src_metadata col 0 (not through the slots); none for a masked lane or, without expand, a lane that is not
+// its destination's master lane.
+std::optional<float> returned_value(const testing::RoutingCase& c, const std::vector<DispatchInput>& inputs,
+                                    const std::vector<DispatchOutput>& out, const std::vector<CombineInput>& cin,
+                                    int s, int t, int k, int col) {
+  const int K = c.num_topk, El = c.num_experts / c.num_ranks, T_max = c.num_max_tokens;
+  const int64_t* topk = &inputs[s].topk_idx[size_t(t) * K];
+  if (topk[k] < 0) return std::nullopt;
+  const int d = int(topk[k] / El);
+  bool master = true;
+  for (int j = k + 1; j < K; ++j) master &= !(topk[j] >= 0 && topk[j] / El == d);
+  if (!c.do_expand && !master) return std::nullopt;
+  const auto& h = out[d].handle;
+  int i = 0;
+  while (h.recv_src_metadata[size_t(i) * (2 + K)] != s * T_max + t) ++i;
+  const int row = c.do_expand ? h.recv_src_metadata[size_t(i) * (2 + K) + 2 + k] : i;
+  return fmt::bf16_to_float(cin[d].x[size_t(row) * kHidden + col]);
 }
 
 TEST(ReferenceCombine, AnalyticSumOverRoutingSweep) {
@@ -125,7 +146,7 @@ TEST(ReferenceCombine, AscendingLaneOrderOnRandomValues) {
   for (const auto& c : routing_sweep()) {
     if (c.options.seed % 4 != 0) continue;  // a quarter of the sweep is plenty here
     SCOPED_TRACE(c.name());
-    const int R = c.num_ranks, K = c.num_topk, El = c.num_experts / R, T_max = c.num_max_tokens;
+    const int R = c.num_ranks, K = c.num_topk;
     const auto inputs = make_inputs(c, kHidden);
     const auto out = dispatch(config_of(c), inputs);
     std::vector<CombineInput> cin(R);
@@ -135,20 +156,10 @@ TEST(ReferenceCombine, AscendingLaneOrderOnRandomValues) {
     const auto res = combine(handles_of(out), kHidden, cin);
     for (int s = 0; s < R; ++s)
       for (int t = 0; t < inputs[s].num_tokens; ++t) {
-        const int64_t* topk = &inputs[s].topk_idx[size_t(t) * K];
         for (int col = 0; col < kHidden; ++col) {
           float acc = 0.f;
           for (int k = 0; k < K; ++k) {
-            if (topk[k] < 0) continue;
-            const int d = int(topk[k] / El);
-            bool master = true;
-            for (int j = k + 1; j < K; ++j) master &= !(topk[j] >= 0 && topk[j] / El == d);
-            if (!c.do_expand && !master) continue;
-            const auto& h = out[d].handle;
-            int i = 0;
-            while (h.recv_src_metadata[size_t(i) * (2 + K)] != s * T_max + t) ++i;
-            const int row = c.do_expand ? h.recv_src_metadata[size_t(i) * (2 + K) + 2 + k] : i;
-            acc += fmt::bf16_to_float(cin[d].x[size_t(row) * kHidden + col]);
+            if (const auto v = returned_value(c, inputs, out, cin, s, t, k, col)) acc += *v;
           }
           ASSERT_EQ(res[s].combined_x[size_t(t) * kHidden + col], fmt::float_to_bf16(acc))
               << "rank " << s << " token " << t << " col " << col;
@@ -171,7 +182,7 @@ TEST(ReferenceCombine, BiasesStartTheSumInDeepEpOrder) {
     if (c.options.seed % 3 != 1) continue;
     for (int num_bias = 1; num_bias <= 2; ++num_bias) {
       SCOPED_TRACE(c.name() + " biases " + std::to_string(num_bias));
-      const int R = c.num_ranks, K = c.num_topk, El = c.num_experts / R, T_max = c.num_max_tokens;
+      const int R = c.num_ranks, K = c.num_topk;
       const auto inputs = make_inputs(c, kHidden);
       const auto out = dispatch(config_of(c), inputs);
       std::vector<CombineInput> cin(R);
@@ -192,24 +203,13 @@ TEST(ReferenceCombine, BiasesStartTheSumInDeepEpOrder) {
       const auto res = combine(handles_of(out), kHidden, cin);
       for (int s = 0; s < R; ++s)
         for (int t = 0; t < inputs[s].num_tokens; ++t) {
-          const int64_t* topk = &inputs[s].topk_idx[size_t(t) * K];
           for (int col = 0; col < kHidden; ++col) {
             const size_t bi = size_t(t) * kHidden + col;
             const float b0 = fmt::bf16_to_float((*cin[s].bias_0)[bi]);
             const float b1 = num_bias == 2 ? fmt::bf16_to_float((*cin[s].bias_1)[bi]) : 0.f;
             float acc = b0 + b1, bias_last = 0.f;
             for (int k = 0; k < K; ++k) {
-              if (topk[k] < 0) continue;
-              const int d = int(topk[k] / El);
-              bool master = true;
-              for (int j = k + 1; j < K; ++j) master &= !(topk[j] >= 0 && topk[j] / El == d);
-              if (!c.do_expand && !master) continue;
-              const auto& h = out[d].handle;
-              int i = 0;
-              while (h.recv_src_metadata[size_t(i) * (2 + K)] != s * T_max + t) ++i;
-              const int row = c.do_expand ? h.recv_src_metadata[size_t(i) * (2 + K) + 2 + k] : i;
-              const float v = fmt::bf16_to_float(cin[d].x[size_t(row) * kHidden + col]);
-              acc += v, bias_last += v;
+              if (const auto v = returned_value(c, inputs, out, cin, s, t, k, col)) acc += *v, bias_last += *v;
             }
             ASSERT_EQ(res[s].combined_x[bi], fmt::float_to_bf16(acc)) << "rank " << s << " token " << t << " col "
                                                                       << col;
