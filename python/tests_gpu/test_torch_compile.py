@@ -76,7 +76,8 @@ def test_moe_block_aot_eager_matches_eager(ep, t):
         assert got.dtype == torch.bfloat16 and got.shape == (t, H)
         torch.testing.assert_close(got.float(), eager.float(), rtol=2e-2, atol=2e-2, msg=f"t={t} seed={seed}")
         assert torch.count_nonzero(eager[0]) == 0 and torch.count_nonzero(got[0]) == 0  # the token routed nowhere
-        assert torch.count_nonzero(eager[1:]) > 0
+        if t > 1:
+            assert torch.count_nonzero(eager[1:]) > 0
 
     # The ops themselves, compiled on their own: bitwise equal to eager on the same inputs.
     x, idx, w = moe_inputs(t, 3)

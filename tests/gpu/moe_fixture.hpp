@@ -137,18 +137,24 @@ struct Inputs {
 Inputs make_inputs(const Setup& s, const Case& c) {
   Inputs in;
   const int R = s.shape.num_ranks, K = s.shape.num_topk, H = s.shape.hidden;
-  for (int r = 0; r < R; ++r) {
-    ref::RoutingOptions ro;
-    ro.kind = c.kind, ro.mask_prob = c.mask, ro.seed = c.seed;
-    ro.hot_expert = int(c.seed % uint64_t(s.shape.num_experts)), ro.hot_fraction = 0.7;
-    auto li = ref::make_random_layer_input(s.shape, c.tokens, ro, r);
-    // An all-masked token, explicitly: token 1 (token 0 when T == 1, on rank 0 only, so other ranks still route).
-    if (c.mask > 0 && (c.tokens > 1 || r == 0)) {
-      const int t = c.tokens > 1 ? 1 : 0;
-      for (int k = 0; k < K; ++k) li.routing.topk_idx[size_t(t) * K + k] = -1, li.routing.topk_weights[size_t(t) * K + k] = 0.f;
-    }
-    in.host.push_back(std::move(li));
-  }
+  // Each rank's input depends only on (seed, rank): drawn on one host thread per rank.
+  std::vector<std::future<ref::MoeLayerInput>> draws;
+  for (int r = 0; r < R; ++r)
+    draws.push_back(std::async(std::launch::async, [&s, &c, K, r] {
+      ref::RoutingOptions ro;
+      ro.kind = c.kind, ro.mask_prob = c.mask, ro.seed = c.seed;
+      ro.hot_expert = int(c.seed % uint64_t(s.shape.num_experts));
+      ro.hot_fraction = K < s.shape.num_experts ? 0.7 : 1.0;  // K == E: every token takes every expert
+      auto li = ref::make_random_layer_input(s.shape, c.tokens, ro, r);
+      // An all-masked token, explicitly: token 1 (token 0 when T == 1, on rank 0 only, so other ranks still route).
+      if (c.mask > 0 && (c.tokens > 1 || r == 0)) {
+        const int t = c.tokens > 1 ? 1 : 0;
+        for (int k = 0; k < K; ++k)
+          li.routing.topk_idx[size_t(t) * K + k] = -1, li.routing.topk_weights[size_t(t) * K + k] = 0.f;
+      }
+      return li;
+    }));
+  for (auto& d : draws) in.host.push_back(d.get());
   for (int i = 0; i < R; ++i) {
     const int dev = s.devices[i];
     const auto& h = in.host[i];
