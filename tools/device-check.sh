@@ -53,7 +53,7 @@ sanitize_filter() {  # binary tool
   esac
 }
 # Seconds per run (binary tool): memcheck 265 s over the 7 binaries + racecheck / synccheck 120 + 5 x 32 s = 545 s
-# at most (the 2026-12-01 run took 240 s).
+# at most.
 sanitize_cap() {
   case "$2:$1" in
     memcheck:gpu_test_formats | memcheck:gpu_test_runtime) echo 25 ;;
