@@ -21,14 +21,13 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
 #include <map>
 #include <cstdio>
 #include <random>
 #include <vector>
 
 #include "bench.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/limits.hpp"
 #include "ep/bench_access.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "symmoe/cuda_check.hpp"
@@ -55,38 +54,6 @@ __global__ void __launch_bounds__(512) peer_copy_kernel(const uint4* __restrict_
     dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
   }
   for (; i < num_vec; i += stride) dst[i] = src[i];
-}
-
-// Median time of ONE call of `fn` (which launches every rank): `calls` calls are captured into one CUDA graph per
-// rank stream and the graphs are timed together on rank 0's stream, so host launch overhead (several ranks, many
-// API calls) stays out of the kernel time, as it would in a captured serving loop.
-double graph_time_us(Communicator& comm, const std::function<void()>& fn, int calls, int reps) {
-  const int R = comm.num_ranks();
-  std::vector<cudaGraphExec_t> execs(R);
-  for (int r = 0; r < R; ++r) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(r).device));
-    SYMMOE_CUDA_CHECK(cudaStreamBeginCapture(comm.stream(r), cudaStreamCaptureModeRelaxed));
-  }
-  for (int c = 0; c < calls; ++c) fn();
-  for (int r = 0; r < R; ++r) {
-    cudaGraph_t graph;
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(r).device));
-    SYMMOE_CUDA_CHECK(cudaStreamEndCapture(comm.stream(r), &graph));
-    SYMMOE_CUDA_CHECK(cudaGraphInstantiate(&execs[r], graph, 0));
-    SYMMOE_CUDA_CHECK(cudaGraphDestroy(graph));
-  }
-  // Events live on rank 0's device: make it current for median_time_us and after every multi-device launch.
-  SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(0).device));
-  const double us = median_time_us(comm.stream(0), [&] {
-    for (int r = 0; r < R; ++r) {
-      SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(r).device));
-      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[r], comm.stream(r)));
-    }
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.placement(0).device));
-  }, 2, reps);
-  comm.synchronize();
-  for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
-  return us / calls;
 }
 
 struct RankData {
@@ -255,7 +222,7 @@ int run_ep_bench(int argc, char** argv) {
       double nccl_us = nccl_eager_us;
       std::string nccl_timing = "eager";
       try {
-        nccl_us = graph_time_us(*comm, nccl_exchange, T >= 4096 ? 4 : 20, reps);
+        nccl_us = graph_time_all_ranks_us(*comm, nccl_exchange, T >= 4096 ? 4 : 20, reps);
         nccl_timing = "cuda_graph";
       } catch (const std::exception& e) {
         std::printf("NCCL graph capture failed (%s); reporting the eager time\n", e.what());
@@ -275,12 +242,14 @@ int run_ep_bench(int argc, char** argv) {
           const std::string variant = args.str("variant") + (skip ? "-skip" + std::to_string(skip) : "");
           opt.cpu_sync = false, opt.num_sms = sms;
           const int calls = T >= 4096 ? 4 : 20;
-          const double d_us = graph_time_us(*comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
+          const double d_us =
+              graph_time_all_ranks_us(*comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
           std::vector<EpCombineArgs> cargs(R);
           for (int r = 0; r < R; ++r) cargs[r].x = data[r].combine_x;
           EpCombineOptions co;
           co.cpu_sync = false, co.num_sms = sms;
-          const double c_us = graph_time_us(*comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
+          const double c_us =
+              graph_time_all_ranks_us(*comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
           comm->synchronize();
           buffer.synchronize();
           const double d_gbps = double(recv_rows0) * logical_row / d_us / 1e3;

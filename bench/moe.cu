@@ -19,7 +19,7 @@
 //   nvl_gbps    bytes rank 0 exchanges with OTHER ranks (dispatch: token records it receives, x + scales + K
 //               idx/weights; combine: bf16 rows it sends back) / t
 //   stage times dispatch / l1 (glue + L1) / l2 / combine, each timed alone on the data the previous stage left
-// Times: medians of CUDA-graph replays (bench/rank_timer.hpp), host launch overhead excluded.
+// Times: medians of CUDA-graph replays (src/cli_common/timing.hpp), host launch overhead excluded.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -28,10 +28,9 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/limits.hpp"
+#include "cli_common/moe_inputs.hpp"
 #include "hbm_ceiling.hpp"
-#include "moe_inputs.hpp"
-#include "rank_timer.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
@@ -43,22 +42,11 @@ namespace {
 
 struct Row {
   int tokens = 0;
-  RankTraffic traffic;
+  cli::RankTraffic traffic;
   double forward_us = 0, dispatch_us = 0, l1_us = 0, l2_us = 0, combine_us = 0;  // composed (0: not timed)
   double fused_us = 0;                                                            // 0: not timed
   bool fused_equal = false;
 };
-
-std::vector<std::vector<uint16_t>> download_rows(const Communicator& comm, const std::vector<const uint16_t*>& y,
-                                                 int T, int H) {
-  std::vector<std::vector<uint16_t>> out;
-  for (size_t i = 0; i < y.size(); ++i) {
-    out.emplace_back(size_t(T) * H);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
-    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
 
 // "" when equal, else where the first bf16 differs and how many do.
 std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
@@ -214,7 +202,7 @@ int run_moe_bench(int argc, char** argv) {
     fused = std::make_unique<MegaMoe>(*comm, shape, weights.views());
     std::printf("fused plan (rank %d): %s\n", comm->local_ranks()[0].rank, fused->plan(0).to_string().c_str());
   }
-  DeviceLayerInputs inputs(*comm, shape);
+  cli::DeviceLayerInputs inputs(*comm, shape);
   ref::RoutingOptions ro;
   ro.kind = ref::parse_routing_kind(args.str("routing")), ro.seed = seed;
   int sms = 0;
@@ -225,7 +213,7 @@ int run_moe_bench(int argc, char** argv) {
     std::vector<ref::MoeLayerInput> host;
     std::vector<ref::Routing> routings;
     for (int r = 0; r < R; ++r) {
-      host.push_back(fast_layer_input(shape, T, ro, r));
+      host.push_back(cli::fast_layer_input(shape, T, ro, r));
       routings.push_back(host.back().routing);
     }
     // y = null: the result stays in the layer's buffer (no extra copy timed, as the fused layer will write it).
@@ -236,13 +224,13 @@ int run_moe_bench(int argc, char** argv) {
     const int calls = T >= 2048 ? 2 : 10;
     Row row;
     row.tokens = T;
-    row.traffic = rank_traffic(shape, routings, 0);
-    const RankTraffic& tr = row.traffic;
+    row.traffic = cli::rank_traffic(shape, routings, 0);
+    const cli::RankTraffic& tr = row.traffic;
     std::vector<MoeForwardArgs> margs;
     if (fused) {
       // Check before timing: warm-up call, poison its y, call again, compare with the composed y (same inputs).
-      const auto composed_y = download_rows(*comm, composed_ptrs, T, shape.hidden);
-      margs = stage_in_mega_workspace(*comm, shape, *fused, fargs);
+      const auto composed_y = cli::download_y(*comm, composed_ptrs, T, shape.hidden);
+      margs = cli::stage_in_mega_workspace(*comm, shape, *fused, fargs);
       const auto fused_ptrs = fused->forward(margs);
       fused->synchronize();
       for (size_t i = 0; i < fused_ptrs.size(); ++i) {
@@ -251,7 +239,7 @@ int run_moe_bench(int argc, char** argv) {
       }
       fused->forward(margs);
       fused->synchronize();
-      const std::string diff = first_mismatch(composed_y, download_rows(*comm, fused_ptrs, T, shape.hidden), *comm,
+      const std::string diff = first_mismatch(composed_y, cli::download_y(*comm, fused_ptrs, T, shape.hidden), *comm,
                                               shape.hidden);
       row.fused_equal = diff.empty();
       std::printf("tokens %d: fused == composed (bitwise): %s%s\n", T, row.fused_equal ? "yes" : "NO, ", diff.c_str());

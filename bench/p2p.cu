@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/limits.hpp"
 #include "kernels/comm/barrier.cuh"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/runtime.hpp"

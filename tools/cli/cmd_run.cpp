@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.hpp"
-#include "cli/gpu_probe.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/command.hpp"
+#include "cli_common/gpu_probe.hpp"
+#include "cli_common/limits.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_gpu.hpp"
 #include "symmoe/formats.hpp"

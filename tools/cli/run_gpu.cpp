@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "moe_inputs.hpp"
-#include "rank_timer.hpp"
+#include "cli_common/moe_inputs.hpp"
+#include "cli_common/timing.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/mega_moe.hpp"
@@ -50,18 +50,6 @@ std::vector<int> sample_tokens(int T, int count) {
   return t;
 }
 
-
-std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
-                                              int H) {
-  std::vector<std::vector<uint16_t>> out;
-  const auto& local = comm.local_ranks();
-  for (size_t i = 0; i < local.size(); ++i) {
-    out.emplace_back(size_t(T) * H);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
 
 // "bitwise equal", or the first differing value and how many differ.
 std::string compare_bitwise(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
@@ -120,10 +108,10 @@ int run_gpu_layer(const GpuRunOptions& o) {
     host.push_back(ref::make_random_layer_input(shape, T, o.routing, r));
     routings.push_back(host.back().routing);
   }
-  bench::DeviceLayerInputs inputs(*comm, shape);
+  DeviceLayerInputs inputs(*comm, shape);
   const auto args = inputs.upload(host);
   // The fused layer reads its inputs from its workspace (peers pull from there): staged once, y stays args' y.
-  const auto mega_args = mega ? bench::stage_in_mega_workspace(*comm, shape, *mega, args) : args;
+  const auto mega_args = mega ? stage_in_mega_workspace(*comm, shape, *mega, args) : args;
   std::printf("  inputs (x FP8 per-128, routing %s, mask %g) in %.1f s\n", ref::routing_kind_name(o.routing.kind),
               o.routing.mask_prob, seconds_since(t0));
   const auto forward = [&] { return mega ? mega->forward(mega_args) : layer.forward(args); };
@@ -216,11 +204,11 @@ int run_gpu_layer(const GpuRunOptions& o) {
 
   // Timing: CUDA-graph replays of the whole layer (capturable, no host sync), then y must still be the eager y.
   const int calls = T >= 2048 ? 2 : 10;
-  const double us = bench::graph_time_all_ranks_us(*comm, [&] { forward(); }, calls, o.reps);
+  const double us = graph_time_all_ranks_us(*comm, [&] { forward(); }, calls, o.reps);
   synchronize();
   checks.push_back({"graph replays bitwise equal eager", download_y(*comm, y_ptrs, T, H) == y,
                     "y after the timed CUDA-graph replays"});
-  const bench::RankTraffic tr = bench::rank_traffic(shape, routings, 0);
+  const RankTraffic tr = rank_traffic(shape, routings, 0);
 
   std::printf("\n  %-8s %6s %8s %10s %10s %9s %9s %s\n", "shape", "ranks", "tokens", "pairs(r0)", "time_us", "TFLOPS",
               "HBM_GB/s", "layer");

@@ -1,5 +1,6 @@
-// Device copies of the MoE layer's per-rank inputs (x FP8 + per-128 scales, top-k routing) for `symmoe bench moe`
-// and `symmoe run` on the GPUs, and a fast host generator of benchmark inputs.
+// Device copies of the MoE layer's per-rank inputs (x FP8 + per-128 scales, top-k routing) and outputs for
+// `symmoe bench moe` and `symmoe run` on the GPUs, a fast host generator of benchmark inputs, and the traffic
+// counts their metrics divide by.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace symmoe {
 class MegaMoe;
 }
 
-namespace symmoe::bench {
+namespace symmoe::cli {
 
 // Buffers for T_max tokens on every local rank (x, scales, topk_idx, topk_weights, y).
 class DeviceLayerInputs {
@@ -44,6 +45,10 @@ class DeviceLayerInputs {
 std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
                                                     const MegaMoe& layer, const std::vector<MoeForwardArgs>& args);
 
+// Every local rank's y (bf16, T x H; y[i] of local rank i) copied to the host.
+std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
+                                              int H);
+
 // Benchmark input of one rank: x codes e4m3(448 u), u uniform in [-1, 1) from the synthetic hash, scales 2/448
 // (x ~ U(-2, 2)); routing from ref::make_routing(options, rank). ~10x faster than ref::make_random_layer_input.
 ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options, int rank);
@@ -64,4 +69,4 @@ struct RankTraffic {
 };
 RankTraffic rank_traffic(const MoeShape& shape, const std::vector<ref::Routing>& routings, int rank);
 
-}  // namespace symmoe::bench
+}  // namespace symmoe::cli

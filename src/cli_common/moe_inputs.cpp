@@ -1,11 +1,11 @@
 // See moe_inputs.hpp.
-#include "moe_inputs.hpp"
+#include "cli_common/moe_inputs.hpp"
 
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe_weights.hpp"
 
-namespace symmoe::bench {
+namespace symmoe::cli {
 
 std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
                                                     const MegaMoe& layer, const std::vector<MoeForwardArgs>& args) {
@@ -84,6 +84,17 @@ std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::Moe
   return args_;
 }
 
+std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
+                                              int H) {
+  std::vector<std::vector<uint16_t>> out;
+  for (size_t i = 0; i < y.size(); ++i) {
+    out.emplace_back(size_t(T) * H);
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
+    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
+  }
+  return out;
+}
+
 ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options, int rank) {
   ref::MoeLayerInput in;
   const int H = shape.hidden;
@@ -132,4 +143,4 @@ RankTraffic rank_traffic(const MoeShape& shape, const std::vector<ref::Routing>&
   return t;
 }
 
-}  // namespace symmoe::bench
+}  // namespace symmoe::cli
