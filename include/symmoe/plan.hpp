@@ -206,7 +206,6 @@ struct MegaPlan {
   double expected_tokens_per_expert = 0;
   // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale
   // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
-  bool swap_ab = false;  // no swap-A/B kernel is compiled: always false
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
   int l1_blocks_per_expert = 0;  // expected m-blocks x L1 n-blocks (no imbalance)

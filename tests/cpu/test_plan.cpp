@@ -122,11 +122,9 @@ TEST(Plan, BlockMLadder) {
   // The fused kernel uses the compiled GEMM cores (plan::kMegaKernels; no swap-A/B kernel yet): decode 64-row
   // tiles, large batches 128-row tiles; BLOCK_M never shrinks as tokens grow.
   const plan::MegaPlan decode = plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides);
-  EXPECT_FALSE(decode.swap_ab);
   EXPECT_EQ(decode.block_m, 64);
   EXPECT_EQ(decode.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
   const plan::MegaPlan prefill = plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides);
-  EXPECT_FALSE(prefill.swap_ab);
   EXPECT_EQ(prefill.block_m, 128);
   EXPECT_EQ(prefill.l1_wg_tile_m, 64);
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
@@ -277,7 +275,6 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   o.block_m = 64;
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 64);
-  EXPECT_FALSE(m.swap_ab);
   // Swap-A/B is compiled for the bf16 grouped GEMM only (block_m 32, tokens on WGMMA N): 32 names no SwiGLU or
   // fused kernel.
   o.block_m = 32;
