@@ -33,6 +33,7 @@
 #include "hbm_ceiling.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
+#include "symmoe/mega_trace.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/routing.hpp"

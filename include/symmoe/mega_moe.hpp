@@ -36,11 +36,10 @@
 #include <vector>
 
 #include "symmoe/moe.hpp"
-#include "symmoe/mega_trace.hpp"
-#include "symmoe/moe_weights.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/runtime.hpp"
 #include "symmoe/shape.hpp"
+#include "symmoe/weight_store.hpp"
 
 namespace symmoe {
 
@@ -92,8 +91,9 @@ class MegaMoe {
   // (options.count_received); nullptr otherwise.
   const int32_t* received_counts(size_t local_index) const;
 
-  // Stage timeline of the following forward() calls (symmoe/mega_trace.hpp), for benchmarks; trace(i) downloads
-  // the last call's [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()).
+  // Stage timeline of the following forward() calls, for benchmarks; trace(i) downloads the last call's
+  // [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()). The words' format is the kernel's
+  // (symmoe/mega_trace.hpp, for the benches that print it).
   void set_trace(bool on);
   std::vector<unsigned long long> trace(size_t local_index) const;
 

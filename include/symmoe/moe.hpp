@@ -41,9 +41,9 @@
 #include <memory>
 #include <vector>
 
-#include "symmoe/moe_weights.hpp"
 #include "symmoe/runtime.hpp"
 #include "symmoe/shape.hpp"
+#include "symmoe/weight_store.hpp"
 
 namespace symmoe {
 

@@ -2,8 +2,9 @@
 // block shapes, pipeline stages, warp roles and registers, SM budgets and buffer sizes. Every plan prints itself
 // (to_string, shown by `symmoe plan`) and checks itself (validate() throws symmoe::Error naming the field).
 //
-// Contract: plans depend only on their arguments and on the SYMMOE_ overrides (PlanOverrides, read through
-// env.hpp and applied in one place per plan). Kernels are instantiated from plans, never from model constants.
+// Contract: plans depend only on their arguments. The SYMMOE_ overrides come in as a PlanOverrides argument that the
+// caller reads once (PlanOverrides::from_env(), through env.hpp) and each plan applies in one place. Kernels are
+// instantiated from plans, never from model constants.
 // The heuristics adapt seed 000 section 7 (DeepGEMM's Blackwell MegaMoE) to Hopper; each choice is explained
 // where it is made (src/plan/*.cpp).
 #pragma once
@@ -156,8 +157,7 @@ struct GemmPins {
 // unless pinned (src/plan/gemm_plan.cpp says why). Throws symmoe::Error naming the override or pin when no
 // compiled kernel matches it.
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
-                           GemmEpilogue epilogue = GemmEpilogue::kBf16,
-                           const PlanOverrides& overrides = PlanOverrides::from_env(), const GemmPins& pins = {});
+                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins = {});
 
 // Registers one math thread needs for a warpgroup accumulator tile of wg_m x wg_n fp32: the final accumulator,
 // the partial accumulator of the per-128-K promotion (same size, at most one m64n128 WGMMA: 64 registers) and ~40
@@ -231,7 +231,7 @@ struct MegaPlan {
   void validate() const;
 };
 
-MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides = PlanOverrides::from_env());
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides);
 // The plan of one call with num_tokens tokens per rank (<= T_max): same workspace and layout as the T_max plan,
 // BLOCK_M and experts per wave chosen for that batch (MegaMoe::forward picks it per call, host only).
 MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides);

@@ -38,5 +38,6 @@
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/quantize_gpu.hpp"
 #include "symmoe/runtime.hpp"
+#include "symmoe/weight_store.hpp"
 #include "symmoe/weight_transform.hpp"
 #endif

@@ -341,7 +341,8 @@ TEST(Plan, OverridesComeFromEnvironment) {
   EXPECT_EQ(o.ep_sms, 12);
   EXPECT_EQ(o.num_stages, 0);
   EXPECT_NE(o.to_string().find("SYMMOE_BLOCK_M=64"), std::string::npos);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132).block_m, 64);  // the planner alone picks 128  // default argument reads the env
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, plan::PlanOverrides::from_env()).block_m,
+            64);  // the planner alone picks 128
   ::setenv("SYMMOE_BLOCK_M", "abc", 1);
   expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M");
   ::setenv("SYMMOE_BLOCK_M", "-16", 1);
