@@ -35,6 +35,7 @@
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/mega_trace.hpp"
 #include "symmoe/moe.hpp"
+#include "symmoe/moe_args.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/quantize_gpu.hpp"
 #include "symmoe/runtime.hpp"

@@ -38,7 +38,6 @@ DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& s
   const size_t T = size_t(shape.num_max_tokens_per_rank), H = size_t(shape.hidden), K = size_t(shape.num_topk);
   for (const auto& p : comm.local_ranks()) {
     Rank r;
-    r.device = p.device;
     size_t cursor = 0;
     auto take = [&cursor](size_t bytes) {
       const size_t at = cursor;
@@ -47,15 +46,9 @@ DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& s
     };
     r.x = take(T * H), r.sf = take(T * (H / 128) * 4), r.idx = take(T * K * 8), r.w = take(T * K * 4);
     r.y = take(T * H * 2);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&r.block, cursor));
-    ranks_.push_back(r);
+    r.block.allocate(p.device, cursor);
+    ranks_.push_back(std::move(r));
   }
-}
-
-DeviceLayerInputs::~DeviceLayerInputs() {
-  for (auto& r : ranks_)
-    if (r.block) cudaSetDevice(r.device), cudaFree(r.block);
 }
 
 std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::MoeLayerInput>& host) {
@@ -67,8 +60,8 @@ std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::Moe
     const Rank& r = ranks_[i];
     SYMMOE_CHECK(h.x.num_rows <= shape_.num_max_tokens_per_rank && h.x.num_cols == shape_.hidden, "bench",
                  "rank input [", h.x.num_rows, ", ", h.x.num_cols, "] does not fit ", shape_.to_string());
-    uint8_t* b = static_cast<uint8_t*>(r.block);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(r.device));
+    uint8_t* b = r.block.base();
+    SYMMOE_CUDA_CHECK(cudaSetDevice(r.block.device()));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.x, h.x.data.data(), h.x.data.size(), cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.sf, h.x.scales.data(), h.x.scales.size() * 4, cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.idx, h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/device_block.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/reference/mlp.hpp"
 
@@ -19,7 +20,6 @@ namespace symmoe::cli {
 class DeviceLayerInputs {
  public:
   DeviceLayerInputs(const Communicator& comm, const MoeShape& shape);
-  ~DeviceLayerInputs();
   DeviceLayerInputs(const DeviceLayerInputs&) = delete;
   DeviceLayerInputs& operator=(const DeviceLayerInputs&) = delete;
 
@@ -29,9 +29,8 @@ class DeviceLayerInputs {
 
  private:
   struct Rank {
-    int device = 0;
-    void* block = nullptr;
-    size_t x = 0, sf = 0, idx = 0, w = 0, y = 0;
+    runtime::DeviceBlock block;
+    size_t x = 0, sf = 0, idx = 0, w = 0, y = 0;  // offsets in block
   };
   const Communicator& comm_;
   MoeShape shape_;
