@@ -9,14 +9,13 @@ namespace symmoe::plan {
 namespace {
 
 // Per-tile fixed cost in "columns" for the BLOCK_N choice: a tile's prologue/epilogue and the token tile it reloads
-// cost about as much as 32 extra weight rows (bench gemm, 2026-11-29: 128 x 256 beat 128 x 128 on every grouped
-// shape, as this model predicts).
+// cost about as much as 32 extra weight rows (with it the model picks 128 x 256 over 128 x 128 on every grouped
+// shape, as bench gemm measures; docs/notes/plan.md).
 constexpr int kTileOverheadColumns = 32;
 
-// NOTES: a tile_buffer kernel (plan.hpp) is the planner's choice where one matches, on a tie with the same tile.
-// Measured (H200, x2 GPU 0, 2026-11-30, bench gemm round-robin, two device calls): 128 x 256 bf16, 3 stages + tile
-// buffer is faster than 4 stages + slab staging by 1.02-1.07x (l1 1.02, l2 1.05, e128 1.04, flash_l2 1.07, dense
-// 1.01 / 1.04); with the stores skipped both take the same time (0.998-1.001x): the lost stage costs nothing.
+// NOTES: a tile_buffer kernel (plan.hpp) is the planner's choice where one matches, on a tie with the same tile:
+// 128 x 256 bf16 with 3 stages + tile buffer is 1.02-1.07x faster than 4 stages + slab staging on the grouped and
+// dense shapes; the stage it gives up costs nothing (docs/notes/plan.md has the measurement).
 constexpr bool kPreferTileBuffer = true;
 
 // tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer.
@@ -120,10 +119,10 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(epilogue), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
   }
-  // Cluster: 1 unless pinned. NOTES (H200, bench gemm, 2026-11-29, staged epilogue): clusters of 2 (B multicast
-  // to two m-blocks) were 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs
-  // (launch_config clamps the grid), the pair's pipelines wait on each other, and an expert with an odd number of
-  // m-blocks runs an empty partner tile. The cluster kernels stay compiled for pins and comparisons.
+  // Cluster: 1 unless pinned. NOTES: clusters of 2 (B multicast to two m-blocks) are 6-10% slower than single CTAs on
+  // the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs (launch_config clamps the grid), the pair's pipelines wait
+  // on each other, and an expert with an odd number of m-blocks runs an empty partner tile (docs/notes/plan.md). The
+  // cluster kernels stay compiled for pins and comparisons.
   const int cluster = pins.cluster_size ? pins.cluster_size : 1;
 
   // BLOCK_N: fewest (waves x tile cost) among the compiled kernels left; a tile costs ~ block_n +

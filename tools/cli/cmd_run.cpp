@@ -5,8 +5,8 @@
 // model. Prints the shape, per-stage timings and every check; exits 1 when a check fails.
 // GPU path (a GPU visible and no --cpu): the MoE layer on all visible GPUs as ranks (in-process; --ranks asks for
 // virtual ranks), checked against the golden model on sampled tokens, timed (tools/cli/run_gpu.cpp). --layer picks
-// the layer: fused (default: MegaMoe, include/symmoe/mega_moe.hpp, also checked bitwise against one composed call;
-// verified bitwise == composed at Flash/Pro/V3 on nvidia-h200-x2, 2026-11-30) or composed (include/symmoe/moe.hpp).
+// the layer: fused (default: MegaMoe, include/symmoe/mega_moe.hpp, also checked bitwise against one composed call)
+// or composed (include/symmoe/moe.hpp).
 // Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
 #include <algorithm>
 #include <chrono>
