@@ -343,6 +343,9 @@ TEST(Plan, OverridesComeFromEnvironment) {
   EXPECT_NE(o.to_string().find("SYMMOE_BLOCK_M=64"), std::string::npos);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, plan::PlanOverrides::from_env()).block_m,
             64);  // the planner alone picks 128
+  // The planner is pure: the environment reaches it only through the overrides its caller read.
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 8192), layout::TokenDtype::kFp8E4m3, 132, o).dispatch_sms, 12);
   ::setenv("SYMMOE_BLOCK_M", "abc", 1);
   expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M");
   ::setenv("SYMMOE_BLOCK_M", "-16", 1);
