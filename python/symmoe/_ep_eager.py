@@ -16,11 +16,6 @@ from . import ep as _ep  # circular (symmoe.ep imports this module): names are r
 _FP8_X = ("float8_e4m3fn", "uint8")
 
 
-def _ok(t, device):
-    """t is a contiguous CUDA tensor on `device` (dtype and shape are checked by the caller)."""
-    return t.is_cuda and t.get_device() == device and t.is_contiguous()
-
-
 def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding, do_handle_copy):
     """ElasticBuffer.dispatch(x, topk_idx, topk_weights, handle=None, do_cpu_sync=False, ...) with the defaults of
     every other argument, or None (not this case, or an argument the general path refuses)."""
@@ -32,7 +27,7 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         if len(x) != 2:
             return None
         x, sf = x
-        if not isinstance(sf, tensor) or not _ok(sf, dev):
+        if not (isinstance(sf, tensor) and sf.is_cuda and sf.get_device() == dev and sf.is_contiguous()):
             return None
         sf_shape, sf_name = sf.shape, names.get(sf.dtype)
         if len(sf_shape) != 2:
@@ -54,8 +49,11 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         key = ("bf16", "none")
         if not isinstance(x, tensor) or names.get(x.dtype) != "bfloat16":
             return None
-    if not (isinstance(topk_idx, tensor) and isinstance(topk_weights, tensor) and _ok(x, dev)
-            and _ok(topk_idx, dev) and _ok(topk_weights, dev)):
+    # Each tensor: a contiguous CUDA tensor on this rank's GPU (dtypes and shapes below); written out, not a call.
+    if not (isinstance(topk_idx, tensor) and isinstance(topk_weights, tensor)
+            and x.is_cuda and x.get_device() == dev and x.is_contiguous()
+            and topk_idx.is_cuda and topk_idx.get_device() == dev and topk_idx.is_contiguous()
+            and topk_weights.is_cuda and topk_weights.get_device() == dev and topk_weights.is_contiguous()):
         return None
     x_shape = x.shape
     if len(x_shape) != 2 or x_shape[1] != H:
@@ -131,7 +129,7 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
                                        h.num_expanded_tokens if h.do_expand else h.num_recv_tokens)
     T, K, expand, known = info
     dev, H, names = buf.device, buf.hidden, _checks._torch_dtype_names
-    if not _ok(x, dev) or names.get(x.dtype) != "bfloat16":
+    if not (x.is_cuda and x.get_device() == dev and x.is_contiguous()) or names.get(x.dtype) != "bfloat16":
         return None
     x_shape = x.shape
     if len(x_shape) != 2 or x_shape[1] != H:
@@ -141,7 +139,8 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
         return None
     w_ptr = 0
     if topk_weights is not None:
-        if (not isinstance(topk_weights, torch.Tensor) or not _ok(topk_weights, dev)
+        if (not isinstance(topk_weights, torch.Tensor) or not topk_weights.is_cuda
+                or topk_weights.get_device() != dev or not topk_weights.is_contiguous()
                 or names.get(topk_weights.dtype) != "float32"
                 or topk_weights.shape != ((rows,) if expand else (rows, K))):
             return None
