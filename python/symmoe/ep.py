@@ -191,9 +191,10 @@ class EPHandle:
     _HOST_FIELDS = ("rank", "num_ranks", "do_expand", "num_experts", "num_topk", "expert_alignment",
                     "num_max_tokens_per_rank", "num_tokens", "num_recv_tokens_per_expert_list", "num_local_experts")
     _ALIASES = {"psum_num_recv_tokens_per_scaleup_rank": "psum_num_recv_tokens_per_rank"}  # DeepEP V2 (one domain)
-    # (num_tokens, num_topk, do_expand, known rows) as the native handle holds them, for symmoe._ep_eager.combine;
-    # None until read, and again whenever a dispatch (re)writes the handle.
-    _combine_info = None
+    # For symmoe._ep_eager: (num_tokens, num_topk, do_expand, known rows, expert_alignment) as the native handle
+    # holds them, None until read and again whenever a dispatch of the general path (re)writes the handle; the
+    # address of the native's topk_idx (fixed for the EPHandle's life).
+    _eager_info = _topk_idx_ptr = None
 
     def __init__(self, buffer):
         self._buffer = buffer
@@ -637,14 +638,15 @@ class ElasticBuffer:
         # NOTES: hot path (~1 call per layer and step). The common eager call goes through symmoe._ep_eager (same
         # semantics, None when it is not that case or an argument is wrong); the rest: plain ifs, messages formatted
         # only on failure, torch tensors checked with a few C calls each (symmoe._checks).
-        if (handle is None and do_cpu_sync is False and previous_event is None and topk_weights is not None
+        if ((do_cpu_sync is False or (do_cpu_sync is None and handle is not None)) and previous_event is None
+                and topk_weights is not None
                 and previous_event_before_epilogue is None and not async_with_compute_stream
                 and not allocate_on_comm_stream and cumulative_local_expert_recv_stats is None
                 and not use_tma_aligned_col_major_sf and not self.zero_copy_outputs
                 and (num_experts is None or num_experts == self.num_experts)
                 and (num_max_tokens_per_rank is None or num_max_tokens_per_rank == self.num_max_tokens_per_rank)):
             out = _ep_eager.dispatch(self, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand,
-                                     do_zero_padding, do_handle_copy)
+                                     do_zero_padding, do_handle_copy, handle)
             if out is not None:
                 return out
         x_data, sf, dtype, scales, x_dtypes, sf_dtype, sf_cols = self._payload(x)
@@ -745,7 +747,7 @@ class ElasticBuffer:
                     direct = self._new_dispatch_outputs(impl.row_capacity(bool(do_expand), expert_alignment),
                                                         x_data, sf, sf_cols, topk_weights is not None, do_expand, K)
             out_ptrs = _out_addresses(direct)
-            handle._combine_info = None  # the dispatch rewrites the native handle's counts
+            handle._eager_info = None  # the dispatch rewrites the native handle's counts
             p_x, p_sf, p_idx, p_w, num_rows, capacity = impl.dispatch_one(
                 T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, bool(do_expand), expert_alignment,
                 bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync), *out_ptrs)

@@ -58,8 +58,10 @@ def describe(t):
     return t.shape, t.dtype, t.stride(), t.allocated_on.cuda_stream
 
 
-def run_pairs(buf, fast, monkeypatch, dispatch_kw, combine_kw, fp8=True):
-    """Two dispatch + combine pairs (the first one arms the raw-stream getter); -> what is observable."""
+def run_pairs(buf, fast, monkeypatch, dispatch_kw, combine_kw, fp8=True, cached_kw=None):
+    """Two dispatch + combine + cached dispatch rounds (the first one arms the raw-stream getter); -> what is
+    observable."""
+    cached_kw = cached_kw or {}
     if not fast:
         monkeypatch.setattr(_ep_eager, "dispatch", lambda *args: None)
         monkeypatch.setattr(_ep_eager, "combine", lambda *args: None)
@@ -74,19 +76,31 @@ def run_pairs(buf, fast, monkeypatch, dispatch_kw, combine_kw, fp8=True):
         impl = buf._natives[FP8 if fp8 else ("bf16", "none")]
         d_call, c_call = impl.calls[-2], impl.calls[-1]
         outs = (recv_x, recv_idx, recv_w, combined_x, combined_w)
+        d_out = impl.out_addresses
+        # a cached dispatch of the same handle (the backward of a combine)
+        c_recv_x, c_recv_idx, c_recv_w, c_handle, c_d_event = buf.dispatch(x, topk_weights=w, handle=handle,
+                                                                           **cached_kw)
+        assert c_handle is handle and impl.calls[-1][4] == handle.native.ptrs["topk_idx"]
+        assert impl.calls[-1][7] is handle.native and d_call[7] is handle.native
+        cached_outs = (c_recv_x, c_recv_idx, c_recv_w)
+        c_addresses = {t.data_ptr(): i for i, t in enumerate(_flat(cached_outs))}
         addresses = {t.data_ptr(): i for i, t in enumerate(_flat(outs))}
         seen.append(dict(
             outputs=[describe(t) for t in outs],
             # runtime calls with the new tensors' addresses replaced by their output index
             dispatch=d_call[:2] + d_call[6:7] + d_call[8:],
-            out_addresses=tuple(addresses.get(a, a) for a in impl.out_addresses),
+            out_addresses=tuple(addresses.get(a, a) for a in d_out),
             combine=c_call[3:6] + c_call[7:-2] + tuple(addresses.get(a, a) for a in c_call[-2:]),
             handle={k: getattr(handle, k) for k in ("row_capacity", "num_sms", "_impl_key", "_filled",
                                                     "_shared_topk_idx", "num_recv_tokens", "num_tokens",
                                                     "num_topk", "do_expand", "expert_alignment")},
             like=handle._like is ep_module._torch_marker[0],
             events=[(e.event, e.extra_tensors, e.hook_after_wait, e._release_handle_by_call, type(e))
-                    for e in (event, c_event)],
+                    for e in (event, c_event, c_d_event)],
+            cached_outputs=[describe(t) for t in cached_outs],
+            cached=impl.calls[-1][:2] + impl.calls[-1][6:7] + impl.calls[-1][8:],
+            cached_out_addresses=tuple(c_addresses.get(a, a) for a in impl.out_addresses),
+            cached_handle=(handle.row_capacity, handle._like is ep_module._torch_marker[0]),
             last_stream=buf._last_stream))
         assert d_call[2:6] == ((x[0] if fp8 else x).data_ptr(), x[1].data_ptr() if fp8 else 0, idx.data_ptr(),
                                w.data_ptr())
@@ -103,17 +117,19 @@ def _flat(outs):
 
 
 @pytest.mark.parametrize("fp8", [True, False])
-@pytest.mark.parametrize("dispatch_kw, combine_kw", [
-    ({}, {}),
-    (dict(num_sms=12, expert_alignment=None), dict(num_sms=0)),
-    (dict(do_expand=True, expert_alignment=4, do_zero_padding=False), dict(do_cpu_sync=True)),
-    (dict(num_experts=E, num_max_tokens_per_rank=T_MAX, num_sms=8), dict(num_sms=20)),
+@pytest.mark.parametrize("dispatch_kw, combine_kw, cached_kw", [
+    ({}, {}, {}),
+    (dict(num_sms=12, expert_alignment=None), dict(num_sms=0), dict(do_cpu_sync=False, num_sms=3)),
+    (dict(do_expand=True, expert_alignment=4, do_zero_padding=False), dict(do_cpu_sync=True),
+     dict(expert_alignment=4, do_expand=False)),
+    (dict(num_experts=E, num_max_tokens_per_rank=T_MAX, num_sms=8), dict(num_sms=20), dict(num_experts=E)),
 ])
-def test_fast_path_matches_the_general_path(env, fp8, dispatch_kw, combine_kw):
+def test_fast_path_matches_the_general_path(env, fp8, dispatch_kw, combine_kw, cached_kw):
     monkeypatch, copies, used = env
-    fast = run_pairs(make_buffer(), True, monkeypatch, dispatch_kw, combine_kw, fp8)
-    assert used[2:] == [("dispatch", True), ("combine", True)]  # the second pair took the fast path
-    general = run_pairs(make_buffer(), False, monkeypatch, dispatch_kw, combine_kw, fp8)
+    fast = run_pairs(make_buffer(), True, monkeypatch, dispatch_kw, combine_kw, fp8, cached_kw)
+    # the second round took the fast path throughout
+    assert used[3:] == [("dispatch", True), ("combine", True), ("dispatch", True)]
+    general = run_pairs(make_buffer(), False, monkeypatch, dispatch_kw, combine_kw, fp8, cached_kw)
     assert fast == general and copies == []
 
 
@@ -124,14 +140,14 @@ def test_fast_path_after_a_general_dispatch_and_for_handles_of_cpu_sync(env):
     _, _, _, synced, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w)  # CPU sync: exact rows
     y = torch.Tensor((RECV, H), torch.bfloat16)
     buf.combine(y, handle=synced)
-    assert used[-1] == ("combine", True) and synced._combine_info == (T, K, False, RECV)
+    assert used[-1] == ("combine", True) and synced._eager_info == (T, K, False, RECV, 1)
     with pytest.raises(ValueError, match="x has 39 rows; the dispatch of this handle received 40"):
         buf.combine(torch.Tensor((RECV - 1, H), torch.bfloat16), handle=synced)
     # a cached dispatch rewrites the handle: what the fast combine knows is read again
     buf.dispatch(x, topk_weights=w, handle=synced)
-    assert synced._combine_info is None
+    assert synced._eager_info is None
     buf.combine(y, handle=synced)
-    assert used[-1] == ("combine", True) and synced._combine_info == (T, K, False, RECV)
+    assert used[-1] == ("combine", True) and synced._eager_info == (T, K, False, RECV, 1)
 
 
 def test_do_handle_copy_false_and_released_handles(env):
@@ -201,6 +217,16 @@ def _bad_calls():
                                                        num_experts=2 * E)
     yield "payload tuple", lambda b, x, i, w: b.dispatch(x + (None,), topk_idx=i, topk_weights=w,
                                                          do_cpu_sync=False)
+
+    def fresh(b, x, i, w):
+        return b.dispatch(x, topk_idx=i, topk_weights=w, do_cpu_sync=False)[3]
+    yield "cached tokens", lambda b, x, i, w: b.dispatch((t((T - 1, H), torch.float8_e4m3fn), t((T - 1, H // 128))),
+                                                         topk_weights=t((T - 1, K)), handle=fresh(b, x, i, w))
+    yield "cached alignment", lambda b, x, i, w: b.dispatch(x, topk_weights=w, handle=fresh(b, x, i, w),
+                                                            expert_alignment=8)
+    yield "cached weights", lambda b, x, i, w: b.dispatch(x, topk_weights=t((T, K + 1)), handle=fresh(b, x, i, w))
+    yield "cached empty handle", lambda b, x, i, w: b.dispatch(x, topk_weights=w, handle=symmoe.ep.EPHandle(b))
+    yield "cached other buffer", lambda b, x, i, w: b.dispatch(x, topk_weights=w, handle=fresh(make_buffer(), x, i, w))
 
     def combine(y=None, handle="own", **kw):
         def call(b, x, i, w):
