@@ -42,7 +42,8 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         x, sf = x
         if not (isinstance(sf, tensor) and sf.is_cuda and sf.get_device() == dev and sf.is_contiguous()):
             return None
-        sf_shape, sf_name = sf.shape, names.get(sf.dtype)
+        sf_shape, sf_dtype = sf.shape, sf.dtype
+        sf_name = names.get(sf_dtype)
         if len(sf_shape) != 2:
             return None
         sf_cols = sf_shape[1]
@@ -54,13 +55,18 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
                    ("fp8", "ue8m0_per128") if sf_cols == cols.get("ue8m0_per128") else None)
         else:
             return None
-        if key is None or sf_cols != buf._sf_cols.get(key[1]) or not isinstance(x, tensor) or names.get(
-                x.dtype) not in _FP8_X:
+        if key is None or sf_cols != buf._sf_cols.get(key[1]) or not isinstance(x, tensor):
+            return None
+        x_dtype = x.dtype
+        if names.get(x_dtype) not in _FP8_X:
             return None
     else:
         sf, sf_shape = None, None
         key = ("bf16", "none")
-        if not isinstance(x, tensor) or names.get(x.dtype) != "bfloat16":
+        if not isinstance(x, tensor):
+            return None
+        x_dtype = x.dtype
+        if names.get(x_dtype) != "bfloat16":
             return None
     # Each tensor: a contiguous CUDA tensor on this rank's GPU (dtypes and shapes below); written out, not a call.
     if not (isinstance(topk_weights, tensor) and x.is_cuda and x.get_device() == dev and x.is_contiguous()
@@ -118,8 +124,8 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         if cached:
             handle._like = marker
         empty = torch.empty
-        recv_x = empty((capacity, H), dtype=x.dtype, device=device)
-        recv_sf = empty((capacity, sf_cols), dtype=sf.dtype, device=device) if sf is not None else None
+        recv_x = empty((capacity, H), dtype=x_dtype, device=device)
+        recv_sf = empty((capacity, sf_cols), dtype=sf_dtype, device=device) if sf is not None else None
         recv_idx = None if expand else empty((capacity, K), dtype=torch.int64, device=device)
         recv_w = empty((capacity,) if expand else (capacity, K), dtype=torch.float32, device=device)
         if cached:
@@ -156,7 +162,8 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
         return None
     if handle._buffer is not buf or not handle._filled or handle._shared_topk_idx is not None:
         return None
-    T, K, expand, known, _ = _handle_info(handle)
+    info = handle._eager_info
+    T, K, expand, known, _ = info if info is not None else _handle_info(handle)
     dev, H, names = buf.device, buf.hidden, _checks._torch_dtype_names
     if not (x.is_cuda and x.get_device() == dev and x.is_contiguous()) or names.get(x.dtype) != "bfloat16":
         return None
