@@ -18,7 +18,7 @@ class Error(RuntimeError):
     """symmoe::Error: the C++ message with its component and site."""
 
     component: str
-    site: str  # set on Error itself; a PeerTimeout carries rank / peer / wait_site instead
+    site: str
 
 class PeerTimeout(Error):
     """A bounded device wait timed out: `rank` waited for `peer` (-1: its own CTAs) at `wait_site`."""
