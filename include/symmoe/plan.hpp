@@ -13,7 +13,9 @@
 #include <string>
 
 #include "symmoe/layout/ep.hpp"
+#include "symmoe/layout/ep_roles.hpp"
 #include "symmoe/layout/mega.hpp"
+#include "symmoe/layout/mega_roles.hpp"
 #include "symmoe/shape.hpp"
 
 namespace symmoe::plan {
@@ -189,12 +191,6 @@ constexpr int kMegaMaxTopk = 8;
 constexpr int mega_extra_smem_bytes(int num_experts, int num_local_experts) {
   return (num_experts + 2 * num_local_experts + 1 + (num_local_experts + 31) / 32) * 4 / 16 * 16 + 16;
 }
-// Register split of the fused kernel's warpgroups (setmaxnreg; 128 x data + 256 x math <= 64512 = 168 x 384).
-// The 64 x 256 warpgroup tile of BLOCK_M 128 needs 232 in the math warps, which leaves the producer and dispatch
-// warps 40; BLOCK_M 64 (64 x 128 per warpgroup) needs less, so they get 56. ptxas -v (nvcc 13.0):
-// BLOCK_M 64 no spills; BLOCK_M 128 32 B of spill stores, in the 40-register data roles (producer, pull).
-constexpr int mega_data_registers(int block_m) { return block_m == 64 ? 56 : 40; }
-constexpr int mega_math_registers(int block_m) { return block_m == 64 ? 224 : 232; }
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts) {
   return gemm_smem_bytes(block_m, block_n, num_stages) + mega_extra_smem_bytes(num_experts, num_local_experts);
 }
@@ -214,12 +210,12 @@ struct MegaPlan {
   // start in [w, w + 1) x wave_l1_tiles, so cold or untouched experts do not stretch the pipeline: with few tokens every
   // touched expert lands in one wave (all L1 tiles first, then all L2 tiles).
   int wave_l1_tiles = 0;  // = num_experts_per_wave * l1_blocks_per_expert
-  // Warp roles per CTA (one persistent CTA per SM), as the GEMM core: warpgroups 0..1 = math (WGMMA, L1
-  // SwiGLU/FP8 epilogue, L2 epilogue + NVLink write-back); warpgroup 2 = 1 TMA producer warp + dispatch warps
-  // (pull). Every warp joins the counting and the final combine.
-  int num_producer_warps = 1, num_dispatch_warps = 3, num_math_warpgroups = 2;
+  // Warp roles per CTA (one persistent CTA per SM) and their registers: copied from layout::MegaRoles (the
+  // kernel's own description) so the plan prints and checks them.
+  int num_producer_warps = 0, num_dispatch_warps = 0, num_math_warpgroups = 0;
   int num_threads = 0;
-  int data_registers = 0, math_registers = 0, math_registers_needed = 0;  // mega_*_registers(block_m)
+  int data_registers = 0, math_registers = 0, math_registers_needed = 0;
+  int named_barriers = 0;  // named-barrier ids the kernel uses (0 .. named_barriers - 1)
   // Shared memory
   int num_stages = 0, smem_per_stage = 0, smem_fixed = 0, smem_bytes = 0;
   // Workspace
@@ -242,8 +238,8 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 // What the EP host takes from the plan: how many SMs (CTAs) dispatch and combine use, and the buffer size. The
 // kernels' own shape (warps per CTA, shared memory) is fixed by the kernels (src/kernels/ep/params.hpp, which reads
 // the warps per CTA from here) and checked by the host against the device before launch.
-constexpr int kEpDispatchWarpsPerCta = 12;  // ~168 registers per thread (bulk row pipes); 16 warps spilled
-constexpr int kEpCombineWarpsPerCta = 16;   // half send, half reduce, 128 registers per thread
+constexpr int kEpDispatchWarpsPerCta = layout::EpDispatchRoles::kNumWarps;  // symmoe/layout/ep_roles.hpp
+constexpr int kEpCombineWarpsPerCta = layout::EpCombineRoles::kNumWarps;
 
 struct EpPlan {
   MoeShape shape;

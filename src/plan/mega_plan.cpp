@@ -94,11 +94,14 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   // setmaxnreg works per warpgroup, so roles come in warpgroups. Blackwell (seed 000 4.1) runs dispatch (48 regs),
   // MMA issue (40) and epilogue (208) warps because the accumulators live in TMEM. On Hopper the accumulators live
   // in the math warps' registers, so the math warpgroups also run the epilogues; the producer warp and the
-  // dispatch warps share one data warpgroup (split per BLOCK_M: plan::mega_data_registers).
-  p.num_producer_warps = 1, p.num_dispatch_warps = 3, p.num_math_warpgroups = 2;
-  p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
-  p.data_registers = mega_data_registers(p.block_m);
-  p.math_registers = mega_math_registers(p.block_m);
+  // dispatch warps share one data warpgroup (layout::MegaRoles: warps, register split per BLOCK_M, barriers).
+  using Roles = layout::MegaRoles;
+  p.num_producer_warps = Roles::kNumProducerWarps, p.num_dispatch_warps = Roles::kNumDispatchWarps;
+  p.num_math_warpgroups = Roles::kNumMathWarpgroups;
+  p.num_threads = Roles::kNumThreads;
+  p.data_registers = Roles::data_registers(p.block_m);
+  p.math_registers = Roles::math_registers(p.block_m);
+  p.named_barriers = Roles::kNumNamedBarriers;
   SYMMOE_CHECK(p.math_registers == detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers), "plan",
                "MegaMoE: register split ", p.data_registers, "/", p.math_registers, " does not fill the SM");
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
@@ -154,6 +157,8 @@ void MegaPlan::validate() const {
                "plan", "experts per wave must divide the local experts", where());
   SYMMOE_CHECK(num_producer_warps + num_dispatch_warps == 4, "plan",
                "the producer and dispatch warps must fill exactly one warpgroup", where());
+  SYMMOE_CHECK(named_barriers >= 1 && named_barriers <= 16, "plan", "named barriers ", named_barriers,
+               " outside [1, 16]", where());
   SYMMOE_CHECK(num_threads == hopper::kThreadsPerWarpgroup * (1 + num_math_warpgroups), "plan",
                "threads must be one data warpgroup + the math warpgroups", where());
   SYMMOE_CHECK(math_registers % 8 == 0 && data_registers % 8 == 0 && data_registers >= hopper::kMinRegistersPerThread &&
@@ -190,7 +195,8 @@ std::string MegaPlan::to_string() const {
      << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps << " math "
      << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
-     << math_registers << " (need ~" << math_registers_needed << ") | stages=" << num_stages << " smem=" << smem_bytes
+     << math_registers << " (need ~" << math_registers_needed << ") named barriers " << named_barriers
+     << " | stages=" << num_stages << " smem=" << smem_bytes
      << " B (" << smem_fixed << " fixed + " << smem_per_stage << "/stage) | pool_rows=" << pool_rows
      << " workspace=" << workspace_bytes << " B";
   return os.str();

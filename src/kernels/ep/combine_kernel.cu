@@ -15,25 +15,24 @@
 namespace symmoe::ep {
 namespace {
 
-// Warps per CTA that send (the others reduce). NOTES: a sender warp moves ~14 KB per row and waits for one
-// sys-scope fence per row; half the warps of 24 SMs send, the other half reduce as rows arrive. Both halves are
-// latency-bound: per warp a few dependent round trips per row/token, so more warps per SM pay (kCombineWarps).
-constexpr int kSendWarps = kCombineWarps / 2;
+// Sender and reducer warps: layout::EpCombineRoles. NOTES: a sender warp moves ~14 KB per row and waits for one
+// sys-scope fence per row; half the warps send, the other half reduce as rows arrive.
+using Roles = layout::EpCombineRoles;
 
-__global__ void __launch_bounds__(kCombineWarps * 32, 1) combine_kernel(const __grid_constant__ CombineParams p) {
-  __shared__ const int4* lists[kCombineWarps][32];  // per warp: row lists (send: ints, reduce: row pointers)
+__global__ void __launch_bounds__(Roles::kNumThreads, 1) combine_kernel(const __grid_constant__ CombineParams p) {
+  __shared__ const int4* lists[Roles::kNumWarps][32];  // per warp: row lists (send: ints, reduce: row pointers)
   const int warp = warp_id();
   const uint32_t epoch = *p.sync.barrier_epoch();  // advanced only by this kernel's last departing CTA
   const bool ok = entry_barrier(p.sym, p.sync, p.wait, epoch);
   depart(p.layout.get_departures(), p.sync, epoch, [] {});
   if (!ok) return;
-  if (warp < kSendWarps) {
-    const int g = blockIdx.x * kSendWarps + warp, num_warps = gridDim.x * kSendWarps;
+  if (Roles::is_send_warp(warp)) {
+    const int g = blockIdx.x * Roles::kNumSendWarps + warp, num_warps = gridDim.x * Roles::kNumSendWarps;
     const int num_recv = p.handle.device_counts[0];
     combine_send_rows(p, g, num_warps, num_recv, reinterpret_cast<int*>(lists[warp]));
   } else if (p.handle.device_counts[2] == 0) {  // this rank's dispatch had bad routing: it sent nothing, writes nothing
-    constexpr int kReduceWarps = kCombineWarps - kSendWarps;
-    const int g = blockIdx.x * kReduceWarps + (warp - kSendWarps), num_warps = gridDim.x * kReduceWarps;
+    const int g = blockIdx.x * Roles::kNumReduceWarps + Roles::reduce_warp_index(warp);
+    const int num_warps = gridDim.x * Roles::kNumReduceWarps;
     const int first_row = local_first_row(p);
     ReduceRoute route = load_reduce_route(p, g);
     for (int t = g; t < p.num_tokens; t += num_warps) {
@@ -47,7 +46,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32, 1) combine_kernel(const __
 }  // namespace
 
 void launch_combine(const CombineParams& p, int num_ctas, cudaStream_t stream) {
-  combine_kernel<<<num_ctas, kCombineWarps * 32, 0, stream>>>(p);
+  combine_kernel<<<num_ctas, Roles::kNumThreads, 0, stream>>>(p);
   SYMMOE_CUDA_CHECK_LAUNCH("ep combine_kernel");
 }
 

@@ -9,22 +9,19 @@
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/common/input_error.hpp"
 #include "symmoe/layout/ep.hpp"
+#include "symmoe/layout/ep_roles.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/layout/sync.hpp"
 
 namespace symmoe::ep {
 
-// Warps per CTA of the dispatch kernel (the plan's dispatch_warps_per_cta). NOTES: register copies (combine
-// sends, expand epilogue) keep kCopyVecs 16-byte vectors per lane in flight (8 KB per warp); dispatch moves its rows
-// through per-warp bulk pipes (bulk_rows.cuh) and needs ~168 registers per thread (16 warps, capped at 128, spilled).
-constexpr int kNumWarps = plan::kEpDispatchWarpsPerCta;
+// Warps per CTA of the dispatch and combine kernels: symmoe/layout/ep_roles.hpp (shared with the planner).
+// NOTES: register copies (combine sends, expand epilogue) keep kCopyVecs 16-byte vectors per lane in flight (8 KB
+// per warp); dispatch moves its rows through per-warp bulk pipes (bulk_rows.cuh).
+constexpr int kNumWarps = layout::EpDispatchRoles::kNumWarps;
 constexpr int kCopyVecs = 16;
-constexpr int kNumThreads = kNumWarps * 32;
-// Warps per CTA of the combine kernel (the plan's combine_warps_per_cta: half send, half reduce, 128 registers per
-// thread). NOTES: 16 vs 12 warps in the same run (bench ep, V3, 2 ranks; docs/notes/ep.md): 8192 tokens 576 vs
-// 592 us at 24 SMs, 730 vs 748 at 16; 512 tokens 43.0 vs 45.4 / 48.7 vs 55.4; 128 tokens 18.4 vs 18.2 at 24 SMs,
-// 18.9 vs 24.5 at 16. Both halves are latency-bound, so more warps per SM pay.
-constexpr int kCombineWarps = plan::kEpCombineWarpsPerCta;
+constexpr int kNumThreads = layout::EpDispatchRoles::kNumThreads;
+constexpr int kCombineWarps = layout::EpCombineRoles::kNumWarps;
 
 // Benchmark-only (`symmoe bench ep --skip`, set through src/ep/bench_access.hpp): phases left out to see where
 // the time goes. Outputs are WRONG when a bit is set; the protocol (counts, barrier, arrival counts, flags) always

@@ -16,20 +16,34 @@
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
 #include "kernels/ptx/wgmma.cuh"
+#include "symmoe/layout/mega_roles.hpp"
 
 namespace symmoe::mega::kernel {
 
-constexpr int kL1DoneBarrier = 4;  // named barrier of the 256 math threads (0-3: __syncthreads, GEMM core)
+// Bit of L1 n-block `n_begin / BLOCK_N` in a pool block's l2_arrival_mask, and the mask with every L1 n-block of
+// the 2I L1 output columns (the L2 producer waits for it). One 64-bit word: 2I / BLOCK_N <= 64.
+template <int L1_BLOCK_N>
+__device__ __forceinline__ uint64_t l2_mask_bit(int n_begin) {
+  static_assert(2 * layout::kMegaMaxIntermediate / L1_BLOCK_N <= 64,
+                "the L2 arrival mask has one bit per L1 n-block in 64 bits");
+  return 1ull << (n_begin / L1_BLOCK_N);
+}
+template <int L1_BLOCK_N>
+__device__ __forceinline__ uint64_t l2_full_mask(int intermediate) {
+  const int bits = 2 * intermediate / L1_BLOCK_N;
+  return bits >= 64 ? ~0ull : (1ull << bits) - 1;
+}
 
-// All 256 math threads, after the L1 epilogue of tile t: its e4m3 rows and scales are in the L2 pool.
+// All math threads, after the L1 epilogue of tile t: its e4m3 rows and scales are in the L2 pool.
+template <int BLOCK_N>
 __device__ __forceinline__ void signal_l1_tile_done(const MegaParams& p, const MegaTile& t,
                                                     const gemm::kernel::WarpStaging& staging) {
   staging.drain();                  // this warp's bulk stores have written the rows
   ptx::fence_proxy_async_global();  // ... and are ordered with the generic release below
   ptx::fence_acq_rel_gpu();         // the scales (generic stores) too
-  ptx::named_barrier_sync(kL1DoneBarrier, 256);
+  ptx::named_barrier_sync(layout::MegaRoles::kL1DoneBarrier, layout::MegaRoles::kNumMathThreads);
   if (threadIdx.x == 0)
-    ptx::red_add_release_gpu(p.ws.get_l2_arrival_mask(uint64_t(t.pool_block)), 1ull << (t.tile.n_begin / 256));
+    ptx::red_add_release_gpu(p.ws.get_l2_arrival_mask(uint64_t(t.pool_block)), l2_mask_bit<BLOCK_N>(t.tile.n_begin));
 }
 
 // The warpgroup's 64 x kWgN fp32 slice -> bf16, per 64-column slab through the warp's staging rows; lane r < 16

@@ -14,9 +14,7 @@
 // which this rank reaches only after clearing. Arrival counters and masks are local and every GEMM of the rank is
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
-// NOTES: registers: warpgroup 2 (producer + dispatch) and the math warpgroups split per BLOCK_M
-// (plan::mega_data_registers / mega_math_registers); both return to 168 (the launch bound) for the stages after.
-// ptxas -v (nvcc 13.0): see plan.hpp's mega_data_registers (spills only in the 40-register data roles).
+// Warp roles, register split and named barriers: symmoe/layout/mega_roles.hpp (MegaRoles), shared with the planner.
 #pragma once
 
 #include "kernels/comm/barrier.cuh"
@@ -29,14 +27,25 @@
 #include "kernels/mega/producer.cuh"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/mega/trace.cuh"
+#include "symmoe/layout/mega_roles.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::mega::kernel {
 
-constexpr int kNumThreads = 384;  // math warpgroups 0-1, data warpgroup 2 (producer warp + 3 dispatch warps)
-constexpr int kCommonRegisters = 168;  // = 65536 / 384 rounded down to 8 (the launch bound)
-constexpr int kNumDispatchWarps = 3;
-constexpr int kAmaxExchangeBarrier = 1;  // named barrier of the split-N L1 amax exchange (epilogue_swiglu.cuh)
+using Roles = layout::MegaRoles;
+constexpr int kNumThreads = Roles::kNumThreads;
+// The GEMM core's mainloop is reused as it is: its issue-turn barriers must be the ids MegaRoles reserves for them,
+// and the fused kernel's own barriers must not collide with them.
+static_assert(gemm::kernel::kIssueBarrier0 == Roles::kGemmIssueBarrier0,
+              "MegaRoles::kGemmIssueBarrier0 must be math.cuh's kIssueBarrier0");
+static_assert(Roles::kAmaxExchangeBarrier != Roles::kCtaBarrier && Roles::kL1DoneBarrier != Roles::kCtaBarrier &&
+                  Roles::kAmaxExchangeBarrier != Roles::kL1DoneBarrier,
+              "MegaRoles: named barriers must be distinct");
+static_assert((Roles::kAmaxExchangeBarrier < Roles::kGemmIssueBarrier0 ||
+               Roles::kAmaxExchangeBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers) &&
+                  (Roles::kL1DoneBarrier < Roles::kGemmIssueBarrier0 ||
+                   Roles::kL1DoneBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers),
+              "MegaRoles: a fused-kernel barrier collides with the GEMM core's issue-turn barriers");
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
 // `combine` false: this rank's routing was bad (dispatch.cuh): its y is left untouched.
@@ -68,7 +77,7 @@ __device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCombineStart);
   // ---- 4. combine ----
   if (combine)
-    combine_tokens(p, blockIdx.x * (kNumThreads / 32) + threadIdx.x / 32, gridDim.x * (kNumThreads / 32),
+    combine_tokens(p, blockIdx.x * Roles::kNumWarps + threadIdx.x / 32, gridDim.x * Roles::kNumWarps,
                    threadIdx.x % 32);
   if constexpr (kTrace) {
     __syncthreads();
@@ -97,7 +106,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     trace_stamp<kTrace>(p, kTraceStart);
     ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
     ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
-    smem.init_stage_barriers(2 * 4);  // one arrive per math warp
+    smem.init_stage_barriers(Roles::kNumMathWarps);  // one arrive per math warp
   }
   __syncthreads();
 
@@ -115,22 +124,23 @@ __global__ void __launch_bounds__(kNumThreads, 1)
 
   // ---- 2. roles ----
   using Scheduler = MegaScheduler<BLOCK_M, BLOCK_N>;
-  if (wg == 2) {
-    ptx::setmaxnreg_dec<plan::mega_data_registers(BLOCK_M)>();
-    if (warp == 8) {
+  if (wg == Roles::kDataWarpgroup) {
+    ptx::setmaxnreg_dec<Roles::data_registers(BLOCK_M)>();
+    if (Roles::is_producer_warp(warp)) {
       if (lane == 0) {
         Scheduler sched(p, counts, blockIdx.x);
         run_mega_producer<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched);
         trace_stamp<kTrace>(p, kTraceProducerDone);
       }
     } else {
-      pull_rows<BLOCK_M>(p, counts, blockIdx.x * kNumDispatchWarps + (warp - 9), gridDim.x * kNumDispatchWarps, lane);
+      pull_rows<BLOCK_M>(p, counts, blockIdx.x * Roles::kNumDispatchWarps + Roles::dispatch_warp_index(warp),
+                         gridDim.x * Roles::kNumDispatchWarps, lane);
       if (lane == 0) trace_max_stamp<kTrace>(p, kTracePullDone);
     }
     __syncwarp();
-    ptx::setmaxnreg_inc<kCommonRegisters>();
+    ptx::setmaxnreg_inc<Roles::kCommonRegisters>();
   } else {
-    ptx::setmaxnreg_inc<plan::mega_math_registers(BLOCK_M)>();
+    ptx::setmaxnreg_inc<Roles::math_registers(BLOCK_M)>();
     const Slice slice(wg);
     const GemmParams& l1 = p.l1;
     const GemmParams& l2 = p.l2;
@@ -145,8 +155,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe, acc);
         if constexpr (kTrace)
           if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
-        epilogue_swiglu_fp8<kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
-        signal_l1_tile_done(p, t, staging);
+        epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
+        signal_l1_tile_done<BLOCK_N>(p, t, staging);
       } else {
         math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kBf16>(l2, smem, t.tile, slice, wg, pipe, acc);
         if constexpr (kTrace)
@@ -162,7 +172,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     ptx::fence_proxy_async_global();
     ptx::fence_acq_rel_sys();
     if (wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
-    ptx::setmaxnreg_dec<kCommonRegisters>();
+    ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
   }
 
   finish_call<kTrace>(p, routing_ok);

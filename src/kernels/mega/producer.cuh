@@ -15,6 +15,7 @@
 #include "kernels/comm/timeout.cuh"
 #include "kernels/gemm/smem_layout.hpp"
 #include "kernels/mega/params.hpp"
+#include "kernels/mega/epilogue.cuh"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/mega/trace.cuh"
 #include "kernels/ptx/sync.cuh"
@@ -22,18 +23,14 @@
 
 namespace symmoe::mega::kernel {
 
-// The L1 n-blocks of one pool block, one bit each (I / 128 <= 64, checked by the planner).
-__device__ __forceinline__ uint64_t l2_full_mask(int intermediate) {
-  const int bits = intermediate / 128;
-  return bits >= 64 ? ~0ull : (1ull << bits) - 1;
-}
-
-// One wait_until for both phases (one inlined copy of the timeout path: the producer runs at 40 registers).
+// One wait_until for both phases (one inlined copy of the timeout path: the producer runs at the data warpgroup's
+// few registers, MegaRoles::data_registers).
+template <int BLOCK_N>
 __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const MegaTile& t) {
   const bool l2 = t.l2;
   const void* counter = l2 ? static_cast<const void*>(p.ws.get_l2_arrival_mask(uint64_t(t.pool_block)))
                            : static_cast<const void*>(p.ws.get_l1_arrival_count(uint64_t(t.pool_block)));
-  const uint64_t need = l2 ? l2_full_mask(p.ws.dims().intermediate) : uint64_t(t.tile.num_rows);
+  const uint64_t need = l2 ? l2_full_mask<BLOCK_N>(p.ws.dims().intermediate) : uint64_t(t.tile.num_rows);
   comm::wait_until(
       p.ctx, l2 ? layout::WaitSite::kMegaL2Mask : layout::WaitSite::kMegaL1Arrival, -1, counter, need,
       [&] {
@@ -79,7 +76,7 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
       pipe.advance();
     }
     const uint64_t wait_start = kTrace ? ptx::globaltimer_ns() : 0;
-    wait_tile_inputs(p, t);
+    wait_tile_inputs<BLOCK_N>(p, t);
     if constexpr (kTrace) {
       const uint64_t ready = ptx::globaltimer_ns();
       trace_add(p, kTraceProducerWaitNs, ready - wait_start);

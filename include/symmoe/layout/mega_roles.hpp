@@ -1,0 +1,71 @@
+// Warp roles of the fused MoE kernel (src/kernels/mega/mega_kernel.cuh): which warps do what, their register
+// split (setmaxnreg) and the named barriers they use. One description, read by the kernel and by the planner
+// (plan_mega_moe fills MegaPlan's warp and register fields from it; `symmoe plan` prints them).
+//
+//   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (kernels/gemm/math.cuh), the L1 SwiGLU/FP8 epilogue,
+//                    the L2 epilogue with its NVLink write-back
+//   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
+// Every warp also joins the stages before the roles (count + publish) and after them (clear, combine); those run at
+// kCommonRegisters, the launch bound.
+// Plain integer constants, no CUDA headers: g++ compiles this too.
+#pragma once
+
+#include "symmoe/common.hpp"
+
+namespace symmoe::layout {
+
+struct MegaRoles {
+  static constexpr int kThreadsPerWarp = 32;
+  static constexpr int kThreadsPerWarpgroup = 128;
+  static constexpr int kWarpsPerWarpgroup = kThreadsPerWarpgroup / kThreadsPerWarp;
+
+  // ---- warps ----
+  static constexpr int kNumMathWarpgroups = 2;  // warpgroups 0 .. kNumMathWarpgroups - 1
+  static constexpr int kNumMathWarps = kNumMathWarpgroups * kWarpsPerWarpgroup;
+  static constexpr int kNumMathThreads = kNumMathWarpgroups * kThreadsPerWarpgroup;
+  static constexpr int kDataWarpgroup = kNumMathWarpgroups;  // the one after the math warpgroups
+  static constexpr int kProducerWarp = kDataWarpgroup * kWarpsPerWarpgroup;  // lane 0 issues the TMA loads
+  static constexpr int kNumProducerWarps = 1;
+  static constexpr int kFirstDispatchWarp = kProducerWarp + kNumProducerWarps;
+  static constexpr int kNumDispatchWarps = kWarpsPerWarpgroup - kNumProducerWarps;
+  static constexpr int kNumWarpgroups = kNumMathWarpgroups + 1;
+  static constexpr int kNumWarps = kNumWarpgroups * kWarpsPerWarpgroup;
+  static constexpr int kNumThreads = kNumWarps * kThreadsPerWarp;
+
+  // ---- registers (setmaxnreg works per warpgroup, in steps of 8 within [24, 256]) ----
+  // 65536 per SM / kNumThreads rounded down to 8: the launch bound, held by every warp outside the roles.
+  static constexpr int kCommonRegisters = 65536 / kNumThreads / 8 * 8;
+  // Inside the roles: the data warpgroup decreases to data_registers, the math warpgroups increase to
+  // math_registers; 128 x data + 256 x math stays within 64512 (plan::hopper::kRegisterBudget). BLOCK_M 128's
+  // 64 x 256 warpgroup tile (128 promoted + 64 partial accumulators) takes 232 math registers, leaving the data
+  // roles 40; BLOCK_M 64 (64 x 128 per warpgroup) gives them 56.
+  SYMMOE_HD static constexpr int data_registers(int block_m) { return block_m == 64 ? 56 : 40; }
+  SYMMOE_HD static constexpr int math_registers(int block_m) { return block_m == 64 ? 224 : 232; }
+
+  // ---- named barriers (hardware ids 0..15; each used with a fixed thread count) ----
+  static constexpr int kCtaBarrier = 0;           // __syncthreads (all kNumThreads)
+  static constexpr int kAmaxExchangeBarrier = 1;  // math threads: the split-N L1 amax exchange (epilogue_swiglu.cuh)
+  static constexpr int kGemmIssueBarrier0 = 2;    // math threads: 2 and 3, the GEMM core's issue turns (math.cuh
+                                                  // kIssueBarrier0; the kernel static_asserts they agree)
+  static constexpr int kNumGemmIssueBarriers = 2;
+  static constexpr int kL1DoneBarrier = kGemmIssueBarrier0 + kNumGemmIssueBarriers;  // math threads: L1 tile stored
+  static constexpr int kNumNamedBarriers = kL1DoneBarrier + 1;
+
+  // Dispatch warp `warp` (kFirstDispatchWarp <= warp < kNumWarps) -> its index among the CTA's dispatch warps.
+  SYMMOE_HD static constexpr int dispatch_warp_index(int warp) { return warp - kFirstDispatchWarp; }
+  SYMMOE_HD static constexpr bool is_producer_warp(int warp) { return warp == kProducerWarp; }
+};
+
+static_assert(MegaRoles::kNumThreads == 384 && MegaRoles::kCommonRegisters == 168,
+              "MegaRoles: three warpgroups at the 168-register launch bound");
+static_assert(MegaRoles::kNumDispatchWarps >= 1, "MegaRoles: the data warpgroup needs at least one dispatch warp");
+static_assert(MegaRoles::kNumNamedBarriers <= 16, "MegaRoles: Hopper has 16 named barriers per CTA");
+static_assert(MegaRoles::kThreadsPerWarpgroup * (MegaRoles::data_registers(64) +
+                                                 MegaRoles::kNumMathWarpgroups * MegaRoles::math_registers(64)) <=
+                      MegaRoles::kNumThreads * MegaRoles::kCommonRegisters &&
+                  MegaRoles::kThreadsPerWarpgroup * (MegaRoles::data_registers(128) +
+                                                     MegaRoles::kNumMathWarpgroups * MegaRoles::math_registers(128)) <=
+                      MegaRoles::kNumThreads * MegaRoles::kCommonRegisters,
+              "MegaRoles: a register split claims more than the launch bound frees");
+
+}  // namespace symmoe::layout
