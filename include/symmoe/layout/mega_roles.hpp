@@ -35,12 +35,13 @@ struct MegaRoles {
   // ---- registers (setmaxnreg works per warpgroup, in steps of 8 within [24, 256]) ----
   // 65536 per SM / kNumThreads rounded down to 8: the launch bound, held by every warp outside the roles.
   static constexpr int kCommonRegisters = 65536 / kNumThreads / 8 * 8;
-  // Inside the roles: the data warpgroup decreases to data_registers, the math warpgroups increase to
-  // math_registers; 128 x data + 256 x math stays within 64512 (plan::hopper::kRegisterBudget). BLOCK_M 128's
-  // 64 x 256 warpgroup tile (128 promoted + 64 partial accumulators) takes 232 math registers, leaving the data
-  // roles 40; BLOCK_M 64 (64 x 128 per warpgroup) gives them 56.
-  SYMMOE_HD static constexpr int data_registers(int block_m) { return block_m == 64 ? 56 : 40; }
-  SYMMOE_HD static constexpr int math_registers(int block_m) { return block_m == 64 ? 224 : 232; }
+  // Inside the roles: the data warpgroup decreases to kDataRegisters, the math warpgroups increase to
+  // kMathRegisters; 128 x data + 256 x math = 64512 (plan::hopper::kRegisterBudget). One split for both BLOCK_M:
+  // BLOCK_M 128's 64 x 256 warpgroup tile (128 promoted + 64 partial accumulators) fits 224 math registers, and at
+  // 40 the producer and pull spilled. NOTES: ptxas -v (nvcc 13.0) reports no spills for either untraced kernel;
+  // tools/ptxas-known-spills.txt lists what the traced ones still spill.
+  static constexpr int kDataRegisters = 56;
+  static constexpr int kMathRegisters = 224;
 
   // ---- named barriers (hardware ids 0..15; each used with a fixed thread count) ----
   static constexpr int kCtaBarrier = 0;           // __syncthreads (all kNumThreads)
@@ -60,12 +61,12 @@ static_assert(MegaRoles::kNumThreads == 384 && MegaRoles::kCommonRegisters == 16
               "MegaRoles: three warpgroups at the 168-register launch bound");
 static_assert(MegaRoles::kNumDispatchWarps >= 1, "MegaRoles: the data warpgroup needs at least one dispatch warp");
 static_assert(MegaRoles::kNumNamedBarriers <= 16, "MegaRoles: Hopper has 16 named barriers per CTA");
-static_assert(MegaRoles::kThreadsPerWarpgroup * (MegaRoles::data_registers(64) +
-                                                 MegaRoles::kNumMathWarpgroups * MegaRoles::math_registers(64)) <=
-                      MegaRoles::kNumThreads * MegaRoles::kCommonRegisters &&
-                  MegaRoles::kThreadsPerWarpgroup * (MegaRoles::data_registers(128) +
-                                                     MegaRoles::kNumMathWarpgroups * MegaRoles::math_registers(128)) <=
-                      MegaRoles::kNumThreads * MegaRoles::kCommonRegisters,
-              "MegaRoles: a register split claims more than the launch bound frees");
+static_assert(MegaRoles::kDataRegisters % 8 == 0 && MegaRoles::kMathRegisters % 8 == 0 &&
+                  MegaRoles::kDataRegisters >= 24 && MegaRoles::kMathRegisters <= 256,
+              "MegaRoles: setmaxnreg counts are multiples of 8 in [24, 256]");
+static_assert(MegaRoles::kThreadsPerWarpgroup *
+                      (MegaRoles::kDataRegisters + MegaRoles::kNumMathWarpgroups * MegaRoles::kMathRegisters) <=
+                  MegaRoles::kNumThreads * MegaRoles::kCommonRegisters,
+              "MegaRoles: the register split claims more than the launch bound frees");
 
 }  // namespace symmoe::layout

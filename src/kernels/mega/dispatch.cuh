@@ -133,7 +133,7 @@ __device__ __noinline__ void publish_input_error(const MegaParams& p) {
 
 // One dispatch warp: the pool rows r = warp_idx, warp_idx + num_warps, ... below the last segment's end; padding
 // rows are skipped. A row's (expert, source rank) is a binary search over the chunk starts in shared memory.
-// NOTES: written for the few registers of the data warpgroup (MegaRoles::data_registers): little state per row, loops not
+// NOTES: written for the few registers of the data warpgroup (MegaRoles::kDataRegisters): little state per row, loops not
 // unrolled (nested per-expert/per-source cursors spilled).
 template <int BLOCK_M>
 __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCounts& c, int warp_idx, int num_warps,
@@ -166,7 +166,7 @@ __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCount
     const float weight = lane == 0 ? *p.sym.map(p.ws.get_topk_weights(t) + k, uint32_t(s)) : 0.f;
     // kPullUnroll 16-byte loads in flight per lane before the stores: a peer's row arrives in H / (512 x unroll)
     // NVLink round trips instead of H / 512 (one load at a time made a Pro row ~14 serial round trips).
-    constexpr int kPullUnroll = layout::MegaRoles::data_registers(BLOCK_M) >= 56 ? 4 : 2;  // 16 registers each
+    constexpr int kPullUnroll = layout::MegaRoles::kDataRegisters >= 56 ? 4 : 2;  // 16 registers each
     const int row_vectors = d.hidden / 16;
 #pragma unroll 1
     for (int j0 = lane; j0 < row_vectors; j0 += 32 * kPullUnroll) {

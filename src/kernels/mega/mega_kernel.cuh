@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   // ---- 2. roles ----
   using Scheduler = MegaScheduler<BLOCK_M, BLOCK_N>;
   if (wg == Roles::kDataWarpgroup) {
-    ptx::setmaxnreg_dec<Roles::data_registers(BLOCK_M)>();
+    ptx::setmaxnreg_dec<Roles::kDataRegisters>();
     if (Roles::is_producer_warp(warp)) {
       if (lane == 0) {
         Scheduler sched(p, counts, blockIdx.x);
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     __syncwarp();
     ptx::setmaxnreg_inc<Roles::kCommonRegisters>();
   } else {
-    ptx::setmaxnreg_inc<Roles::math_registers(BLOCK_M)>();
+    ptx::setmaxnreg_inc<Roles::kMathRegisters>();
     const Slice slice(wg);
     const GemmParams& l1 = p.l1;
     const GemmParams& l2 = p.l2;

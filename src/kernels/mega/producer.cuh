@@ -24,7 +24,7 @@
 namespace symmoe::mega::kernel {
 
 // One wait_until for both phases (one inlined copy of the timeout path: the producer runs at the data warpgroup's
-// few registers, MegaRoles::data_registers).
+// few registers, MegaRoles::kDataRegisters).
 template <int BLOCK_N>
 __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const MegaTile& t) {
   const bool l2 = t.l2;
@@ -75,14 +75,21 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
       ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
       pipe.advance();
     }
-    const uint64_t wait_start = kTrace ? ptx::globaltimer_ns() : 0;
+    // NOTES: traced, no trace value stays live across the wait (each costs the data-role thread registers and
+    // spilled): the tile's slot is this CTA's tile count (only this thread adds to it), and the wait time is added as
+    // -start before and +ready after (the same sum modulo 2^64; the host reads it after the kernel).
+    if constexpr (kTrace) {
+      const uint64_t wait_start = ptx::globaltimer_ns();
+      trace_add(p, kTraceProducerWaitNs, 0ull - wait_start);
+      const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
+      trace_tile(p, slot, kTileWaitStart, wait_start);
+      trace_tile(p, slot, kTileId, trace_tile_id(t.l2, t.tile.expert_idx, t.tile.n_begin / BLOCK_N, t.pool_block));
+    }
     wait_tile_inputs<BLOCK_N>(p, t);
     if constexpr (kTrace) {
       const uint64_t ready = ptx::globaltimer_ns();
-      trace_add(p, kTraceProducerWaitNs, ready - wait_start);
-      const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
-      trace_tile(p, slot, kTileWaitStart, wait_start), trace_tile(p, slot, kTileInputsReady, ready);
-      trace_tile(p, slot, kTileId, trace_tile_id(t.l2, t.tile.expert_idx, t.tile.n_begin / BLOCK_N, t.pool_block));
+      trace_add(p, kTraceProducerWaitNs, ready);
+      trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileInputsReady, ready);
     }
     const int sfa_row = t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1);
     for (int kb = 0; kb < num_k_blocks; ++kb) {
