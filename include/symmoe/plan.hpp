@@ -16,6 +16,7 @@
 #include "symmoe/layout/ep_roles.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "symmoe/layout/mega_roles.hpp"
+#include "symmoe/layout/mega_smem.hpp"
 #include "symmoe/shape.hpp"
 
 namespace symmoe::plan {
@@ -171,7 +172,8 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // ---------------------------------------------------------------------------------------------------------------
 // The fused kernels that exist (src/kernels/mega/mega_kernel.cu instantiates exactly these): the GEMM core's
 // 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and L2 alike
-// (one stage ring, one tile shape). Shared memory = the GEMM core's (gemm_smem_bytes) + mega_extra_smem_bytes.
+// (one stage ring, one tile shape). Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts
+// (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
 };
@@ -185,14 +187,8 @@ static_assert(kNumMegaKernels == layout::kMegaNumBlockMCandidates &&
 constexpr int kMegaMaxHidden = 2 * 32 * 128;
 // Largest top-k of the fused kernel: a combine item holds one row piece per lane in registers.
 constexpr int kMegaMaxTopk = 8;
-// Beyond the GEMM core: per (source rank, local expert) received counts (E int32) and per local expert the pool
-// segment start (El + 1), valid rows (El) and a wave-end bit per expert (El / 32 words), read by the scheduler and
-// the dispatch warps.
-constexpr int mega_extra_smem_bytes(int num_experts, int num_local_experts) {
-  return (num_experts + 2 * num_local_experts + 1 + (num_local_experts + 31) / 32) * 4 / 16 * 16 + 16;
-}
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts) {
-  return gemm_smem_bytes(block_m, block_n, num_stages) + mega_extra_smem_bytes(num_experts, num_local_experts);
+  return gemm_smem_bytes(block_m, block_n, num_stages) + layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
 
 struct MegaPlan {

@@ -109,13 +109,13 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- shared memory: the compiled kernel's stage count ----
   // The fused kernel reuses the GEMM core's shared-memory layout (stage ring, epilogue staging, amax exchange)
-  // and adds the per-expert counts (mega_extra_smem_bytes); its stage count is fixed by the instantiation.
+  // and adds the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by the instantiation.
   const MegaKernelShape* kernel = nullptr;
   for (const MegaKernelShape& k : kMegaKernels)
     if (k.block_m == p.block_m) kernel = &k;
   SYMMOE_CHECK(kernel != nullptr, "plan", "no compiled fused kernel with BLOCK_M ", p.block_m);
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n);
-  p.smem_fixed = gemm_fixed_smem_bytes() + mega_extra_smem_bytes(shape.num_experts, num_local_experts);
+  p.smem_fixed = gemm_fixed_smem_bytes() + layout::MegaSmemCounts::num_bytes(shape.num_experts, num_local_experts);
   const int forced = detail::forced_stages(overrides);
   if (forced) {
     const int smem = p.smem_fixed + forced * p.smem_per_stage;

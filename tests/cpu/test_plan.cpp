@@ -161,7 +161,7 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 129), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
     EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32),
-              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages) + plan::mega_extra_smem_bytes(256, 32));
+              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages) + layout::MegaSmemCounts::num_bytes(256, 32));
   for (const auto& name : test::sweep_shape_names())
     for (const int r : test::sweep_ranks(name)) {
       int prev = 0;

@@ -10,11 +10,11 @@
 //               e + the lane's expert position carried in the record), plus identity metadata and padding rows.
 // Fresh dispatch derives everything from the exchanged counts; cached dispatch reads the handle's prefix sums and
 // expand columns, so both produce the same rows (the golden model's order: source rank, then token).
-// NOTES: shared scratch needs R + E + 3 El ints (receive_scratch_ints).
 #pragma once
 
 #include "kernels/comm/timeout.cuh"
 #include "kernels/ep/common.cuh"
+#include "kernels/ep/smem_layout.hpp"
 #include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
@@ -28,20 +28,18 @@ struct RecvMeta {
   int num_recv, num_expanded;
 };
 
-__host__ __device__ constexpr int receive_scratch_ints(const layout::EpDims& d) {
-  return d.num_ranks + d.num_experts + 3 * d.num_local_experts();
-}
-
-// Whole CTA. Builds RecvMeta in shared `scratch`; CTA 0 of a fresh dispatch writes the handle's receive fields.
-__device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, int* scratch, uint32_t parity) {
+// Whole CTA. Builds RecvMeta in its shared-memory regions (DispatchSmemLayout); CTA 0 of a fresh dispatch writes
+// the handle's receive fields.
+__device__ __forceinline__ RecvMeta receive_metadata(const DispatchParams& p, const DispatchSmemLayout& smem,
+                                                     uint32_t parity) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, El = dims.num_local_experts();
   RecvMeta m;
-  m.psum_rank = scratch;
-  m.start = m.psum_rank + R;
-  m.unaligned = m.start + El;
-  m.aligned = m.unaligned + El;
-  m.expert_base = m.aligned + El;  // [R][El]
+  m.psum_rank = smem.recv_psum_rank();
+  m.start = smem.recv_start();
+  m.unaligned = smem.recv_unaligned();
+  m.aligned = smem.recv_aligned();
+  m.expert_base = smem.recv_expert_base();
   if (!p.cached) {
     for (int i = threadIdx.x; i < R * El; i += blockDim.x)
       m.expert_base[i] = int(__ldcg(p.layout.get_recv_expert_count(parity, i / El, i % El)));

@@ -19,37 +19,22 @@
 #include "kernels/ep/dispatch.cuh"
 #include "kernels/ep/entry_barrier.cuh"
 #include "kernels/ep/notify.cuh"
+#include "kernels/ep/smem_layout.hpp"
 #include "symmoe/cuda_check.hpp"
 
 namespace symmoe::ep {
 namespace {
 
-// Shared memory: [kNumWarps][R + E] counters/bases | [kNumWarps] routing chunks | [kNumWarps] bulk pipes |
-// [R] row bases | receive scratch.
-__host__ __device__ constexpr size_t counters_bytes(const layout::EpDims& d) {
-  return align_up<size_t>(size_t(kNumWarps) * (d.num_ranks + d.num_experts) * 4, 16);
-}
-__host__ __device__ constexpr size_t chunks_offset(const layout::EpDims& d) { return counters_bytes(d); }
-__host__ __device__ constexpr size_t pipes_offset(const layout::EpDims& d) {
-  return chunks_offset(d) + size_t(kNumWarps) * route_chunk_bytes();
-}
-__host__ __device__ constexpr size_t row_base_offset(const layout::EpDims& d) {
-  return pipes_offset(d) + size_t(kNumWarps) * bulk_pipe_bytes();
-}
-__host__ __device__ constexpr size_t scratch_offset(const layout::EpDims& d) {
-  return row_base_offset(d) + align_up<size_t>(size_t(d.num_ranks) * 4, 16);
-}
-
 __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_constant__ DispatchParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int pushed[layout::kMaxRanks];  // tokens this CTA pushed per destination
   const auto& dims = p.layout.dims();
-  const int n = dims.num_ranks + dims.num_experts;
+  const DispatchSmemLayout shared(dims, reinterpret_cast<uint64_t>(smem));
   const int warp = warp_id(), g = blockIdx.x * kNumWarps + warp, num_warps = gridDim.x * kNumWarps;
-  int* counters = reinterpret_cast<int*>(smem);
-  RouteChunk chunk = make_route_chunk(smem + chunks_offset(dims) + size_t(warp) * route_chunk_bytes(), dims.num_topk);
-  int* row_base = reinterpret_cast<int*>(smem + row_base_offset(dims));
-  int* scratch = reinterpret_cast<int*>(smem + scratch_offset(dims));
+  int* counters = shared.counters(0);  // all warps' rows (publish_cta_counts, compute_bases)
+  int* warp_counters = shared.counters(warp);
+  RouteChunk chunk = make_route_chunk(shared.route_chunk(warp), dims.num_topk);
+  int* row_base = shared.row_base();
   const uint32_t epoch = *p.sync.barrier_epoch();  // advanced only by this kernel's last departing CTA
   const uint32_t parity = epoch & 1u;
   for (int d = threadIdx.x; d < dims.num_ranks; d += blockDim.x) pushed[d] = 0;
@@ -59,11 +44,11 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
   int begin, end;
   warp_token_range(p.num_tokens, g, num_warps, &begin, &end);
   BulkRowPipe pipe;  // row loads start now: they need only the token range
-  pipe.start(smem + pipes_offset(dims) + size_t(warp) * bulk_pipe_bytes(), p.x, uint32_t(p.x_row_bytes), p.x_sf,
+  pipe.start(shared.bulk_pipe(warp), p.x, uint32_t(p.x_row_bytes), p.x_sf,
                p.sf_row_bytes, begin, end);
   bool input_error = false, ok = true;
   if (!p.cached) {
-    count_tokens(p, chunk, counters + warp * n, begin, end);
+    count_tokens(p, chunk, warp_counters, begin, end);
     publish_cta_counts(p, counters);
     ok = comm::grid_sync(p.sync.grid_sync_counter(), p.wait);
     if (ok) {
@@ -88,13 +73,13 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
   }
   dest_row_bases(p, row_base, parity);
   if (!p.cached) {
-    if (!input_error) dispatch_fresh_range(p, chunk, row_base, pushed, counters + warp * n, begin, end, pipe);
+    if (!input_error) dispatch_fresh_range(p, chunk, row_base, pushed, warp_counters, begin, end, pipe);
   } else {
     dispatch_cached_range(p, chunk, row_base, pushed, begin, end, pipe);
   }
   pipe.finish();
   signal_arrivals(p, pushed);
-  const RecvMeta m = receive_metadata(p, scratch, parity);
+  const RecvMeta m = receive_metadata(p, shared, parity);
   leave();
   copy_epilogue(p, m);
 }
@@ -102,7 +87,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
 }  // namespace
 
 size_t dispatch_smem_bytes(const layout::EpDims& dims) {
-  return scratch_offset(dims) + size_t(receive_scratch_ints(dims)) * 4;
+  return size_t(DispatchSmemLayout(dims).num_bytes());
 }
 
 void launch_dispatch(const DispatchParams& p, int num_ctas, cudaStream_t stream) {

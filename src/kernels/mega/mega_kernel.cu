@@ -11,9 +11,8 @@ template <int kIndex>
 void launch_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMaps& m, int num_ctas,
                   cudaStream_t stream) {
   constexpr plan::MegaKernelShape s = plan::kMegaKernels[kIndex];
-  using Layout = gemm::kernel::GemmSmemLayout<s.block_m, s.block_n, s.num_stages>;
-  const int smem_bytes = Layout::kDynamicBytes + plan::mega_extra_smem_bytes(plan.shape.num_experts,
-                                                                             plan.shape.num_local_experts());
+  using Layout = MegaSmemLayout<s.block_m, s.block_n, s.num_stages>;
+  const int smem_bytes = Layout::num_bytes(plan.shape.num_experts, plan.shape.num_local_experts());
   SYMMOE_CHECK(smem_bytes == plan.smem_bytes && s.num_stages == plan.num_stages, "mega", "kernel ", s.block_m, "x",
                s.block_n, " needs ", smem_bytes, " B of shared memory with ", s.num_stages, " stages, the plan says ",
                plan.smem_bytes, " B with ", plan.num_stages);

@@ -26,6 +26,7 @@
 #include "kernels/mega/epilogue.cuh"
 #include "kernels/mega/producer.cuh"
 #include "kernels/mega/scheduler.cuh"
+#include "kernels/mega/smem_layout.hpp"
 #include "kernels/mega/trace.cuh"
 #include "symmoe/layout/mega_roles.hpp"
 #include "symmoe/plan.hpp"
@@ -89,16 +90,13 @@ template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
 __global__ void __launch_bounds__(kNumThreads, 1)
     mega_moe_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMaps maps) {
   using namespace gemm::kernel;
-  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   extern __shared__ uint8_t smem_raw[];
-  const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
   const layout::MegaDims& d = p.ws.dims();
-  const int R = d.num_ranks, El = d.num_local_experts();
-  // Counts after the GEMM core's regions (plan::mega_extra_smem_bytes): chunk starts [El][R], segment starts
-  // [El + 1], valid rows [El], wave-end bits [El / 32].
-  int32_t* extra = reinterpret_cast<int32_t*>(smem.base + Layout::kBytes);
-  const ExpertCounts counts{extra, extra + R * El, extra + R * El + El + 1, reinterpret_cast<uint32_t*>(extra + R * El + 2 * El + 1)};
+  const int El = d.num_local_experts();
+  const MegaSmemLayout<BLOCK_M, BLOCK_N, kNumStages> shared(smem_raw, d.num_ranks, El);
+  const auto& smem = shared.core;  // the GEMM core's regions
+  const ExpertCounts counts = ExpertCounts::from(shared.counts);
   const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const layout::SyncArea area = p.ws.get_sync_area();
 

@@ -20,16 +20,20 @@
 
 #include "kernels/gemm/scheduler.cuh"
 #include "kernels/mega/params.hpp"
+#include "symmoe/layout/mega_smem.hpp"
 
 namespace symmoe::mega::kernel {
 
-// Per local expert, in shared memory after the count barrier.
+// Per local expert, in shared memory after the count barrier: the pointers of layout::MegaSmemCounts (which says
+// what each array holds), resolved once.
 struct ExpertCounts {
-  int32_t* chunk_start;  // [El][R]: first pool row of the pairs src rank s sent to local expert e (index e * R + s);
-                         // nondecreasing over the index, so a pool row's (expert, source) is a binary search
-  int32_t* seg_start;  // [El + 1]: first pool row of expert e's segment (multiple of BLOCK_M); [El] = rows used
-  int32_t* num_rows;   // [El]: valid rows of expert e
-  uint32_t* wave_last;  // [El / 32] bits: expert e is the last of its wave (bit e % 32 of word e / 32)
+  int32_t* chunk_start;  // [El][R]
+  int32_t* seg_start;    // [El + 1]
+  int32_t* num_rows;     // [El]
+  uint32_t* wave_last;   // [ceil(El / 32)]
+  __device__ static ExpertCounts from(const layout::MegaSmemCounts& c) {
+    return {c.chunk_start(), c.seg_start(), c.num_rows(), c.wave_last()};
+  }
 };
 
 // One past the last expert of the wave that starts at `begin` (the next set wave_last bit at or after it).
@@ -52,7 +56,7 @@ struct MegaTile {
 // the kernel parameters instead of the shape ints measured worse (more spills).
 template <int BLOCK_M, int BLOCK_N>
 struct MegaScheduler {
-  const int32_t* seg_start;  // ExpertCounts::seg_start; num_rows and wave_last follow (El + 1 and 2 El + 1 after)
+  const int32_t* seg_start;  // ExpertCounts::seg_start; num_rows and wave_last follow (layout::MegaSmemCounts)
   int num_local_experts;
   // L1: 2I / BLOCK_N; L2: ceil(H / BLOCK_N) (a partial last block stores its valid half only). Two scalars, not an
   // array: a dynamically indexed array would put the scheduler in local memory.
@@ -66,7 +70,9 @@ struct MegaScheduler {
         l1_n_blocks(2 * p.ws.dims().intermediate / BLOCK_N),
         l2_n_blocks((p.ws.dims().hidden + BLOCK_N - 1) / BLOCK_N), next_tile(cta) {}
 
-  __device__ int num_rows(int e) const { return seg_start[num_local_experts + 1 + e]; }
+  __device__ int num_rows(int e) const {
+    return seg_start[layout::MegaSmemCounts::num_rows_from_seg_start(num_local_experts) + e];
+  }
 
   // Next tile of this CTA; false when every wave is done (then the object must not be used again).
   __device__ bool next(MegaTile& t) {
@@ -74,7 +80,9 @@ struct MegaScheduler {
 #pragma unroll 1
     while (next_tile >= wave_block_end * tiles_per_block) {
       if (wave_end >= num_local_experts) return false;
-      wave_end = wave_end_from(reinterpret_cast<const uint32_t*>(seg_start + 2 * num_local_experts + 1), wave_end);
+      wave_end = wave_end_from(reinterpret_cast<const uint32_t*>(
+                                   seg_start + layout::MegaSmemCounts::wave_last_from_seg_start(num_local_experts)),
+                               wave_end);
       wave_block_begin = wave_block_end;
       wave_block_end = seg_start[wave_end] / BLOCK_M;
     }

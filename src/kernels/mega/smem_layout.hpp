@@ -1,0 +1,41 @@
+// Shared memory of the fused MoE kernel: the GEMM core's regions (kernels/gemm/smem_layout.hpp: stage ring, amax
+// exchange, epilogue staging, stage barriers; base aligned to 1024 bytes inside the launch's slack), then the
+// per-expert counts (layout::MegaSmemCounts). The one place that stacks the two: the launcher reads num_bytes, the
+// kernel the pointers; the planner's plan::mega_smem_bytes is the same sum (checked below).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm/smem_layout.hpp"
+#include "symmoe/layout/mega_smem.hpp"
+#include "symmoe/plan.hpp"
+
+namespace symmoe::mega::kernel {
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+struct MegaSmemLayout {
+  using Core = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  static_assert(Core::kBytes % 16 == 0, "the counts after the GEMM core's regions must be 16-byte aligned");
+
+  // Dynamic shared memory of one launch (E experts, El local experts).
+  __host__ __device__ static constexpr int num_bytes(int num_experts, int num_local_experts) {
+    return Core::kDynamicBytes + layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
+  }
+
+  Core core;
+  layout::MegaSmemCounts counts;
+
+  // `raw`: the kernel's dynamic shared memory (extern __shared__), any alignment.
+  __device__ MegaSmemLayout(uint8_t* raw, int num_ranks, int num_local_experts)
+      : core{raw + ((1024 - (ptx::smem_addr(raw) & 1023)) & 1023)},
+        counts{reinterpret_cast<uint64_t>(core.base + Core::kBytes), num_ranks, num_local_experts} {}
+};
+
+// The planner's model is this layout (one sample shape; both are sums of the same two terms).
+static_assert(MegaSmemLayout<plan::kMegaKernels[0].block_m, plan::kMegaKernels[0].block_n,
+                             plan::kMegaKernels[0].num_stages>::num_bytes(256, 32) ==
+                  plan::mega_smem_bytes(plan::kMegaKernels[0].block_m, plan::kMegaKernels[0].block_n,
+                                        plan::kMegaKernels[0].num_stages, 256, 32),
+              "plan::mega_smem_bytes disagrees with MegaSmemLayout");
+
+}  // namespace symmoe::mega::kernel
