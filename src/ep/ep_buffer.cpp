@@ -11,6 +11,7 @@
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
 #include "symmoe/ep.hpp"
+#include "symmoe/layout/ep_handle.hpp"
 #include "symmoe/log.hpp"
 #include "symmoe/plan.hpp"
 
@@ -242,24 +243,19 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     if (!options.cached) {
       if (!h.storage_ || h.device != st.placement.device || h.num_ranks != R || h.num_experts != E ||
           h.num_topk != K || h.num_max_tokens_per_rank != T_max) {
-        Carver c;
-        const size_t a0 = c.take(R * 4), a1 = c.take(E * 4), a2 = c.take(size_t(T_max) * K * 4);
-        const size_t a3 = c.take(size_t(T_max) * K * 8), a4 = c.take(R * 4), a5 = c.take(El * 4);
-        const size_t a6 = c.take(El * 4), a7 = c.take(El * 4), a8 = c.take(size_t(R) * T_max * (2 + K) * 4);
-        const size_t a9 = c.take(3 * 4);
         h.storage_ = std::make_unique<EpHandle::Storage>();
-        h.storage_->block.allocate(st.placement.device, c.cursor);
-        uint8_t* b = h.storage_->block.base();
-        h.num_tokens_per_rank = reinterpret_cast<int32_t*>(b + a0);
-        h.num_tokens_per_expert = reinterpret_cast<int32_t*>(b + a1);
-        h.dst_buffer_slot_idx = reinterpret_cast<int32_t*>(b + a2);
-        h.topk_idx = reinterpret_cast<int64_t*>(b + a3);
-        h.psum_num_recv_tokens_per_rank = reinterpret_cast<int32_t*>(b + a4);
-        h.num_unaligned_recv_tokens_per_expert = reinterpret_cast<int32_t*>(b + a5);
-        h.psum_num_recv_tokens_per_expert = reinterpret_cast<int32_t*>(b + a6);
-        h.num_recv_tokens_per_expert = reinterpret_cast<int32_t*>(b + a7);
-        h.recv_src_metadata = reinterpret_cast<int32_t*>(b + a8);
-        h.device_counts = reinterpret_cast<int32_t*>(b + a9);
+        h.storage_->block.allocate(st.placement.device, layout::EpHandleLayout(im.dims).num_bytes());
+        const layout::EpHandleLayout lay(im.dims, h.storage_->block.base());
+        h.num_tokens_per_rank = lay.get_num_tokens_per_rank();
+        h.num_tokens_per_expert = lay.get_num_tokens_per_expert();
+        h.dst_buffer_slot_idx = lay.get_dst_buffer_slot_idx();
+        h.topk_idx = lay.get_topk_idx();
+        h.psum_num_recv_tokens_per_rank = lay.get_psum_num_recv_tokens_per_rank();
+        h.num_unaligned_recv_tokens_per_expert = lay.get_num_unaligned_recv_tokens_per_expert();
+        h.psum_num_recv_tokens_per_expert = lay.get_psum_num_recv_tokens_per_expert();
+        h.num_recv_tokens_per_expert = lay.get_num_recv_tokens_per_expert();
+        h.recv_src_metadata = lay.get_recv_src_metadata();
+        h.device_counts = lay.get_device_counts();
       }
       h.rank = rank, h.num_ranks = R, h.do_expand = expand, h.num_experts = E, h.num_topk = K;
       h.expert_alignment = alignment, h.num_max_tokens_per_rank = T_max, h.num_tokens = args[i].num_tokens;

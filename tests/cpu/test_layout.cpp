@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "symmoe/layout/ep.hpp"
+#include "symmoe/layout/ep_handle.hpp"
+#include "symmoe/layout/mega_smem.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "test_plan_sweep.hpp"
 
@@ -207,6 +209,56 @@ TEST(Layout, EpEveryDeployment) {
     check_ep(s, layout::TokenDtype::kBf16);
     check_ep(s, layout::TokenDtype::kFp8E4m3);
   });
+}
+
+// EpHandle storage: regions complete and disjoint, each getter at the start of its region.
+void check_ep_handle(const MoeShape& s) {
+  SCOPED_TRACE(s.to_string());
+  using layout::EpHandleLayout;
+  const auto dims = ep_dims(s, layout::TokenDtype::kBf16);
+  const EpHandleLayout l(dims, reinterpret_cast<void*>(kFakeBase));
+  ASSERT_EQ(l.num_bytes(), EpHandleLayout(dims).num_bytes());
+  ASSERT_TRUE(regions_ok(l.regions(), "ep handle"));
+  const uint64_t R = s.num_ranks, E = s.num_experts, T = s.num_max_tokens_per_rank, K = s.num_topk, El = E / R;
+  ASSERT_TRUE(inside(l, EpHandleLayout::kNumTokensPerRank, l.get_num_tokens_per_rank(), R * 4, 16, "per rank"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kNumTokensPerExpert, l.get_num_tokens_per_expert(), E * 4, 16, "per expert"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kDstBufferSlotIdx, l.get_dst_buffer_slot_idx(), T * K * 4, 16, "slots"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kTopkIdx, l.get_topk_idx(), T * K * 8, 16, "topk idx"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kPsumNumRecvTokensPerRank, l.get_psum_num_recv_tokens_per_rank(), R * 4, 16,
+                     "psum per rank"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kNumUnalignedRecvTokensPerExpert,
+                     l.get_num_unaligned_recv_tokens_per_expert(), El * 4, 16, "unaligned"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kPsumNumRecvTokensPerExpert, l.get_psum_num_recv_tokens_per_expert(), El * 4,
+                     16, "psum per expert"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kNumRecvTokensPerExpert, l.get_num_recv_tokens_per_expert(), El * 4, 16,
+                     "aligned"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kRecvSrcMetadata, l.get_recv_src_metadata(), R * T * (2 + K) * 4, 16,
+                     "src metadata"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kDeviceCounts, l.get_device_counts(), EpHandleLayout::kNumDeviceCounts * 4,
+                     16, "device counts"));
+}
+
+TEST(Layout, EpHandleEveryDeployment) {
+  test::for_each_deployment([](const std::string&, const MoeShape& s) { check_ep_handle(s); });
+}
+
+// The fused kernel's per-expert counts in shared memory: arrays back to back inside num_bytes, and the scheduler's
+// offsets from seg_start land on num_rows and wave_last.
+TEST(Layout, MegaSmemCounts) {
+  for (const int R : {1, 2, 8, 72})
+    for (const int El : {1, 8, 31, 32, 33, 256}) {
+      const layout::MegaSmemCounts c{kFakeBase, R, El};
+      const auto at = [&](const void* p) { return int64_t(reinterpret_cast<uint64_t>(p) - kFakeBase); };
+      ASSERT_EQ(at(c.chunk_start()), 0);
+      ASSERT_EQ(at(c.seg_start()), int64_t(R) * El * 4);
+      ASSERT_EQ(at(c.num_rows()), at(c.seg_start()) + (El + 1) * 4);
+      ASSERT_EQ(at(c.num_rows()), at(c.seg_start() + layout::MegaSmemCounts::num_rows_from_seg_start(El)));
+      ASSERT_EQ(at(c.wave_last()), at(c.seg_start() + layout::MegaSmemCounts::wave_last_from_seg_start(El)));
+      ASSERT_EQ(at(c.wave_last()), at(c.num_rows()) + El * 4);
+      ASSERT_LE(at(c.wave_last() + (El + 31) / 32), c.num_bytes());
+      ASSERT_EQ(c.num_bytes() % 16, 0);
+      ASSERT_EQ(c.num_bytes(), layout::MegaSmemCounts::num_bytes(R * El, El));
+    }
 }
 
 TEST(Layout, MegaEveryDeployment) {
