@@ -14,33 +14,16 @@
 // NOTES: rows are H*2 bytes, 16-byte aligned.
 #pragma once
 
-#include <cuda_bf16.h>
-
 #include "kernels/comm/sym_buffer.cuh"
+#include "kernels/common/combine_sum.cuh"
 #include "kernels/ep/common.cuh"
 #include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
 
-__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
-__device__ __forceinline__ uint32_t float_to_bf16_bits(float v) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-// acc[0..8) += the 8 bf16 values of v.
-__device__ __forceinline__ void add_bf16x8(float* acc, const int4& v) {
-  const uint32_t w[4] = {uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    acc[2 * j] = acc[2 * j] + bf16_bits_to_float(w[j] & 0xffffu);
-    acc[2 * j + 1] = acc[2 * j + 1] + bf16_bits_to_float(w[j] >> 16);
-  }
-}
-__device__ __forceinline__ int4 pack_bf16x8(const float* acc) {
-  uint32_t w[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) w[j] = float_to_bf16_bits(acc[2 * j]) | (float_to_bf16_bits(acc[2 * j + 1]) << 16);
-  return make_int4(int(w[0]), int(w[1]), int(w[2]), int(w[3]));
-}
+using symmoe::kernel::combine_add8;  // the combine arithmetic (kernels/common/combine_sum.cuh)
+using symmoe::kernel::combine_pack8;
+using symmoe::kernel::combine_zero8;
 
 // Arrival flags one sent token still has to raise: `lanes` of token t on source s (none when lanes == 0).
 struct PendingFlags {
@@ -105,11 +88,12 @@ __device__ __forceinline__ PendingFlags combine_send_token(const CombineParams& 
   }
   __syncwarp();
   const int n = __popc(lanes_here);
-  auto* dst = reinterpret_cast<int4*>(p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s)));
+  auto* dst = reinterpret_cast<uint4*>(p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s)));
   for (int c = lane; c < H / 8; c += 32) {
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int j = 0; j < n; ++j) add_bf16x8(acc, __ldg(reinterpret_cast<const int4*>(p.x + int64_t(list[j]) * H) + c));
-    dst[c] = pack_bf16x8(acc);
+    float acc[8];
+    combine_zero8(acc);
+    for (int j = 0; j < n; ++j) combine_add8(acc, __ldg(reinterpret_cast<const int4*>(p.x + int64_t(list[j]) * H) + c));
+    dst[c] = combine_pack8(acc);
   }
   return {s, t, 1u << master};
 }

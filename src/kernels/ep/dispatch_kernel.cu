@@ -14,6 +14,8 @@
 // 340 GB/s per direction on 24 SMs (inferred from `bench ep --skip` sums, not isolated).
 // NOTES: one grid sync per call is cheaper than having every CTA count all tokens to avoid it (73 vs 30.6 us at 512
 // tokens). The measurement history and the variants tried: docs/notes/ep.md.
+#include <mutex>
+
 #include "kernels/comm/grid_sync.cuh"
 #include "kernels/ep/copy_epilogue.cuh"
 #include "kernels/ep/dispatch.cuh"
@@ -92,13 +94,20 @@ size_t dispatch_smem_bytes(const layout::EpDims& dims) {
 
 void launch_dispatch(const DispatchParams& p, int num_ctas, cudaStream_t stream) {
   const size_t smem = dispatch_smem_bytes(p.layout.dims());
-  // Raise the kernel's shared-memory limit once per device (cheap host path; nothing to do inside graph capture).
-  static int configured[64] = {};
+  // Raise the kernel's shared-memory limit per device when a launch needs more than set so far (cheap host path,
+  // nothing to do inside graph capture). Ranks of one process launch from several threads: the limit only grows,
+  // under a lock, so a concurrent smaller request never lowers it below what another thread's launch needs.
+  constexpr int kMaxDevices = 64;
+  static std::mutex mutex;
+  static int configured[kMaxDevices] = {};
   int device = 0;
   SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 64 || configured[device] < int(smem)) {
-    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    if (device < 64) configured[device] = int(smem);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (device >= kMaxDevices || configured[device] < int(smem)) {
+      SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      if (device < kMaxDevices) configured[device] = int(smem);
+    }
   }
   dispatch_kernel<<<num_ctas, kNumThreads, smem, stream>>>(p);
   SYMMOE_CUDA_CHECK_LAUNCH("ep dispatch_kernel");

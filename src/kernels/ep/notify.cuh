@@ -20,6 +20,7 @@
 #pragma once
 
 #include "kernels/comm/sym_buffer.cuh"
+#include "kernels/common/input_error.cuh"
 #include "kernels/ep/common.cuh"
 #include "kernels/ptx/sync.cuh"
 
@@ -143,19 +144,8 @@ __device__ __forceinline__ void publish_cta_counts(const DispatchParams& p, cons
 
 // Host-visible record of the first bad entry (smallest token, then lane). One thread.
 __device__ __forceinline__ void publish_input_error(const DispatchParams& p, unsigned long long key) {
-  const int K = p.layout.dims().num_topk;
-  const int token = symmoe::kernel::input_error_token(key), lane = symmoe::kernel::input_error_lane(key);
-  const int64_t value = p.topk_idx[int64_t(token) * K + lane];
-  int first = -1;
-  for (int j = 0; j < lane && first < 0; ++j)
-    if (p.topk_idx[int64_t(token) * K + j] == value) first = j;
-  p.error->value = value;
-  p.error->token = token;
-  p.error->lane = lane;
-  p.error->kind = symmoe::kernel::input_error_kind(key);
-  p.error->first_lane = first;
-  __threadfence_system();
-  ptx::st_relaxed_sys(&p.error->valid, 1u);
+  const int64_t* token_experts = p.topk_idx + int64_t(symmoe::kernel::input_error_token(key)) * p.layout.dims().num_topk;
+  symmoe::kernel::write_input_error(p.error, key, token_experts);
 }
 
 // Phase 2, whole CTA (after a grid-wide sync): counts[w][R + E] (the warps' own counts, shared) become

@@ -1,7 +1,8 @@
 // Reduce epilogue of combine (on each source rank, overlapped with the sends: each token waits for the arrival
 // flags of its rows, combine.cuh's publish_rows):
 // combined_x[t] = bf16_rne( ((0.f + bias_0) + bias_1) + rows in ascending lane order ), all adds in fp32 (DeepEP
-// V2's order: the sum starts from the biases), the rows being: non-expand and expand+reduce_local: the row at each destination's master lane; expand: every routed
+// V2's order: the sum starts from the biases; kernels/common/combine_sum.cuh, shared with the fused layer), the
+// rows being: non-expand and expand+reduce_local: the row at each destination's master lane; expand: every routed
 // lane's row. combined_topk_weights[t][j] = weight returned by the rank owning lane j (0 for -1 lanes).
 // Non-expand: the row (and weights) of this rank's own master lane are never copied (combine.cuh); they are read
 // from combine's x / topk_weights at the local received row psum_recv[rank - 1] + slot, without a flag.
@@ -87,19 +88,18 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
   }
   __syncwarp();
   const int n = __popc(lanes);
-  auto* out = reinterpret_cast<int4*>(p.combined_x + int64_t(t) * H);
+  auto* out = reinterpret_cast<uint4*>(p.combined_x + int64_t(t) * H);
   const int num_chunks = H / 8;  // 16-byte chunks of 8 bf16
   // Each lane owns chunks c + 32u (u < kReduceVecs): kReduceVecs chunks x 2 rows of loads in flight.
   for (int c = lane; c < num_chunks; c += 32 * kReduceVecs) {
     float acc[kReduceVecs][8];
 #pragma unroll
     for (int u = 0; u < kReduceVecs; ++u) {
-#pragma unroll
-      for (int q = 0; q < 8; ++q) acc[u][q] = 0.f;
+      combine_zero8(acc[u]);
       const int cu = c + 32 * u;
       if (cu >= num_chunks) continue;
-      if (p.bias_0) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_0 + int64_t(t) * H) + cu));
-      if (p.bias_1) add_bf16x8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_1 + int64_t(t) * H) + cu));
+      if (p.bias_0) combine_add8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_0 + int64_t(t) * H) + cu));
+      if (p.bias_1) combine_add8(acc[u], __ldg(reinterpret_cast<const int4*>(p.bias_1 + int64_t(t) * H) + cu));
     }
     int j = 0;
     for (; j + 2 <= n; j += 2) {
@@ -110,18 +110,18 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
         if (c + 32 * u < num_chunks) v0[u] = __ldcg(r0 + c + 32 * u), v1[u] = __ldcg(r1 + c + 32 * u);
 #pragma unroll
       for (int u = 0; u < kReduceVecs; ++u)
-        if (c + 32 * u < num_chunks) add_bf16x8(acc[u], v0[u]), add_bf16x8(acc[u], v1[u]);  // ascending lanes
+        if (c + 32 * u < num_chunks) combine_add8(acc[u], v0[u]), combine_add8(acc[u], v1[u]);  // ascending lanes
     }
     if (j < n) {
       const int4* r0 = rows[j];
 #pragma unroll
       for (int u = 0; u < kReduceVecs; ++u)
-        if (c + 32 * u < num_chunks) add_bf16x8(acc[u], __ldcg(r0 + c + 32 * u));
+        if (c + 32 * u < num_chunks) combine_add8(acc[u], __ldcg(r0 + c + 32 * u));
     }
 #pragma unroll
     for (int u = 0; u < kReduceVecs; ++u) {
       const int cu = c + 32 * u;
-      if (cu < num_chunks) out[cu] = pack_bf16x8(acc[u]);
+      if (cu < num_chunks) out[cu] = combine_pack8(acc[u]);
     }
   }
   __syncwarp();

@@ -1,13 +1,12 @@
 // Combine role of the fused kernel: after the second rank barrier every L2 row of this rank's tokens sits in
 // combine[token][lane] (written by the owning ranks' L2 epilogues). y[t] = bf16_rne(0.f + rows of the routed
-// lanes in ascending lane order), all adds in fp32 — exactly the composed path's combine
-// (src/kernels/ep/reduce_epilogue.cuh without biases), so both paths round the same sums. A token whose lanes
-// are all masked (or invalid ids, as in dispatch.cuh) gets zeros.
+// lanes in ascending lane order), all adds in fp32, with the composed path's routines
+// (kernels/common/combine_sum.cuh, as src/kernels/ep/reduce_epilogue.cuh without biases), so both paths round the
+// same sums. A token whose lanes are all masked (or invalid ids, as in dispatch.cuh) gets zeros.
 // Every warp of every CTA: two (token, 256-channel chunk) items per warp and step, 8 channels (16 B) per lane.
 #pragma once
 
-#include <cuda_bf16.h>
-
+#include "kernels/common/combine_sum.cuh"
 #include "kernels/mega/params.hpp"
 #include "symmoe/plan.hpp"
 
@@ -37,24 +36,11 @@ __device__ __forceinline__ void combine_load(const MegaParams& p, int t, int c, 
 
 __device__ __forceinline__ void combine_store(const MegaParams& p, int t, int c, const CombineItem& it) {
   float acc[8];
+  symmoe::kernel::combine_zero8(acc);
 #pragma unroll
-  for (int q = 0; q < 8; ++q) acc[q] = 0.f;
-#pragma unroll
-  for (int k = 0; k < kMaxTopkPerItem; ++k) {
-    if (!(it.routed >> k & 1)) continue;
-    const uint32_t w[4] = {it.rows[k].x, it.rows[k].y, it.rows[k].z, it.rows[k].w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {  // bf16 -> fp32 is exact: the bits shifted into the high half
-      acc[2 * q] = acc[2 * q] + __uint_as_float(w[q] << 16);
-      acc[2 * q + 1] = acc[2 * q + 1] + __uint_as_float(w[q] & 0xffff0000u);
-    }
-  }
-  uint32_t o[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q)
-    o[q] = uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(acc[2 * q]))) |
-           (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(acc[2 * q + 1]))) << 16);
-  *reinterpret_cast<uint4*>(p.y + size_t(t) * p.ws.dims().hidden + c) = make_uint4(o[0], o[1], o[2], o[3]);
+  for (int k = 0; k < kMaxTopkPerItem; ++k)
+    if (it.routed >> k & 1) symmoe::kernel::combine_add8(acc, it.rows[k]);
+  *reinterpret_cast<uint4*>(p.y + size_t(t) * p.ws.dims().hidden + c) = symmoe::kernel::combine_pack8(acc);
 }
 
 __device__ __forceinline__ void combine_tokens(const MegaParams& p, int warp_idx, int num_warps, int lane) {

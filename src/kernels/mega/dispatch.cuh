@@ -22,7 +22,7 @@
 #pragma once
 
 #include "kernels/comm/packed_counter.cuh"
-#include "kernels/common/input_error.hpp"
+#include "kernels/common/input_error.cuh"
 #include "kernels/common/scan.cuh"
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
@@ -115,20 +115,8 @@ __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const Ex
 
 // One thread, after rank barrier #1, on a rank whose routing was bad: the host record of the first bad entry.
 __device__ __noinline__ void publish_input_error(const MegaParams& p) {
-  const int K = p.ws.dims().num_topk;
   const unsigned long long key = ~*reinterpret_cast<volatile unsigned long long*>(p.ws.get_input_error_key());
-  const int token = symmoe::kernel::input_error_token(key), lane = symmoe::kernel::input_error_lane(key);
-  const int64_t* token_experts = p.ws.get_topk_idx(token);
-  int first = -1;
-  for (int j = 0; j < lane && first < 0; ++j)
-    if (token_experts[j] == token_experts[lane]) first = j;
-  p.input_error->value = token_experts[lane];
-  p.input_error->token = token;
-  p.input_error->lane = lane;
-  p.input_error->kind = symmoe::kernel::input_error_kind(key);
-  p.input_error->first_lane = first;
-  __threadfence_system();
-  ptx::st_relaxed_sys(&p.input_error->valid, 1u);
+  symmoe::kernel::write_input_error(p.input_error, key, p.ws.get_topk_idx(symmoe::kernel::input_error_token(key)));
 }
 
 // One dispatch warp: the pool rows r = warp_idx, warp_idx + num_warps, ... below the last segment's end; padding
