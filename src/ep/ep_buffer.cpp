@@ -102,7 +102,9 @@ struct EpBuffer::Impl {
 
   Communicator* comm = nullptr;
   layout::EpDims dims;
-  uint32_t bench_skip = 0;  // ep::SkipPhase bits: 0 except under bench/ep.cu --skip (src/ep/bench_access.hpp)
+  // The kernels' launchers: the library's except under bench/ep.cu --skip (src/ep/bench_access.hpp).
+  ep::DispatchLaunchFn launch_dispatch = &ep::launch_dispatch;
+  ep::CombineLaunchFn launch_combine = &ep::launch_combine;
   SymmetricBuffer buffer;
   std::vector<RankState> ranks;  // local ranks, Communicator::local_ranks() order
   ~Impl() {
@@ -265,7 +267,6 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     }
   }
 
-  const uint32_t skip = im.bench_skip;
   std::vector<EpDispatchResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     SYMMOE_NVTX_RANGE("ep.dispatch.launch");
@@ -297,12 +298,11 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     p.recv_sf = expand && a.recv_scales_out ? static_cast<uint8_t*>(a.recv_scales_out) : st.recv_sf;
     p.recv_topk_idx = a.recv_topk_idx_out ? a.recv_topk_idx_out : st.recv_topk_idx;
     p.recv_topk_weights = a.recv_topk_weights_out ? a.recv_topk_weights_out : st.recv_topk_weights;
-    p.skip = skip;
     p.warp_counts = st.warp_counts;
     p.error_key = st.error_key;
     p.error = st.error_dev;
     const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
-    ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
+    im.launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
     r.recv_x = expand ? static_cast<void*>(p.recv_x) : lay.get_recv_x_row(0);
@@ -354,7 +354,6 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     SYMMOE_CHECK((args[i].topk_weights != nullptr) == with_weights, "ep",
                  "combine: topk_weights must be given on every rank or on none (rank ",
                  im.ranks[i].placement.rank, " differs from rank ", im.ranks[0].placement.rank, ")");
-  const uint32_t skip = im.bench_skip;
   std::vector<EpCombineResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     Impl::RankState& st = im.ranks[i];
@@ -378,10 +377,9 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     p.combined_topk_weights = !with_weights                         ? nullptr
                               : args[i].combined_topk_weights_out ? args[i].combined_topk_weights_out
                                                                   : st.combined_topk_weights;
-    p.skip = skip;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
     const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
-    ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
+    im.launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
     results[i].combined_x = p.combined_x;
     results[i].combined_topk_weights = p.combined_topk_weights;
   }
@@ -397,7 +395,10 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
   return results;
 }
 
-void EpBenchAccess::set_skip_phases(EpBuffer& buffer, uint32_t bits) { buffer.impl_->bench_skip = bits; }
+void EpBenchAccess::set_launchers(EpBuffer& buffer, ep::DispatchLaunchFn dispatch, ep::CombineLaunchFn combine) {
+  buffer.impl_->launch_dispatch = dispatch ? dispatch : &ep::launch_dispatch;
+  buffer.impl_->launch_combine = combine ? combine : &ep::launch_combine;
+}
 
 void EpBuffer::synchronize() {
   Impl& im = *impl_;

@@ -23,18 +23,6 @@ constexpr int kCopyVecs = 16;
 constexpr int kNumThreads = layout::EpDispatchRoles::kNumThreads;
 constexpr int kCombineWarps = layout::EpCombineRoles::kNumWarps;
 
-// Benchmark-only (`symmoe bench ep --skip`, set through src/ep/bench_access.hpp): phases left out to see where
-// the time goes. Outputs are WRONG when a bit is set; the protocol (counts, barrier, arrival counts, flags) always
-// runs, so no call can hang, and the handle metadata stays valid for later calls with the same routing.
-enum SkipPhase : uint32_t {
-  kSkipRemoteRows = 1,    // dispatch: x / scale rows go to the local destination only
-  kSkipScaleRows = 2,     // dispatch: no scale rows
-  kSkipMetaRecords = 4,   // dispatch: no metadata records (the epilogue reads the previous call's)
-  kSkipEpilogue = 8,      // dispatch: receivers wait for the arrival counts, then place nothing
-  kSkipCombineRows = 16,  // combine: senders send weights and flags only
-  kSkipReduce = 32,       // combine: reducers wait for (and reset) the flags, then add nothing
-};
-
 // A bad routing entry found on the device while counting (kernels/common/input_error.hpp).
 using symmoe::kernel::InputError;
 using symmoe::kernel::InputErrorKind;
@@ -71,7 +59,6 @@ struct DispatchParams {
   uint8_t* recv_sf;
   int64_t* recv_topk_idx;
   float* recv_topk_weights;
-  uint32_t skip;                         // SkipPhase bits (0 outside benchmarks)
   int32_t* warp_counts;                  // [num_ctas * kNumWarps][R + E] workspace
   unsigned long long* error_key;         // min over (token << 32 | lane << 8 | kind); all ones = none
   InputError* error;                     // host-mapped
@@ -91,13 +78,16 @@ struct CombineParams {
   HandleArrays handle;
   uint16_t* combined_x;
   float* combined_topk_weights;
-  uint32_t skip;  // SkipPhase bits (0 outside benchmarks)
 };
 
 // Dynamic shared memory of the dispatch kernel (per-warp counters and routing chunks, receive metadata).
 size_t dispatch_smem_bytes(const layout::EpDims& dims);
 
+// The library's kernels (every phase). Benchmarks may launch phase-skipping variants instead (skip.hpp) through
+// function pointers of these types.
 void launch_dispatch(const DispatchParams& params, int num_ctas, cudaStream_t stream);
 void launch_combine(const CombineParams& params, int num_ctas, cudaStream_t stream);
+using DispatchLaunchFn = void (*)(const DispatchParams&, int, cudaStream_t);
+using CombineLaunchFn = void (*)(const CombineParams&, int, cudaStream_t);
 
 }  // namespace symmoe::ep
