@@ -32,10 +32,6 @@ __device__ __forceinline__ LaneRoute route_lane(int64_t expert, int num_topk, in
   return r;
 }
 
-__device__ __forceinline__ int64_t load_expert(const int64_t* topk_idx, int token, int num_topk) {
-  return lane_id() < num_topk ? topk_idx[int64_t(token) * num_topk + lane_id()] : int64_t(-1);
-}
-
 // 16-byte load: kCoherent for data written during this kernel (by peers or other SMs: L2, no L1/texture path),
 // else the read-only path (inputs of the call).
 template <bool kCoherent>

@@ -15,10 +15,6 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrive_cou
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrive_count) : "memory");
 }
 
-__device__ __forceinline__ void mbarrier_inval(uint64_t* bar) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
 // Makes mbarrier.init visible to the async proxy (TMA) and to the other CTAs of the cluster.
 __device__ __forceinline__ void fence_mbarrier_init_cluster() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -27,15 +23,6 @@ __device__ __forceinline__ void fence_mbarrier_init_cluster() {
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}" ::"r"(smem_addr(bar))
                : "memory");
-}
-
-// Arrive on a barrier of another CTA in the cluster (the address is this CTA's; cta_id names the target).
-__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t cta_id) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
-      "r"(cta_id)
-      : "memory");
 }
 
 // Arrive on the barrier at this address in CTA `cta_id` of the cluster (the address is this CTA's), release at
@@ -52,11 +39,6 @@ __device__ __forceinline__ void mbarrier_arrive_remote_release_cta(uint64_t* bar
 // Arrive and announce `tx_bytes` bytes that async copies will complete on this barrier.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(tx_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(tx_bytes)
                : "memory");
 }
 
