@@ -4,10 +4,8 @@
 // range is known before counting), so a small batch's row loads hide behind the count exchange and barrier.
 // Why: with register copies (common.cuh) each warp waits for its stores to issue before it loads the next token,
 // so stalled remote stores hold up the local copies (bench ep --skip). Here lane 0 hands whole pieces to the TMA
-// engine and moves on; local and remote stores of a piece drain independently. NOTES: against register copies in
-// the same run (bench ep, V3 FP8, 2 ranks): 8192 tokens 270 vs 283 us at 16 SMs, 265 vs 267 at 24; 137 vs 154
-// without the remote rows; 512 tokens 31.6 vs 32.5 at 16 SMs; 128 tokens equal (19.2 / 19.8 us). The dated run:
-// docs/notes/ep.md.
+// engine and moves on; local and remote stores of a piece drain independently (faster than register copies at 512
+// and 8192 tokens, equal at 128: docs/notes/ep.md).
 // Protocol (lane 0 issues every bulk operation, so one thread's bulk groups track every stage):
 //   piece n -> stage n % S, its load completes on bars[n % S] (phase n / S); after the stores of piece n are
 //   committed (group n) the load of piece n + A reuses the stage of piece n + A - S, whose group must have

@@ -34,8 +34,8 @@ struct PendingFlags {
 
 // One warp, after writing the rows (and weights) of one token: raises its flags. Release pattern: the warp's
 // stores, __syncwarp, then lane 0 fences (sys scope, cumulative over the warp's stores ordered before it by the
-// warp barrier) and stores the flags. NOTES: one fence per row: one per 4 rows is slower (693 vs 630 us, V3, 8192
-// tokens, 24 SMs; docs/notes/ep.md) because the reducers wait longer for each flag.
+// warp barrier) and stores the flags. NOTES: one fence per row, not per several rows: the reducers would wait
+// longer for each flag (docs/notes/ep.md).
 __device__ __forceinline__ void publish_rows(const CombineParams& p, const PendingFlags& f) {
   if (!f.lanes) return;  // warp-uniform
   __syncwarp();

@@ -13,8 +13,8 @@
 // At 8192 the remote rows add ~140-160 us on top of each warp's serial walk (count, slots, records, ~3 pieces per
 // token through a 2-deep bulk pipe) instead of overlapping it: they move ~225 GB/s where a plain peer copy reaches
 // 340 GB/s per direction on 24 SMs (inferred from `bench ep --skip` sums, not isolated).
-// NOTES: one grid sync per call is cheaper than having every CTA count all tokens to avoid it (73 vs 30.6 us at 512
-// tokens). The measurement history and the variants tried: docs/notes/ep.md.
+// NOTES: one grid sync per call is cheaper than having every CTA count all tokens to avoid it. The measurement
+// history and the variants tried: docs/notes/ep.md.
 #pragma once
 
 #include <mutex>

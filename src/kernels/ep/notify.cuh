@@ -152,8 +152,8 @@ __device__ __forceinline__ void publish_input_error(const DispatchParams& p, uns
 // bases[w][R + E] = counts of all tokens before warp w's range. CTA 0 also writes the totals to the handle and to
 // the destinations (zeros when the input was bad): per-rank totals into EVERY rank's recv_rank_counts[rank][*],
 // per-expert totals into the owning rank's recv_expert_counts[rank][*].
-// NOTES: every CTA reads all num_ctas rows with kBatch loads in flight per thread (one L2 round trip per batch):
-// CTA 0, whose totals gate the barrier, no longer walks the rows one load at a time.
+// NOTES: every CTA reads all num_ctas rows with kBatch loads in flight per thread (one L2 round trip per batch),
+// so CTA 0, whose totals gate the barrier, never walks the rows one load at a time.
 __device__ __forceinline__ void compute_bases(const DispatchParams& p, int* counts, bool input_error, uint32_t parity) {
   constexpr int kBatch = 16;
   const auto& dims = p.layout.dims();

@@ -46,7 +46,7 @@ __device__ __forceinline__ void combine_store(const MegaParams& p, int t, int c,
 __device__ __forceinline__ void combine_tokens(const MegaParams& p, int warp_idx, int num_warps, int lane) {
   const int H = p.ws.dims().hidden;
   // Work item = (token, 256-channel chunk): a lone token spreads over H / 256 warps instead of one warp walking its
-  // row serially (a load round trip per chunk: ~37 us for one Flash token, measured with the trace).
+  // row serially (one dependent load round trip per chunk).
   const int chunks_per_token = (H + 255) / 256;  // H % 256 == 128: the last chunk's upper half-warp idles
   const int num_items = p.num_tokens * chunks_per_token;
   // Two items per step, all their row loads issued before the first add: one memory round trip per two items.

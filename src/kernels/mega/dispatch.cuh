@@ -68,8 +68,8 @@ __device__ __forceinline__ void count_and_publish(const MegaParams& p, int threa
 
 // Every thread of the CTA; `ok` false (a failed barrier): every count reads 0, so the CTA computes nothing.
 // Counts -> (chunk starts in place, segments aligned to BLOCK_M, wave-end bits) by one CTA-wide prefix sum per
-// blockDim.x experts. NOTES: parallel because a serial walk on one thread costs ~0.2 us per local expert (26 us
-// of a 1-token Flash call, 40 us for Pro; mega trace, docs/notes/mega.md).
+// blockDim.x experts. NOTES: parallel because a serial walk on one thread costs ~0.2 us per local expert, on the
+// critical path of every call (docs/notes/mega.md).
 template <int BLOCK_M, int BLOCK_N>
 __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const ExpertCounts& c, bool ok) {
   const layout::MegaDims& d = p.ws.dims();
@@ -145,15 +145,15 @@ __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCount
     const uint4* src = reinterpret_cast<const uint4*>(p.sym.map(p.ws.get_x(t), uint32_t(s)));
     uint4* dst = reinterpret_cast<uint4*>(p.ws.get_l1_pool_x(uint64_t(r)));
     // The row's scales (lane j holds scales j and j + 32: H / 128 <= 64, plan::kMegaMaxHidden) and top-k weight are
-    // loaded with the row's first vectors, not after the row: one NVLink round trip for all (each was its own,
-    // ~1.5 us apiece, on the critical path of a 1-token call).
+    // loaded with the row's first vectors, not after the row: one NVLink round trip (~1.5 us) for all, on the
+    // critical path of a 1-token call.
     const int num_scales = d.hidden / 128;
     const float* src_scales = p.sym.map(p.ws.get_x_scales(t), uint32_t(s));
     const float scale_lo = lane < num_scales ? src_scales[lane] : 0.f;
     const float scale_hi = lane + 32 < num_scales ? src_scales[lane + 32] : 0.f;
     const float weight = lane == 0 ? *p.sym.map(p.ws.get_topk_weights(t) + k, uint32_t(s)) : 0.f;
     // kPullUnroll 16-byte loads in flight per lane before the stores: a peer's row arrives in H / (512 x unroll)
-    // NVLink round trips instead of H / 512 (one load at a time made a Pro row ~14 serial round trips).
+    // NVLink round trips instead of H / 512.
     constexpr int kPullUnroll = layout::MegaRoles::kDataRegisters >= 56 ? 4 : 2;  // 16 registers each
     const int row_vectors = d.hidden / 16;
 #pragma unroll 1

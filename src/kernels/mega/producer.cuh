@@ -41,11 +41,9 @@ __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const Mega
   ptx::fence_proxy_async_global();  // the rows were written by the generic proxy; TMA reads through the async one
 }
 
-// Stages whose weights are loaded before the wait for the tile's rows. NOTES: 3 is the best of 0, 1, 2, 3 and all 5
-// (fused layer, 2 ranks, same binary): Flash 1 token 76.5 / 75.0 / 74.1 / 74.1 / 74.8 us, Pro 1 token
-// 154.9 / 157.5 / 153.8 / 153.3 / 158.3, 8-128 tokens within 0.5%: with every stage early, the burst of weight loads
-// at the start queues the peers' row reads of the pull behind it in HBM (trace, Flash 1 token: rows ready at
-// 18.4-18.7 us with all 5 early, 12.3-17.6 with none; the dated run: docs/notes/mega.md).
+// Stages whose weights are loaded before the wait for the tile's rows. NOTES: 3, not all: with every stage early,
+// the burst of weight loads at the start queues the peers' row reads of the pull behind it in HBM, and 1-token
+// calls are slower (the measured counts: docs/notes/mega.md).
 constexpr int kEarlyWeightStages = 3;
 
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
@@ -60,8 +58,8 @@ __device__ __forceinline__ void run_mega_producer(const MegaParams& p,
   while (sched.next(t)) {
     // NOTES: the weights of the tile's first stages go straight into shared memory before the wait (they do not
     // depend on the rows), so the pull / the L1 epilogues overlap the first weight loads. No L2 prefetch
-    // (cp.async.bulk.prefetch) of the tile's weights while the rows are not there: it is 3-8% slower at Flash
-    // 1/8/128 tokens (docs/notes/mega.md).
+    // (cp.async.bulk.prefetch) of the tile's weights while the rows are not there: it was slower
+    // (docs/notes/mega.md).
     const CUtensorMap* phase_maps = t.l2 ? &maps.l2_a : &maps.l1_a;  // A, A scales, B
     const int n = t.l2 ? d.hidden : 2 * d.intermediate;
     const int num_k_blocks = (t.l2 ? d.intermediate : d.hidden) / 128;

@@ -9,9 +9,8 @@
 // The order in closed form: segments are BLOCK_M-aligned and back to back, so the pool blocks before a wave number
 // seg_start[first expert] / BLOCK_M, and the wave starts at linear tile (those blocks) x (L1 + L2 n-blocks); inside
 // the wave a tile index splits into (block, n-block) by one division and the block's expert is a binary search
-// over the segment starts. NOTES: closed form because walking the experts one by one costs ~0.11 us each (empty
-// ones included): at 1 token/rank a CTA's first tile started up to 17 us late and its second up to 18 us after its
-// first (Flash, mega trace; docs/notes/mega.md).
+// over the segment starts. NOTES: closed form because walking the experts one by one costs ~0.11 us each, empty
+// ones included, before a CTA's first tile (docs/notes/mega.md).
 // NOTES: the producer thread and the math warpgroups each run their own copy; they agree because the walk is a
 // pure function of (blockIdx, the counts). Deadlock freedom: a tile waits only on tiles earlier in the linear
 // order (L2 on L1 of the same wave, L1 on the pull, which waits on nothing local), every CTA walks in increasing
@@ -51,9 +50,9 @@ struct MegaTile {
   int pool_block;           // row_begin / BLOCK_M: the arrival counter / mask index
 };
 
-// NOTES: registers: the producer runs at 40 registers and the math warpgroups keep this object live through the
-// mainloop, so it holds one shared-memory pointer and a few ints (num_ctas is gridDim.x). Holding a reference to
-// the kernel parameters instead of the shape ints measured worse (more spills).
+// NOTES: registers: the producer runs at the data warpgroup's few registers (MegaRoles::kDataRegisters) and the math
+// warpgroups keep this object live through the mainloop, so it holds one shared-memory pointer and a few ints
+// (num_ctas is gridDim.x), not a reference to the kernel parameters (that spilled more).
 template <int BLOCK_M, int BLOCK_N>
 struct MegaScheduler {
   const int32_t* seg_start;  // ExpertCounts::seg_start; num_rows and wave_last follow (layout::MegaSmemCounts)

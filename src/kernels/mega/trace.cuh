@@ -1,6 +1,6 @@
 // Trace stamps of the fused kernel (symmoe/mega_trace.hpp). The kernel is instantiated with kTrace true only for
-// traced calls (MegaParams::trace set), so the timed kernels carry no trace code (it cost the 40-56-register
-// producer thread spills).
+// traced calls (MegaParams::trace set), so the timed kernels carry no trace code (the data warpgroup's few registers,
+// MegaRoles::kDataRegisters, do not hold it: tools/ptxas-known-spills.txt lists the traced kernels' spills).
 #pragma once
 
 #include "kernels/mega/params.hpp"
