@@ -78,8 +78,8 @@ __device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCombineStart);
   // ---- 4. combine ----
   if (combine)
-    combine_tokens(p, blockIdx.x * Roles::kNumWarps + threadIdx.x / 32, gridDim.x * Roles::kNumWarps,
-                   threadIdx.x % 32);
+    combine_tokens(p, blockIdx.x * Roles::kNumWarps + threadIdx.x / Roles::kThreadsPerWarp,
+                   gridDim.x * Roles::kNumWarps, threadIdx.x % Roles::kThreadsPerWarp);
   if constexpr (kTrace) {
     __syncthreads();
     if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceEnd);
@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   const MegaSmemLayout<BLOCK_M, BLOCK_N, kNumStages> shared(smem_raw, d.num_ranks, El);
   const auto& smem = shared.core;  // the GEMM core's regions
   const ExpertCounts counts = ExpertCounts::from(shared.counts);
-  const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wg = threadIdx.x / Roles::kThreadsPerWarpgroup, warp = threadIdx.x / Roles::kThreadsPerWarp;
+  const int lane = threadIdx.x % Roles::kThreadsPerWarp;
   const layout::SyncArea area = p.ws.get_sync_area();
 
   if (threadIdx.x == 0) {
@@ -145,7 +146,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     PipelineState<kNumStages> pipe;
     float acc[Slice::kNumAcc];
     if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (ordered_issue, math.cuh)
-    const WarpStaging staging = warp_staging(smem, wg, warp % 4, lane);
+    const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
     Scheduler sched(p, counts, blockIdx.x);
     MegaTile t;
     for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
