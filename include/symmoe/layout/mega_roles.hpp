@@ -38,8 +38,8 @@ struct MegaRoles {
   // Inside the roles: the data warpgroup decreases to kDataRegisters, the math warpgroups increase to
   // kMathRegisters; 128 x data + 256 x math = 64512 (plan::hopper::kRegisterBudget). One split for both BLOCK_M:
   // BLOCK_M 128's 64 x 256 warpgroup tile (128 promoted + 64 partial accumulators) fits 224 math registers, and at
-  // 40 the producer and pull spilled. NOTES: ptxas -v (nvcc 13.0) reports no spills for either untraced kernel;
-  // tools/ptxas-known-spills.txt lists what the traced ones still spill.
+  // 40 the producer and pull spilled. NOTES: ptxas -v (nvcc 13.0) reports no spills for any fused kernel, traced or
+  // not (the build checks it).
   static constexpr int kDataRegisters = 56;
   static constexpr int kMathRegisters = 224;
 

@@ -99,6 +99,14 @@ __device__ __forceinline__ void fence_proxy_async_shared_cta() {
 
 // ---- time ----
 // Nanoseconds of the global timer (same clock on every SM of a GPU; resolution ~32 ns on Hopper).
+// %ctaid.x read at this point (asm volatile: the compiler neither hoists nor shares it, unlike blockIdx.x), for
+// rare-path addresses that must not be kept live in a register across a kernel's role regions.
+__device__ __forceinline__ uint32_t ctaid_x_volatile() {
+  uint32_t cta;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+  return cta;
+}
+
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
