@@ -196,7 +196,7 @@ std::string MegaPlan::to_string() const {
      << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps << " math "
      << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
-     << math_registers << " (need ~" << math_registers_needed << ") named barriers " << named_barriers
+     << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
      << " | stages=" << num_stages << " smem=" << smem_bytes
      << " B (" << smem_fixed << " fixed + " << smem_per_stage << "/stage) | pool_rows=" << pool_rows
      << " workspace=" << workspace_bytes << " B";
