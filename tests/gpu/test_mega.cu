@@ -28,6 +28,7 @@
 
 #include "gpu/moe_fixture.hpp"
 #include "symmoe/mega_moe.hpp"
+#include "symmoe/mega_trace.hpp"
 
 namespace symmoe {
 namespace {
@@ -183,6 +184,72 @@ TEST_P(MegaGraph, CaptureReplayBitwise) {
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaGraph, ::testing::Values(0, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+                         });
+
+// The traced kernels (MegaMoe::set_trace), BLOCK_M 64 and 128: y bitwise the untraced call's, and a consistent
+// trace. Only orders that program order or a barrier guarantees are checked: thread 0's stage stamps, the producer's
+// per-tile stamps, math thread 0's per-tile stamps, a tile's mainloop after its inputs, every role before the grid
+// sync; the producer's wait sum (added as -start / +ready) equals the sum of its tiles' waits when all were recorded.
+class MegaTrace : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaTrace, TracedEqualsUntracedAndStampsAreOrdered) {
+  auto s = make_setup(small_shape(1, 128), false, 128, 0.f, true);
+  auto mega = make_mega(*s, GetParam(), {});
+  Case c;
+  c.kind = ref::RoutingKind::kZipf, c.mask = 0.2, c.tokens = 128, c.seed = fresh_seed();
+  Inputs in = make_inputs(*s, c);
+  const int H = s->shape.hidden;
+  std::vector<const uint16_t*> y_ptrs;
+  for (const auto& a : in.args) y_ptrs.push_back(a.y);
+  mega->forward(in.args);
+  mega->synchronize();
+  const auto untraced = download_all(*s, y_ptrs, in);
+  mega->set_trace(true);
+  poison(s->devices[0], in.args[0].y, size_t(c.tokens) * H * 2);
+  mega->forward(in.args);
+  mega->synchronize();
+  const auto traced = download_all(*s, y_ptrs, in);
+  EXPECT_TRUE(test::bitwise_equal(untraced[0], traced[0], "traced vs untraced y"));
+  const std::vector<unsigned long long> words = mega->trace(0);
+  mega->set_trace(false);
+  ASSERT_EQ(words.size() % mega::kTraceWordsPerCta, 0u);
+  const size_t num_ctas = words.size() / mega::kTraceWordsPerCta;
+  unsigned long long total_tiles = 0;
+  for (size_t cta = 0; cta < num_ctas; ++cta) {
+    SCOPED_TRACE("CTA " + std::to_string(cta));
+    const unsigned long long* w = words.data() + cta * mega::kTraceWordsPerCta;
+    using namespace mega;
+    EXPECT_GT(w[kTraceStart], 0u);
+    const TracePoint thread0[] = {kTraceStart,      kTracePublished,    kTraceCounted, kTraceMathDone,
+                                  kTraceGridSynced, kTraceCombineStart, kTraceEnd};  // in thread 0's program order
+    for (size_t i = 1; i < sizeof(thread0) / sizeof(thread0[0]); ++i)
+      EXPECT_LE(w[thread0[i - 1]], w[thread0[i]]) << kTracePointNames[thread0[i - 1]] << " before "
+                                                  << kTracePointNames[thread0[i]];
+    EXPECT_LE(w[kTraceProducerDone], w[kTraceGridSynced]);
+    EXPECT_LE(w[kTracePullDone], w[kTraceGridSynced]);
+    const unsigned long long n = w[kTraceNumTiles];
+    total_tiles += n;
+    unsigned long long wait_sum = 0;
+    for (unsigned long long slot = 0; slot < std::min<unsigned long long>(n, kTraceTileSlots); ++slot) {
+      const unsigned long long* t = w + kNumTracePoints + slot * kTraceTileWords;
+      EXPECT_GT(t[kTileWaitStart], 0u) << "tile " << slot;
+      EXPECT_LE(t[kTileWaitStart], t[kTileInputsReady]) << "tile " << slot;
+      EXPECT_LE(t[kTileInputsReady], t[kTileLoadsIssued]) << "tile " << slot;
+      EXPECT_LE(t[kTileInputsReady], t[kTileMainloopDone]) << "tile " << slot;
+      EXPECT_LE(t[kTileMainloopDone], t[kTileMathDone]) << "tile " << slot;
+      wait_sum += t[kTileInputsReady] - t[kTileWaitStart];
+    }
+    if (n <= (unsigned long long)kTraceTileSlots)
+      EXPECT_EQ(w[kTraceProducerWaitNs], wait_sum);
+    else
+      EXPECT_GE(w[kTraceProducerWaitNs], wait_sum);
+  }
+  EXPECT_GT(total_tiles, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(64, 128),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "block_m" + std::to_string(info.param);
                          });
 
 // The model shapes (flash, pro, v3) on 2 GPUs and on 8 virtual ranks, tokens/rank 1, 8, 128, 2048 with uniform,
