@@ -380,7 +380,7 @@ int run_ep_bench(int argc, char** argv) {
       .option("reps", "30", "timed repetitions per point").int_range(1, 100000)
       .option("variant", "ep4", "variant tag written to every result line (kernel generation)")
       .option("skip", "0",
-              "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/params.hpp; 0 = full "
+              "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/skip.hpp; 0 = full "
               "kernels; any other value gives wrong outputs and is tagged variant-skipN)");
   if (!args.parse(argc, argv)) return 0;
   if (!require_hopper_gpu()) return 1;
