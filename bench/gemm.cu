@@ -136,8 +136,8 @@ struct LtGemm {
 
 // Median time of each function, timed round-robin (each round launches every function once), so all of them see
 // the same clock and thermal state. NOTES: why: timed one after the other, an identical kernel measured 16-18%
-// slower as the second of two variants on the compute-bound shapes (H200, 2026-11-30, l1_swiglu: 2674 vs 3142 us),
-// as the GPU lowers its clocks under sustained FP8 load; that biased every variant and baseline ratio.
+// slower as the second of two variants on the compute-bound shapes (docs/notes/gemm.md), as the GPU lowers its
+// clocks under sustained FP8 load; that biased every variant and baseline ratio.
 std::vector<double> interleaved_median_us(cudaStream_t stream, const std::vector<std::function<void()>>& fns,
                                           int warmup, int reps) {
   const size_t n = fns.size();
@@ -212,7 +212,7 @@ struct Case {
   float act_scale = 1.f / 64;
 };
 
-// One comparison variant of --alt: "cluster=1,block_n=128,unordered,direct".
+// One comparison variant of --alt (planner pins of compiled kernels): "block_n=128,no_tile_buffer".
 struct AltVariant {
   std::string spec;
   gemm::LaunchOptions opt;
@@ -226,19 +226,12 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const int value = eq == std::string::npos ? 0 : std::stoi(item.substr(eq + 1));
-    if (key == "cluster") v.opt.cluster_m = value;
-    else if (key == "block_n") v.opt.block_n = value;
+    if (key == "block_n") v.opt.block_n = value;
     else if (key == "block_m") v.opt.block_m = value;
-    else if (key == "unordered") v.opt.ordered_issue = false;
     else if (key == "tile_buffer") v.opt.tile_buffer = 1;
     else if (key == "no_tile_buffer") v.opt.tile_buffer = -1;
-    else if (key == "direct") v.opt.direct_store = true;
-    else if (key == "no_promotion") v.opt.skip_promotion = true;  // timing only: wrong results
-    else if (key == "no_epilogue") v.opt.skip_epilogue = true;    // timing only: nothing stored
-    else if (key == "no_store") v.opt.skip_store = true;          // timing only: tile buffer without its stores
     else SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                     "' (cluster=N, block_n=N, block_m=N, unordered, tile_buffer, no_tile_buffer, direct, ",
-                     "no_promotion, no_epilogue, no_store)");
+                     "' (block_n=N, block_m=N, tile_buffer, no_tile_buffer)");
     pos = end + 1;
   }
   return v;
@@ -255,15 +248,11 @@ int run_gemm_bench(int argc, char** argv) {
       .option("out", "bench/results", "directory of the JSON-lines result file")
       .option("block-m", "0", "force BLOCK_M 64 or 128 (0: planner)")
       .option("block-n", "0", "force BLOCK_N 128 or 256 (0: planner)")
-      .option("cluster", "0", "force cluster size 1 or 2 (0: planner)")
       .option("tile-buffer", "0", "1: whole-slice epilogue buffer kernel, -1: not, 0: planner")
       .option("solo-ms", "0", "then run ours and cuBLASLt each alone for this many ms (UTC window printed, for "
                               "an nvidia-smi clock/power log)")
-      .flag("unordered", "math warpgroups issue WGMMA without taking turns (comparison)")
-      .flag("direct-store", "epilogue stores from registers instead of staged bulk stores (comparison)")
-      .option("alt", "", "';'-separated variants timed in the same run, e.g. 'cluster=1;direct' (items: cluster=N, "
-                         "block_n=N, block_m=N, unordered, tile_buffer, no_tile_buffer, direct, no_promotion, "
-                         "no_epilogue, no_store (these three timing only)); columns alt/ours = variant time / ours")
+      .option("alt", "", "';'-separated variants timed in the same run, e.g. 'block_n=128;no_tile_buffer' (items: "
+                         "block_n=N, block_m=N, tile_buffer, no_tile_buffer); columns alt/ours = variant time / ours")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
@@ -306,9 +295,7 @@ int run_gemm_bench(int argc, char** argv) {
   {
     gemm::LaunchOptions base;
     base.block_m = args.integer("block-m"), base.block_n = args.integer("block-n");
-    base.cluster_m = args.integer("cluster"), base.ordered_issue = !args.has("unordered");
     base.tile_buffer = args.integer("tile-buffer");
-    base.direct_store = args.has("direct-store");
     const std::string list = args.str("alt");
     for (size_t pos = 0; pos < list.size();) {
       const size_t end = std::min(list.find(';', pos), list.size());
@@ -356,10 +343,7 @@ int run_gemm_bench(int argc, char** argv) {
     opt.expected_rows_per_expert = masked ? 0 : c.tokens;
     opt.block_m = args.integer("block-m");
     opt.block_n = args.integer("block-n");
-    opt.ordered_issue = !args.has("unordered");
-    opt.cluster_m = args.integer("cluster");
     opt.tile_buffer = args.integer("tile-buffer");
-    opt.direct_store = args.has("direct-store");
     for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
     const std::string config = gemm::describe_launch(in, swiglu, opt);
     auto run_ours = [&](const gemm::LaunchOptions& o_opt) {
@@ -418,7 +402,7 @@ int run_gemm_bench(int argc, char** argv) {
         .add("weight_gbps", gbps).add("baseline", "cublaslt").add("baseline_time_us", t_lt)
         .add("baseline_tflops", lt_tflops).add("baseline_rows", lt_rows)
         .add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
-        .add("kernel", config).add("variant", args.str("variant")).add("direct_store", opt.direct_store ? 1 : 0)
+        .add("kernel", config).add("variant", args.str("variant"))
         .add("act_scale", double(c.act_scale));
     const double solo_ms = args.real("solo-ms");
     if (solo_ms > 0) {  // each timed function alone in turn: ours, the --alt variants, cuBLASLt

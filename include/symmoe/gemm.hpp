@@ -62,20 +62,14 @@ struct SwigluFp8Output {
 };
 
 // Launch choices; 0 = let the planner choose (plan::plan_grouped_gemm over the compiled kernels
-// plan::kGemmKernels; block_m / block_n / cluster_m are pins that must name a compiled kernel).
+// plan::kGemmKernels; block_m / block_n / tile_buffer are pins that must name a compiled kernel). The SYMMOE_
+// planner overrides (plan::PlanOverrides) are read once per process, on the first launch.
 struct LaunchOptions {
   int num_sms = 0;                   // persistent CTAs (default: all SMs of the current device)
-  int block_m = 0;                   // 64 or 128; 32: the swap-A/B kernel (tokens on WGMMA N)
+  int block_m = 0;                   // 64 or 128
   int block_n = 0;                   // 128 or 256 (128 only with block_m 128 and the bf16 epilogue)
-  int cluster_m = 0;                 // 1 or 2 (TMA multicast of B across 2 m-blocks)
   int tile_buffer = 0;               // 1: whole-slice epilogue buffer kernel, -1: not (plan::GemmKernelShape)
   int expected_rows_per_expert = 0;  // hint for the planner (default: contiguous num_rows / E, masked max_m / 2)
-  bool ordered_issue = true;         // math warpgroups take turns issuing WGMMA (false: for comparisons)
-  bool direct_store = false;         // epilogue stores from registers, not staged + bulk-stored (for comparisons)
-  // Timing only (leave-one-out in bench gemm; results are WRONG when set): no promotion FFMAs / no stores.
-  bool skip_promotion = false;
-  bool skip_epilogue = false;
-  bool skip_store = false;  // tile-buffer epilogue without its bulk stores
 };
 
 inline int sfa_stride_for(int num_total_rows) { return (num_total_rows + 3) / 4 * 4; }

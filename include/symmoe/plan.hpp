@@ -63,13 +63,14 @@ enum class GemmEpilogue : int {
 const char* gemm_epilogue_name(GemmEpilogue e);
 
 // The grouped-GEMM kernels that exist: src/kernels/gemm/*.cu instantiate exactly these entries (and nothing else),
-// and plan_grouped_gemm only ever picks one of them. Two math warpgroups + one producer warpgroup each:
+// and plan_grouped_gemm picks among them (each is its choice for some problem or pin: tests/cpu/test_plan.cpp).
+// Two math warpgroups + one producer warpgroup each, cluster 1:
 //   128 x 128: the warpgroups split the token rows (64 x 128 each)
 //    64 x 256: they split the channels (64 x 128 each)
 //   128 x 256: they split the token rows (64 x 256 each, two m64n128 WGMMA passes sharing one partial accumulator)
-//    32 x 128 swap-A/B: tokens on WGMMA N (m64n32k32, weights on M); the warpgroups split the 128 weight rows
-//              (64 each); only where pinned (block_m 32), the planner's ladder does not pick it (gemm_plan.cpp)
-// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes).
+// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes). The kernels keep a cluster template
+// parameter (TMA multicast of the weight tile to 2 CTAs); no clustered kernel is compiled because none was faster
+// (docs/notes/gemm.md).
 // tile_buffer: the epilogue stages the warp's whole slice (16 rows x block_n bf16) in shared memory and bulk-stores
 // it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
@@ -77,15 +78,11 @@ struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
   bool tile_buffer = false;
-  bool swap_ab = false;  // block_m = tokens on WGMMA N (kernels/gemm/grouped_gemm_swap_ab.cuh)
 };
 inline constexpr GemmKernelShape kGemmKernels[] = {
-    {128, 128, 6, 1, GemmEpilogue::kBf16},       {128, 128, 6, 2, GemmEpilogue::kBf16},
-    {64, 256, 5, 1, GemmEpilogue::kBf16},        {64, 256, 5, 2, GemmEpilogue::kBf16},
-    {128, 256, 4, 1, GemmEpilogue::kBf16},       {128, 256, 4, 2, GemmEpilogue::kBf16},
-    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},   {64, 256, 5, 2, GemmEpilogue::kSwigluFp8},
-    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},  {128, 256, 4, 2, GemmEpilogue::kSwigluFp8},
-    {128, 256, 3, 1, GemmEpilogue::kBf16, true},  {32, 128, 10, 1, GemmEpilogue::kBf16, false, true},
+    {128, 128, 6, 1, GemmEpilogue::kBf16},      {64, 256, 5, 1, GemmEpilogue::kBf16},
+    {128, 256, 4, 1, GemmEpilogue::kBf16},      {128, 256, 3, 1, GemmEpilogue::kBf16, true},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},  {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -119,7 +116,6 @@ struct GemmPlan {
   int n = 0, k = 0, num_experts = 0;
   GemmEpilogue epilogue = GemmEpilogue::kBf16;
   // Tiles: one entry of kGemmKernels. block_m counts tokens, block_n output channels (weight rows).
-  bool swap_ab = false;  // tokens on WGMMA N (GemmKernelShape::swap_ab): wg_tile_m counts weights, wg_tile_n tokens
   int block_m = 0, block_n = 0, block_k = hopper::kBlockK;
   // Accumulator tile of one math warpgroup, in WGMMA terms (M = rows of the A operand, N = columns), and whether
   // the two warpgroups split the block's output channels (64 x 256 tiles) or its token rows (128-row tiles).

@@ -1,6 +1,10 @@
 // Host side of the grouped GEMM: argument checks, the launch plan, tensor maps, launch.
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "common/nvtx.hpp"
 #include "gemm/tensor_map.hpp"
 #include "kernels/gemm/launch.hpp"
@@ -20,8 +24,34 @@ struct Launch {
   int num_ctas = 0;
 };
 
+// The SYMMOE_ planner overrides, read from the environment once per process (not per call).
+const plan::PlanOverrides& overrides_once() {
+  static const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();
+  return overrides;
+}
+
+// SMs of the current device, queried once per device.
+int device_sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  static int sms[kMaxDevices];
+  int device = 0;
+  SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
+  SYMMOE_CHECK(device >= 0 && device < kMaxDevices, "gemm", "device ordinal ", device, " over ", kMaxDevices);
+  std::call_once(once[device], [&] {
+    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device));
+  });
+  return sms[device];
+}
+
+// Plans already made, by everything a plan depends on (the overrides are fixed per process): a repeated call with
+// the same problem reuses its plan instead of running the planner again.
+using PlanKey = std::tuple<double, int, int, int, int, bool, int, int, int>;
+std::mutex plan_cache_mutex;
+std::map<PlanKey, Launch> plan_cache;
+
 // The launch is the planner's choice (plan::plan_grouped_gemm over the compiled kernels plan::kGemmKernels), with
-// LaunchOptions' block_m / block_n / cluster_m as pins. Expected rows per expert: the caller's hint, else
+// LaunchOptions' block_m / block_n / tile_buffer as pins. Expected rows per expert: the caller's hint, else
 // num_rows / E (contiguous: the padded average); masked: max_m already bounds every expert (the caller sized it
 // with the imbalance headroom), so the planner gets max_m / kImbalanceFactor and a 64-row max_m keeps 64-row tiles.
 Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
@@ -29,23 +59,25 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                           : in.layout == GroupLayout::kMasked
                               ? double(in.num_rows) / plan::kImbalanceFactor
                               : double(in.num_rows) / in.num_experts;
-  int num_sms = opt.num_sms;
-  if (num_sms <= 0) {
-    int device = 0;
-    SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
-    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  const int num_sms = opt.num_sms > 0 ? opt.num_sms : device_sm_count();
+  const PlanKey key{expected, in.n, in.k, in.num_experts, num_sms, swiglu, opt.block_m, opt.block_n, opt.tile_buffer};
+  {
+    std::lock_guard<std::mutex> lock(plan_cache_mutex);
+    const auto it = plan_cache.find(key);
+    if (it != plan_cache.end()) return it->second;
   }
   plan::GemmPins pins;
-  pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.cluster_size = opt.cluster_m;
-  pins.tile_buffer = opt.tile_buffer;
+  pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.tile_buffer = opt.tile_buffer;
   Launch launch;
   launch.plan = plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
                                         swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16,
-                                        plan::PlanOverrides::from_env(), pins);
+                                        overrides_once(), pins);
   const plan::GemmPlan& p = launch.plan;
   launch.kernel =
-      plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue, p.tile_buffer, p.swap_ab};
+      plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue, p.tile_buffer};
   launch.num_ctas = p.num_sms;
+  std::lock_guard<std::mutex> lock(plan_cache_mutex);
+  plan_cache.emplace(key, launch);
   return launch;
 }
 
@@ -107,15 +139,6 @@ void check_output(const GroupedGemmInput& in, const SwigluFp8Output& out) {
                in.num_total_rows(), ", got ", out.out_scale_stride);
 }
 
-// LaunchOptions' comparison and timing-only switches.
-static void set_comparison_options(kernel::GemmParams& params, const LaunchOptions& opt) {
-  params.ordered_issue = opt.ordered_issue;
-  params.direct_store = opt.direct_store;
-  params.skip_promotion = opt.skip_promotion;
-  params.skip_epilogue = opt.skip_epilogue;
-  params.skip_store = opt.skip_store;
-}
-
 void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t stream, const LaunchOptions& opt) {
   SYMMOE_NVTX_RANGE("gemm.grouped_bf16");
   check_input(in, false);
@@ -123,7 +146,6 @@ void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t str
   if (in.num_total_rows() == 0) return;
   kernel::GemmParams params = make_params(in);
   params.d = d;
-  set_comparison_options(params, opt);
   launch(in, params, plan_launch(in, false, opt), stream);
 }
 
@@ -139,7 +161,6 @@ void grouped_gemm_swiglu_fp8(const GroupedGemmInput& in, const SwigluFp8Output& 
   params.out_scale_stride = out.out_scale_stride;
   params.row_weights = out.row_weights;
   params.clamp = out.clamp;
-  set_comparison_options(params, opt);
   launch(in, params, plan_launch(in, true, opt), stream);
 }
 

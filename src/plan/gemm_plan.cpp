@@ -9,14 +9,13 @@ namespace symmoe::plan {
 namespace {
 
 // Per-tile fixed cost in "columns" for the BLOCK_N choice: a tile's prologue/epilogue and the token tile it reloads
-// cost about as much as 32 extra weight rows (bench gemm, 2026-11-29: 128 x 256 beat 128 x 128 on every grouped
-// shape, as this model predicts).
+// cost about as much as 32 extra weight rows (bench gemm: 128 x 256 beats 128 x 128 on every grouped shape, as this
+// model predicts; docs/notes/gemm.md).
 constexpr int kTileOverheadColumns = 32;
 
-// NOTES: a tile_buffer kernel (plan.hpp) is the planner's choice where one matches, on a tie with the same tile.
-// Measured (H200, x2 GPU 0, 2026-11-30, bench gemm round-robin, two device calls): 128 x 256 bf16, 3 stages + tile
-// buffer is faster than 4 stages + slab staging by 1.02-1.07x (l1 1.02, l2 1.05, e128 1.04, flash_l2 1.07, dense
-// 1.01 / 1.04); with the stores skipped both take the same time (0.998-1.001x): the lost stage costs nothing.
+// NOTES: a tile_buffer kernel (plan.hpp) is the planner's choice where one matches, on a tie with the same tile:
+// 128 x 256 bf16 with 3 stages + tile buffer is 1.02-1.07x faster than 4 stages + slab staging on the grouped
+// shapes, and the lost stage costs nothing (docs/notes/gemm.md).
 constexpr bool kPreferTileBuffer = true;
 
 // tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer.
@@ -38,7 +37,7 @@ std::string compiled_list(GemmEpilogue epilogue) {
   for (const GemmKernelShape& kernel : kGemmKernels)
     if (kernel.epilogue == epilogue)
       os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size
-         << (kernel.tile_buffer ? "/tb" : "") << (kernel.swap_ab ? "/swap" : "");
+         << (kernel.tile_buffer ? "/tb" : "");
   return os.str();
 }
 
@@ -50,12 +49,10 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   GemmPlan p;
   p.m_per_expert_expected = m_expected;
   p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue;
-  p.swap_ab = kernel.swap_ab;
   p.block_m = kernel.block_m, p.block_n = kernel.block_n;
-  // Swap-A/B: the warpgroups split the weight rows (WGMMA M = 64 each), all block_m tokens on WGMMA N.
-  p.wg_split_channels = kernel.swap_ab || kernel.block_m == hopper::kWgmmaM;
+  p.wg_split_channels = kernel.block_m == hopper::kWgmmaM;
   p.wg_tile_m = hopper::kWgmmaM;
-  p.wg_tile_n = kernel.swap_ab ? kernel.block_m : p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
+  p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
   p.producer_registers = 40;
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
@@ -103,12 +100,14 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                ":", compiled_list(epilogue), ")");
   SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
                "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
+  SYMMOE_CHECK(!pins.cluster_size || any_kernel(epilogue, 0, 0, pins.cluster_size, 0), "plan", "cluster_size=",
+               pins.cluster_size, " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue), ":",
+               compiled_list(epilogue), ")");
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
   SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
                "tile_buffer must be 1 (on), -1 (off) or 0 (planner's choice), got ", pins.tile_buffer);
 
-  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first. The swap-A/B kernel (block_m 32) only
-  // where pinned: it is no faster than 64 x 256 on masked decode (NOTES in kernels/gemm/grouped_gemm_swap_ab.cuh).
+  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
   int block_m = forced_block_m;
   if (!block_m) {
     int ladder[kNumGemmKernels];
@@ -120,10 +119,9 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(epilogue), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
   }
-  // Cluster: 1 unless pinned. NOTES (H200, bench gemm, 2026-11-29, staged epilogue): clusters of 2 (B multicast
-  // to two m-blocks) were 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs
-  // (launch_config clamps the grid), the pair's pipelines wait on each other, and an expert with an odd number of
-  // m-blocks runs an empty partner tile. The cluster kernels stay compiled for pins and comparisons.
+  // Cluster: 1 unless pinned (only cluster-1 kernels are compiled: plan.hpp). NOTES: clusters of 2 (B multicast to
+  // two m-blocks) measured slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs, the
+  // pair's pipelines wait on each other, and an expert with an odd number of m-blocks runs an empty partner tile.
   const int cluster = pins.cluster_size ? pins.cluster_size : 1;
 
   // BLOCK_N: fewest (waves x tile cost) among the compiled kernels left; a tile costs ~ block_n +
@@ -155,15 +153,12 @@ void GemmPlan::validate() const {
     compiled = compiled || kernel_matches(kernel, epilogue, block_m, block_n, cluster_size, num_stages,
                                           tile_buffer ? 1 : -1);
   SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ",
-               cluster_size, " swap_ab=", swap_ab, " is not a compiled grouped-GEMM kernel (",
-               gemm_epilogue_name(epilogue), ":", compiled_list(epilogue), ")", where());
-  SYMMOE_CHECK(swap_ab == detail::block_m_is_swap_ab(block_m), "plan", "swap_ab=", swap_ab, " with block_m ", block_m,
-               ": swap-A/B is the kernel for block_m <= ", detail::kMaxSwapBlockM, where());
+               cluster_size, " is not a compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue), ":",
+               compiled_list(epilogue), ")", where());
   // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
   // accumulator (128 registers per thread) next to the 64-register partial accumulator.
-  const bool cover = swap_ab             ? (2 * wg_tile_m == block_n && wg_tile_n == block_m)
-                     : wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
-                                         : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
+  const bool cover = wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
+                                       : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
   SYMMOE_CHECK(cover && wg_tile_m == hopper::kWgmmaM && wg_tile_n % 8 == 0 && wg_tile_n >= 8 &&
                    wg_tile_n <= hopper::kMaxWgmmaN && num_math_warpgroups == 2,
                "plan", "the two math warpgroup tiles (", wg_tile_m, " x ", wg_tile_n,
@@ -207,7 +202,7 @@ std::string GemmPlan::to_string() const {
   std::ostringstream os;
   os << "gemm m_expected=" << m_per_expert_expected << " n=" << n << " k=" << k << " experts=" << num_experts
      << " epilogue=" << gemm_epilogue_name(epilogue) << " | "
-     << (swap_ab ? "swap-A/B (tokens on WGMMA N)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
+     << "tokens on WGMMA M BLOCK_M=" << block_m
      << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
      << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << " | regs math " << math_registers

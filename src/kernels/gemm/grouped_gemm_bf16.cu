@@ -1,5 +1,5 @@
-// Compiled grouped GEMM kernels with the bf16 epilogue and 128-column warpgroup tiles (128 x 128, 64 x 256), the
-// swap-A/B kernel (32 x 128), and the dispatcher over all compiled kernels (plan::kGemmKernels).
+// Compiled grouped GEMM kernels with the bf16 epilogue and 128-column warpgroup tiles (128 x 128, 64 x 256), and the
+// dispatcher over all compiled kernels (plan::kGemmKernels).
 #include "kernels/gemm/launch.cuh"
 
 namespace symmoe::gemm::kernel {
@@ -12,17 +12,16 @@ constexpr bool is_bf16_narrow(const plan::GemmKernelShape& s) {
 
 bool launch_bf16_narrow(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
                         const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  return launch_one_of<is_bf16_narrow, 0, 1, 2, 3, 11>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+  return launch_one_of<is_bf16_narrow, 0, 1>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
 }
 
-// The three files' shares cover the table: 5 narrow bf16 (0-3, 11), 3 wide bf16 (4-5, 10), 4 SwiGLU (6-9).
-static_assert(plan::kNumGemmKernels == 12, "plan::kGemmKernels changed: update the launch_one_of index lists");
+// The three files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5).
+static_assert(plan::kNumGemmKernels == 6, "plan::kGemmKernels changed: update the launch_one_of index lists");
 
 std::string kernel_name(const plan::GemmKernelShape& s) {
   return "GemmKernel{block " + std::to_string(s.block_m) + "x" + std::to_string(s.block_n) + "x128, stages " +
          std::to_string(s.num_stages) + ", cluster " + std::to_string(s.cluster_size) + ", epilogue " +
-         plan::gemm_epilogue_name(s.epilogue) + (s.tile_buffer ? ", tile buffer" : "") +
-         (s.swap_ab ? ", swap-A/B" : "") + "}";
+         plan::gemm_epilogue_name(s.epilogue) + (s.tile_buffer ? ", tile buffer" : "") + "}";
 }
 
 void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const CUtensorMap& tmap_a,
@@ -33,8 +32,7 @@ void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& p
   for (int i = 0; i < plan::kNumGemmKernels; ++i) {
     const plan::GemmKernelShape& k = plan::kGemmKernels[i];
     if (k.block_m == shape.block_m && k.block_n == shape.block_n && k.num_stages == shape.num_stages &&
-        k.cluster_size == shape.cluster_size && k.epilogue == shape.epilogue && k.tile_buffer == shape.tile_buffer &&
-        k.swap_ab == shape.swap_ab)
+        k.cluster_size == shape.cluster_size && k.epilogue == shape.epilogue && k.tile_buffer == shape.tile_buffer)
       index = i;
   }
   SYMMOE_CHECK(index >= 0, "gemm", "no compiled kernel for ", kernel_name(shape));

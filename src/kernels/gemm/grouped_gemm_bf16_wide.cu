@@ -12,7 +12,7 @@ constexpr bool is_bf16_wide(const plan::GemmKernelShape& s) {
 
 bool launch_bf16_wide(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
                       const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  return launch_one_of<is_bf16_wide, 4, 5, 10>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+  return launch_one_of<is_bf16_wide, 2, 3>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
 }
 
 }  // namespace symmoe::gemm::kernel

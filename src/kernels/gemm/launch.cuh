@@ -2,7 +2,6 @@
 #pragma once
 
 #include "kernels/gemm/grouped_gemm_kernel.cuh"
-#include "kernels/gemm/grouped_gemm_swap_ab.cuh"
 #include "kernels/gemm/launch.hpp"
 #include "symmoe/cuda_check.hpp"
 
@@ -11,18 +10,10 @@
 
 namespace symmoe::gemm::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer,
-          bool kSwapAB>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer>
 void launch_config(const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
                    const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  auto* kernel = [] {
-    if constexpr (kSwapAB) {
-      static_assert(kClusterM == 1 && kEpilogue == EpilogueKind::kBf16 && !kTileBuffer, "swap-A/B: bf16, cluster 1");
-      return grouped_gemm_swap_ab_kernel<BLOCK_M, BLOCK_N, kNumStages>;
-    } else {
-      return grouped_gemm_kernel<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue, kTileBuffer>;
-    }
-  }();
+  auto* kernel = grouped_gemm_kernel<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue, kTileBuffer>;
   constexpr int kSmemBytes = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>::kDynamicBytes;
   SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   cudaLaunchConfig_t config{};
@@ -54,7 +45,7 @@ template <int kIndex>
 void launch_entry(const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
                   const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
   constexpr plan::GemmKernelShape s = plan::kGemmKernels[kIndex];
-  launch_config<s.block_m, s.block_n, s.num_stages, s.cluster_size, s.epilogue, s.tile_buffer, s.swap_ab>(
+  launch_config<s.block_m, s.block_n, s.num_stages, s.cluster_size, s.epilogue, s.tile_buffer>(
       params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
 }
 
