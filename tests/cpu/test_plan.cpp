@@ -125,7 +125,8 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
     for (int i = 0; i < plan::kNumGemmKernels; ++i) {
       const plan::GemmKernelShape& k = plan::kGemmKernels[i];
       if (k.block_m == p.block_m && k.block_n == p.block_n && k.num_stages == p.num_stages &&
-          k.cluster_size == p.cluster_size && k.epilogue == p.epilogue && k.tile_buffer == p.tile_buffer)
+          k.cluster_size == p.cluster_size && k.epilogue == p.epilogue && k.tile_buffer == p.tile_buffer &&
+          k.weights == p.weights)
         planned[i] = 1;
     }
   };
@@ -137,6 +138,13 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
           plan::GemmPins pins;
           pins.tile_buffer = tile_buffer;
           mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, epilogue, kNoOverrides, pins));
+          if (tile_buffer == 0) {
+            const plan::GemmPlan fp4 =
+                plan::plan_grouped_gemm(m, n, 2048, 8, 132, epilogue, kNoOverrides, {}, plan::GemmWeights::kFp4);
+            EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
+            EXPECT_NO_THROW(fp4.validate()) << fp4.to_string();
+            mark(fp4);
+          }
         }
   for (int i = 0; i < plan::kNumGemmKernels; ++i)
     EXPECT_TRUE(planned[i]) << "kGemmKernels[" << i << "] (block " << plan::kGemmKernels[i].block_m << "x"

@@ -27,9 +27,10 @@ __device__ __forceinline__ uint16_t quantize_e4m3x2_pow2(float first, float seco
                                   __NV_E4M3);
 }
 
-template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, int kNumStages>
+// Layout: a GemmSmemLayout (FP8 or FP4 weights); only its amax exchange is used.
+template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
 __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
-                                                    const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+                                                    const Layout& smem,
                                                     const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                                     float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
                                                     const WarpStaging& staging) {

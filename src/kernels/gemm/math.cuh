@@ -99,9 +99,12 @@ __device__ __forceinline__ void promote(float* acc_half, const float (&partial)[
 
 // Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return. A 64 x 256 slice
 // is two 128-column halves sharing one partial accumulator (issue half, wait, promote, next half).
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false>
+// kFp4: the stage's B tile is the converters' E4M3 (full completes on their arrives); raw_full, already complete
+// then, is also waited on so that this thread acquires the A tile and scales that TMA wrote (fp4_converter.cuh).
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false,
+          bool kFp4 = false>
 __device__ __forceinline__ void math_mainloop(const GemmParams& p,
-                                              const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>& smem,
+                                              const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>& smem,
                                               const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                               int wg, PipelineState<kNumStages>& pipe,
                                               float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
@@ -121,6 +124,7 @@ __device__ __forceinline__ void math_mainloop(const GemmParams& p,
 #pragma unroll
     for (int h = 0; h < Slice::kNumHalves; ++h) sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
     ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+    if constexpr (kFp4) ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
     const float sa0 = smem.sfa(pipe.stage)[sfa_row];
     const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
     const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + slice.row0 * 128));
