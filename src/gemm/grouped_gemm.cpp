@@ -45,7 +45,9 @@ int device_sm_count() {
 }
 
 // Plans already made, by everything a plan depends on (the overrides are fixed per process): a repeated call with
-// the same problem reuses its plan instead of running the planner again.
+// the same problem reuses its plan instead of running the planner again. Bounded: callers whose hint changes with
+// every batch size start over after kMaxCachedPlans distinct problems.
+constexpr size_t kMaxCachedPlans = 4096;
 using PlanKey = std::tuple<double, int, int, int, int, bool, int, int, int, bool>;
 std::mutex plan_cache_mutex;
 std::map<PlanKey, Launch> plan_cache;
@@ -79,6 +81,7 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                                         p.epilogue, p.tile_buffer, p.weights};
   launch.num_ctas = p.num_sms;
   std::lock_guard<std::mutex> lock(plan_cache_mutex);
+  if (plan_cache.size() >= kMaxCachedPlans) plan_cache.clear();
   plan_cache.emplace(key, launch);
   return launch;
 }
