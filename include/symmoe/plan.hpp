@@ -79,7 +79,8 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 // tile_buffer: the epilogue stages the warp's whole slice (16 rows x block_n bf16) in shared memory and bulk-stores
 // it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
-// weights kFp4: each stage also holds the packed FP4 tile and its scale codes, so 3 stages fit.
+// weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
+// second ring of kGemmFp4ConvStages = num_stages / 2 (kernels/gemm/fp4_converter.cuh, math.cuh).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
@@ -93,10 +94,10 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 256, 3, 1, GemmEpilogue::kBf16, true},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},
-    {64, 256, 3, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
-    {128, 256, 3, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
-    {64, 256, 3, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
-    {128, 256, 3, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
+    {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
+    {128, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
+    {64, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
+    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -107,13 +108,16 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
 //              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
 //              whole bf16 slice) + 1 KiB to align the base to 1024 B (128B swizzle)
-//   FP4 weights, per stage: + the packed tile block_n x 64 B + its scale codes block_n x 4 B + one more mbarrier
-//              (8 B); fixed: + the upconversion tables and the stages' base-code slots (kGemmFp4TableBytes)
+//   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
+//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the converters write it into a separate ring of
+//              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
+//              tables and the stages' base-code slots (kGemmFp4TableBytes)
 constexpr int kGemmSfaBoxPad = 4;
 constexpr int kGemmFp4TableBytes = 256;
+constexpr int kGemmFp4ConvStages = 2;
 constexpr int gemm_stage_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
-  return block_m * 128 + block_n * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16 +
-         (weights == GemmWeights::kFp4 ? block_n * 64 + block_n * 4 + 8 : 0);
+  return block_m * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16 +
+         (weights == GemmWeights::kFp4 ? block_n * 64 + block_n * 4 : block_n * 128);
 }
 constexpr int kGemmStagingRowBytes = 144;
 constexpr int kGemmStagingBytes = 8 * 16 * kGemmStagingRowBytes;
@@ -124,7 +128,7 @@ constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false,
                                     GemmWeights weights = GemmWeights::kFp8) {
   return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + 1024 +
-         (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes : 0);
+         (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
                               GemmWeights weights = GemmWeights::kFp8) {

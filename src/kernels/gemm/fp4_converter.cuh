@@ -1,15 +1,22 @@
-// Converter role (FP4 weights): warps 1-3 of the producer warpgroup turn each stage's packed FP4 B tile into the
-// E4M3 B tile the WGMMA reads, in the 128B-swizzled K-major layout TMA gives the FP8 path: row r's 16-byte chunk c
+// Converter role (FP4 weights): warps 1-3 of the producer warpgroup turn each raw stage's packed FP4 B tile into an
+// E4M3 B tile of the converted ring (kNumConvStages tiles, smem_layout.hpp), in the 128B-swizzled K-major layout
+// TMA gives the FP8 path: row r's 16-byte chunk c
 // (columns 16c .. 16c + 15) at r * 128 + ((c ^ (r % 8)) * 16) from the 1024-byte aligned tile (the WGMMA descriptor
 // of ptx::wgmma_desc_k128b). Element (r, c) = fmt::e2m1_times_pow2_to_e4m3(nibble, code(r, c / 32) - base_code(r))
 // (fp4_upconvert.hpp), so the math warps promote with the fp32 base scales exactly as the FP8 path promotes with its
 // block scales: the result is the FP8 kernel's on the host-expanded weights (expand_*_fp4), bit for bit.
-// Protocol per stage (smem_layout.hpp, producer_fp4.cuh): wait raw_full (the producer's TMA of the FP4 tile and
-// codes, and its base-code slot), convert the warp's rows, fence the generic-proxy stores for the async proxy
-// (WGMMA), one arrive per converter warp on full. The converters take the stages in ring order until the one that
-// carries the stop mark, which the producer publishes after its last K block: every raw_full phase they wait for is
-// one the producer completes, and the producer refills a stage only after the math warps, who wait for full,
-// release it. (No scheduler copy here: it would not fit the producer warpgroup's 40 registers next to the loop.)
+// Protocol per K block j (smem_layout.hpp, producer_fp4.cuh): wait raw_full of raw stage j % R (the producer's TMA
+// of the FP4 tile and codes, and its base-code slot), wait conv_empty of tile j % C (the math warps are done with
+// the tile of block j - C), convert the warp's rows, fence the generic-proxy stores for the async proxy (WGMMA), one
+// arrive per converter warp on full of tile j % C. The math warps wait for full and raw_full, then release both
+// empty and conv_empty. Every wait depends only on earlier blocks or on the producer's block j, so nothing waits in a
+// cycle; the producer refills a raw stage only after the math warps, who wait for full (the converters are done
+// reading it), release it. The converters take the raw stages in ring order until the one that carries the stop
+// mark, which the producer publishes after its last K block. (No scheduler copy here: it would not fit the
+// producer warpgroup's 40 registers next to the loop.)
+// NOTES: two E4M3 tiles (64 KiB for BLOCK_N 256) let the converters work one K block ahead of the math warps while
+// the 4 FP4 stages, half the bytes, keep 4 K blocks of weights in flight (3 with per-stage E4M3 tiles). The math
+// warps derive the tile from the raw stage (R = 2C, math.cuh); the converters keep their own ring position.
 // NOTES: a warp converts 4 rows x 8 chunks per step: 256 contiguous bytes of FP4 (u64 per lane) in, 512 bytes of
 // E4M3 out (16 B per lane; each row's 8 chunks fill one 128-byte line): no bank conflicts. Per chunk: one code word
 // (broadcast), one 8-byte table, 4 x 2 PRMT.
@@ -56,14 +63,16 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
   const int chunk = lane % 8, row_in_step = lane / 8, group = chunk / 2;  // group: 32-column scale group
   const Fp4ShiftTable* tables = smem.fp4_tables();
   PipelineState<kNumStages> pipe;
+  PipelineState<plan::kGemmFp4ConvStages> conv;
   while (true) {
     ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
     const int2 base = *smem.fp4_base_codes(pipe.stage);
     if (base.x == kFp4StopMark) break;
+    ptx::mbarrier_wait_parity(smem.conv_empty(conv.stage), conv.phase ^ 1);
     const uint8_t* src = smem.b_fp4(pipe.stage);
     const uint32_t* codes = smem.codes(pipe.stage);
-    uint8_t* dst = smem.b(pipe.stage);
-#pragma unroll 2
+    uint8_t* dst = smem.b(conv.stage);
+#pragma unroll 1
     for (int step = converter; step < BLOCK_N / 4; step += kNumConverterWarps) {
       const int r = 4 * step + row_in_step;
       const int code = int((codes[r] >> (8 * group)) & 0xFFu);
@@ -78,8 +87,9 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
     }
     ptx::fence_proxy_async_shared_cta();  // this thread's E4M3 stores -> visible to the WGMMA (async proxy)
     __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(smem.full(pipe.stage));
+    if (lane == 0) ptx::mbarrier_arrive(smem.full(conv.stage));
     pipe.advance();
+    conv.advance();
   }
 }
 

@@ -4,7 +4,8 @@
 // producer (producer_fp4.cuh), warps 1-3 the converters (fp4_converter.cuh). Registers as the FP8
 // kernel: setmaxnreg 232 for the math warpgroups, 40 for this one (the launch holds 168 x 384 = 64512; the math
 // warpgroups' increase must fit what the producer warpgroup gives back, or setmaxnreg.inc never returns).
-// Cluster 1, persistent. Stage barriers: raw_full (TMA) -> full (converters) -> empty (math).
+// Cluster 1, persistent. Barriers per K block: raw_full (TMA) -> full (converters, E4M3 ring) -> empty and
+// conv_empty (math); fp4_converter.cuh states the protocol.
 #pragma once
 
 #include "kernels/gemm/epilogue_bf16.cuh"

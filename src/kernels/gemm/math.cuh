@@ -99,8 +99,10 @@ __device__ __forceinline__ void promote(float* acc_half, const float (&partial)[
 
 // Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return. A 64 x 256 slice
 // is two 128-column halves sharing one partial accumulator (issue half, wait, promote, next half).
-// kFp4: the stage's B tile is the converters' E4M3 (full completes on their arrives); raw_full, already complete
-// then, is also waited on so that this thread acquires the A tile and scales that TMA wrote (fp4_converter.cuh).
+// kFp4 (fp4_converter.cuh): the B tile of K block j is E4M3 tile j % C of the converters' ring (full completes on
+// their arrives, conv_empty is released with the raw stage); with R = 2C raw stages, j % C = stage % C and the
+// tile's phase is (stage / C) & 1, so no second ring position is kept (its registers spilled the 128 x 256 tile).
+// The raw stage's raw_full is waited on too, so that this thread acquires the A tile and scales that TMA wrote.
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false,
           bool kFp4 = false>
 __device__ __forceinline__ void math_mainloop(const GemmParams& p,
@@ -108,6 +110,8 @@ __device__ __forceinline__ void math_mainloop(const GemmParams& p,
                                               const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                               int wg, PipelineState<kNumStages>& pipe,
                                               float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+  constexpr int kConvStages = plan::kGemmFp4ConvStages;
+  static_assert(!kFp4 || kNumStages == 2 * kConvStages, "FP4: the E4M3 ring position is derived from R = 2C");
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const int sfa_row = slice.row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
@@ -123,19 +127,28 @@ __device__ __forceinline__ void math_mainloop(const GemmParams& p,
     float2 sb[Slice::kNumHalves];
 #pragma unroll
     for (int h = 0; h < Slice::kNumHalves; ++h) sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
-    ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
-    if constexpr (kFp4) ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
+    int b_stage = pipe.stage;
+    if constexpr (kFp4) {
+      b_stage = pipe.stage % kConvStages;
+      ptx::mbarrier_wait_parity(smem.full(b_stage), uint32_t(pipe.stage / kConvStages) & 1);
+      ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
+    } else {
+      ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+    }
     const float sa0 = smem.sfa(pipe.stage)[sfa_row];
     const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
     const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + slice.row0 * 128));
 #pragma unroll
     for (int h = 0; h < Slice::kNumHalves; ++h) {
       issue_batch(wg, partial, desc_a,
-                  ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage) + (slice.col0 + 128 * h) * 128)));
+                  ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(b_stage) + (slice.col0 + 128 * h) * 128)));
       ptx::wgmma_wait_group<0>();
 #pragma unroll
       for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
-      if (h == Slice::kNumHalves - 1) release_stage<kClusterM>(smem.empty(pipe.stage), lane);
+      if (h == Slice::kNumHalves - 1) {
+        release_stage<kClusterM>(smem.empty(pipe.stage), lane);
+        if constexpr (kFp4) release_stage<1>(smem.conv_empty(b_stage), lane);
+      }
       const float s_gate[2] = {sa0 * sb[h].x, sa1 * sb[h].x};
       const float s_up[2] = {sa0 * sb[h].y, sa1 * sb[h].y};
       promote(acc + 64 * h, partial, s_gate, s_up);

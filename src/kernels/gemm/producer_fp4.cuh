@@ -1,9 +1,9 @@
 // Producer role with FP4 weights (cluster 1): one thread walks the tiles and, per 128-wide K block, waits for the
 // stage to be free, leaves the stage's two base codes (load_base_codes) in its slot, announces the bytes and issues
 // the TMA loads of A, A's scales, the packed FP4 B tile [BLOCK_N, 64 B] and its scale codes [BLOCK_N] int32, all
-// completing on raw_full; the converter warps (fp4_converter.cuh) then write the E4M3 B tile and complete full.
-// The stage is free again when the math warps release empty, which they do only after full, i.e. after the
-// converters have read the FP4 tile, the codes and the slot.
+// completing on raw_full; the converter warps (fp4_converter.cuh) then write an E4M3 tile of their ring and complete
+// its full. The raw stage is free again when the math warps release empty, which they do only after that full, i.e.
+// after the converters have read the FP4 tile, the codes and the slot.
 // After the last tile, one more stage carries the stop mark (base code -1) and no bytes: the converters, who walk no
 // scheduler of their own, leave on it. The math warps never wait for it.
 #pragma once

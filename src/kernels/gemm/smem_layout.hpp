@@ -4,10 +4,11 @@
 // 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange
 // [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh; with
 // kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh) and the full/empty mbarriers.
-// kFp4 (FP4 weights, fp4_converter.cuh): per stage also the packed FP4 B tile [BLOCK_N, 64 B] (unswizzled TMA box),
-// its UE8M0 scale codes [BLOCK_N] int32 and a third mbarrier (raw_full: the TMA bytes landed; full then means the
-// E4M3 B tile is converted), and once the 15 upconversion tables (Fp4ShiftTable, 8 B each) and one 8-byte slot per
-// stage where the producer leaves the stage's two base codes for the converters (fp4_converter.cuh).
+// kFp4 (FP4 weights, fp4_converter.cuh): two rings. The kNumStages "raw" stages hold A, A's scales, the packed FP4
+// B tile [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full
+// (TMA bytes landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) have
+// barriers full (converted) and conv_empty (math done with the tile). Also the 15 upconversion tables
+// (Fp4ShiftTable, 8 B each) and one 8-byte slot per raw stage where the producer leaves the stage's two base codes.
 // The total is plan::gemm_smem_bytes (the planner's number), checked below.
 #pragma once
 
@@ -29,9 +30,11 @@ struct GemmSmemLayout {
   static constexpr int kCodesBytes = kFp4 ? BLOCK_N * 4 : 0;          // one int32 of 4 UE8M0 codes per row
   static constexpr int kSfaBoxBytes = (BLOCK_M + kSfaBoxPad) * 4;  // what TMA writes per stage
   static constexpr int kSfaBytes = (kSfaBoxBytes + 127) / 128 * 128;  // stage stride (TMA destination alignment)
+  static constexpr int kNumConvStages = kFp4 ? plan::kGemmFp4ConvStages : 0;
+  static constexpr int kNumBStages = kFp4 ? kNumConvStages : kNumStages;  // E4M3 B tiles
   static constexpr int kAOffset = 0;
   static constexpr int kBOffset = kAOffset + kNumStages * kABytes;
-  static constexpr int kBFp4Offset = kBOffset + kNumStages * kBBytes;
+  static constexpr int kBFp4Offset = kBOffset + kNumBStages * kBBytes;
   static constexpr int kSfaOffset = kBFp4Offset + kNumStages * kBFp4Bytes;
   static constexpr int kCodesOffset = kSfaOffset + kNumStages * kSfaBytes;
   static constexpr int kAmaxOffset = kCodesOffset + kNumStages * kCodesBytes;
@@ -43,11 +46,13 @@ struct GemmSmemLayout {
   static constexpr int kTableOffset = kStagingOffset + plan::gemm_staging_bytes(BLOCK_N, kTileBuffer);
   static constexpr int kTableBytes = kFp4 ? plan::kGemmFp4TableBytes : 0;
   static constexpr int kBarrierOffset = kTableOffset + kTableBytes;
-  static constexpr int kNumBarriersPerStage = kFp4 ? 3 : 2;
-  static constexpr int kBytes = kBarrierOffset + kNumBarriersPerStage * kNumStages * 8;
+  // Barriers: full[kNumBStages], empty[kNumStages], then with kFp4 raw_full[kNumStages], conv_empty[kNumConvStages].
+  static constexpr int kNumBarriers = kNumBStages + kNumStages + (kFp4 ? kNumStages + kNumConvStages : 0);
+  static constexpr int kBytes = kBarrierOffset + kNumBarriers * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
   // Bytes the stage's TMA loads complete on its first barrier (full, or raw_full with kFp4).
   static constexpr int kStageTxBytes = kABytes + (kFp4 ? kBFp4Bytes + kCodesBytes : kBBytes) + kSfaBoxBytes;
+  static_assert(!kFp4 || kNumStages >= kNumConvStages, "FP4: at least as many raw stages as E4M3 tiles");
   static_assert(!kFp4 || (kFp4NumShifts * 8 <= 128 && 128 + kNumStages * 8 <= plan::kGemmFp4TableBytes),
                 "the upconversion tables and the stages' base-code slots fit their region");
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
@@ -62,6 +67,7 @@ struct GemmSmemLayout {
 
   uint8_t* base;
   __device__ uint8_t* a(int s) const { return base + kAOffset + s * kABytes; }
+  // E4M3 B tile s: the stage's (FP8), converted tile s of the E4M3 ring (FP4).
   __device__ uint8_t* b(int s) const { return base + kBOffset + s * kBBytes; }
   __device__ float* sfa(int s) const { return reinterpret_cast<float*>(base + kSfaOffset + s * kSfaBytes); }
   // kFp4 only: the packed FP4 B tile (row r at r * 64 bytes), its scale codes (row r's int32), the tables.
@@ -78,21 +84,30 @@ struct GemmSmemLayout {
   __device__ uint8_t* staging(int w) const { return base + kStagingOffset + w * kStagingWarpBytes; }
   __device__ uint64_t* full(int s) const { return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + s; }
   __device__ uint64_t* empty(int s) const {
-    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumStages + s;
+    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumBStages + s;
   }
   __device__ uint64_t* raw_full(int s) const {
     static_assert(kFp4, "raw_full: FP4 weights only");
-    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + 2 * kNumStages + s;
+    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumBStages + kNumStages + s;
   }
-  // One thread, before the CTA's first sync: empty barriers complete on one arrive per consumer warp
-  // (consumer_arrivals). FP8: full barriers on the producer's arrive + the stage's TMA bytes. FP4: raw_full on the
-  // producer's arrive + the TMA bytes, full on one arrive per converter warp (full_arrivals).
+  __device__ uint64_t* conv_empty(int c) const {
+    static_assert(kFp4, "conv_empty: FP4 weights only");
+    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumBStages + 2 * kNumStages + c;
+  }
+  // One thread, before the CTA's first sync: empty (and conv_empty) barriers complete on one arrive per consumer
+  // warp (consumer_arrivals). FP8: full barriers on the producer's arrive + the stage's TMA bytes. FP4: raw_full on
+  // the producer's arrive + the TMA bytes, full on one arrive per converter warp (full_arrivals).
   __device__ void init_stage_barriers(uint32_t consumer_arrivals, uint32_t full_arrivals = 1) const {
     for (int s = 0; s < kNumStages; ++s) {
-      ptx::mbarrier_init(full(s), kFp4 ? full_arrivals : 1);
+      if constexpr (!kFp4) ptx::mbarrier_init(full(s), 1);
       ptx::mbarrier_init(empty(s), consumer_arrivals);
       if constexpr (kFp4) ptx::mbarrier_init(raw_full(s), 1);
     }
+    if constexpr (kFp4)
+      for (int c = 0; c < kNumConvStages; ++c) {
+        ptx::mbarrier_init(full(c), full_arrivals);
+        ptx::mbarrier_init(conv_empty(c), consumer_arrivals);
+      }
     ptx::fence_mbarrier_init_cluster();
   }
 };
