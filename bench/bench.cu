@@ -1,12 +1,11 @@
 #include "bench.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
-#include "cli/gpu_probe.hpp"
+#include "cli_common/gpu_probe.hpp"
 #include "run_environment.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
@@ -16,23 +15,6 @@ namespace symmoe::bench {
 std::map<std::string, Bench>& registry() {
   static std::map<std::string, Bench> benches;
   return benches;
-}
-
-double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup, int reps) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<cudaEvent_t> events(2 * reps);
-  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventCreate(&e));
-  for (int i = 0; i < reps; ++i) {
-    SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
-    fn();
-    SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
-  }
-  SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<float> ms(reps);
-  for (int i = 0; i < reps; ++i) SYMMOE_CUDA_CHECK(cudaEventElapsedTime(&ms[i], events[2 * i], events[2 * i + 1]));
-  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventDestroy(e));
-  std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
-  return ms[reps / 2] * 1000.0;
 }
 
 static std::string utc_date() {

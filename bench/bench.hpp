@@ -3,14 +3,13 @@
 // bench/results/<date>-<gpu kind>-<bench>.jsonl (DESIGN.md "Result files").
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <functional>
 #include <map>
 #include <string>
 #include <utility>
 
-#include "cli/command.hpp"
+#include "cli_common/command.hpp"
+#include "cli_common/timing.hpp"
 #include "result_line.hpp"
 
 namespace symmoe::bench {
@@ -31,9 +30,9 @@ struct BenchRegistrar {
 // environment (run_environment.hpp) before the first kernel and returns true.
 bool require_hopper_gpu();
 
-// Median time in microseconds of `fn` enqueued on `stream`, timed with CUDA events around each repetition.
-// `fn` must enqueue work only (no host sync). Warm-up repetitions are not timed.
-double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup = 5, int reps = 50);
+// The timers every bench uses (cli_common/timing.hpp, shared with `symmoe run`).
+using cli::graph_time_all_ranks_us;
+using cli::median_time_us;
 
 // Common fields: date (UTC, YYYY-MM-DD), gpu (SYMMOE_GPU_KIND or "unknown"), command (the full command line),
 // bench, and the run environment (run_environment.hpp: version, commit, driver, CUDA, NCCL, SM clocks, power).

@@ -19,7 +19,7 @@
 //   nvl_gbps    bytes rank 0 exchanges with OTHER ranks (dispatch: token records it receives, x + scales + K
 //               idx/weights; combine: bf16 rows it sends back) / t
 //   stage times dispatch / l1 (glue + L1) / l2 / combine, each timed alone on the data the previous stage left
-// Times: medians of CUDA-graph replays (bench/rank_timer.hpp), host launch overhead excluded.
+// Times: medians of CUDA-graph replays (src/cli_common/timing.hpp), host launch overhead excluded.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/limits.hpp"
+#include "cli_common/moe_inputs.hpp"
 #include "hbm_ceiling.hpp"
-#include "moe_inputs.hpp"
-#include "rank_timer.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
+#include "symmoe/mega_trace.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/routing.hpp"
@@ -43,22 +43,11 @@ namespace {
 
 struct Row {
   int tokens = 0;
-  RankTraffic traffic;
+  cli::RankTraffic traffic;
   double forward_us = 0, dispatch_us = 0, l1_us = 0, l2_us = 0, combine_us = 0;  // composed (0: not timed)
   double fused_us = 0;                                                            // 0: not timed
   bool fused_equal = false;
 };
-
-std::vector<std::vector<uint16_t>> download_rows(const Communicator& comm, const std::vector<const uint16_t*>& y,
-                                                 int T, int H) {
-  std::vector<std::vector<uint16_t>> out;
-  for (size_t i = 0; i < y.size(); ++i) {
-    out.emplace_back(size_t(T) * H);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
-    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
 
 // "" when equal, else where the first bf16 differs and how many do.
 std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
@@ -85,6 +74,34 @@ std::string spread(std::vector<double> x) {
   return buf;
 }
 
+// Every CTA's trace words as CSV: stamps in us from `start` (0 where not stamped), counts as they are.
+void write_trace_csv(const std::string& raw_path, const std::vector<unsigned long long>& v, int num_ctas,
+                     unsigned long long start) {
+  using namespace mega;
+  const auto word = [&](int cta, int i) { return v[size_t(cta) * kTraceWordsPerCta + i]; };
+  std::FILE* f = std::fopen(raw_path.c_str(), "w");
+  SYMMOE_CHECK(f != nullptr, "bench", "--trace-raw: cannot write '", raw_path, "'");
+  std::fprintf(f, "cta");
+  for (int i = 0; i < kTraceWordsPerCta; ++i)
+    if (i < kNumTracePoints)
+      std::fprintf(f, ",%s", kTracePointNames[i]);
+    else
+      std::fprintf(f, ",tile%d_w%d", (i - kNumTracePoints) / kTraceTileWords, (i - kNumTracePoints) % kTraceTileWords);
+  std::fprintf(f, "\n");
+  for (int c = 0; c < num_ctas; ++c) {
+    std::fprintf(f, "%d", c);
+    for (int i = 0; i < kTraceWordsPerCta; ++i) {
+      const unsigned long long raw = word(c, i);
+      const bool stamp = i < kNumTracePoints ? i != kTraceNumTiles && i != kTraceProducerWaitNs
+                                             : (i - kNumTracePoints) % kTraceTileWords != kTileId;
+      if (!stamp) std::fprintf(f, ",%llu", raw);
+      else std::fprintf(f, ",%.2f", raw == 0 ? 0.0 : (raw - start) / 1e3);
+    }
+    std::fprintf(f, "\n");
+  }
+  std::fclose(f);
+}
+
 // One traced fused call, the last of a CUDA graph of 3 (as timed: no launch skew between the ranks): rank 0's
 // per-CTA stage stamps as min / median / max over the CTAs, in us from the earliest kernel entry (the producer's
 // summed wait in us, tiles as counts); then the CTAs' first tiles: the producer's wait for the rows, the time from
@@ -104,27 +121,7 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
   const auto word = [&](int cta, int i) { return v[size_t(cta) * kTraceWordsPerCta + i]; };
   unsigned long long start = ~0ull;
   for (int c = 0; c < num_ctas; ++c) start = std::min(start, word(c, kTraceStart));
-  if (!raw_path.empty()) {
-    std::FILE* f = std::fopen(raw_path.c_str(), "w");
-    SYMMOE_CHECK(f != nullptr, "bench", "--trace-raw: cannot write '", raw_path, "'");
-    std::fprintf(f, "cta");
-    for (int i = 0; i < kTraceWordsPerCta; ++i)
-      if (i < kNumTracePoints) std::fprintf(f, ",%s", kTracePointNames[i]);
-      else std::fprintf(f, ",tile%d_w%d", (i - kNumTracePoints) / kTraceTileWords, (i - kNumTracePoints) % kTraceTileWords);
-    std::fprintf(f, "\n");
-    for (int c = 0; c < num_ctas; ++c) {
-      std::fprintf(f, "%d", c);
-      for (int i = 0; i < kTraceWordsPerCta; ++i) {
-        const unsigned long long raw = word(c, i);
-        const bool stamp = i < kNumTracePoints ? i != kTraceNumTiles && i != kTraceProducerWaitNs
-                                               : (i - kNumTracePoints) % kTraceTileWords != kTileId;
-        if (!stamp) std::fprintf(f, ",%llu", raw);
-        else std::fprintf(f, ",%.2f", raw == 0 ? 0.0 : (raw - start) / 1e3);
-      }
-      std::fprintf(f, "\n");
-    }
-    std::fclose(f);
-  }
+  if (!raw_path.empty()) write_trace_csv(raw_path, v, num_ctas, start);
   const plan::MegaPlan& plan = fused.plan_for_tokens(0, T);
   std::printf("trace tokens %d, rank 0, %d CTAs, BLOCK_M %d: point min / median / max\n", T, num_ctas, plan.block_m);
   for (int point = 0; point < kNumTracePoints; ++point) {
@@ -161,9 +158,16 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
   }
 }
 
-int run_moe_bench(int argc, char** argv) {
-  cli::Args args("bench moe", "the MoE layer: composed (dispatch -> L1 -> L2 -> combine, with its stage breakdown) "
-                              "and fused (one kernel), checked bitwise against each other");
+// The flags, read once (after the GPU check, as every bench).
+struct MoeBenchConfig {
+  std::string out, shape_name, routing, trace_raw;
+  std::vector<int> token_list;
+  bool time_composed = false, time_fused = false, trace = false;
+  int reps = 0, ranks = 0, alignment = 0, ep_sms = 0;
+  uint64_t seed = 0;
+};
+
+void declare_flags(cli::Args& args) {
   args.option("out", "bench/results", "directory of the JSON-lines result file")
       .option("shape", "flash", "flash | pro | v3 | tiny")
       .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank").list_range(1, cli::kMaxTokensPerRank)
@@ -177,147 +181,191 @@ int run_moe_bench(int argc, char** argv) {
       .option("seed", "1", "seed of weights, inputs and routing")
       .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)")
       .option("trace-raw", "", "with --trace: directory for every CTA's raw stamps, trace-<shape>-<tokens>.csv");
-  if (!args.parse(argc, argv)) return 0;
-  if (!require_hopper_gpu()) return 1;
-  const std::string out = args.str("out"), shape_name = args.str("shape");
-  const auto token_list = args.int_list("tokens");
-  SYMMOE_CHECK(!token_list.empty(), "bench", "--tokens is empty");
-  bool time_composed = false, time_fused = false;
+}
+
+MoeBenchConfig read_config(const cli::Args& args) {
+  MoeBenchConfig c;
+  c.out = args.str("out"), c.shape_name = args.str("shape");
+  c.token_list = args.int_list("tokens");
+  SYMMOE_CHECK(!c.token_list.empty(), "bench", "--tokens is empty");
   for (const auto& l : args.str_list("layers")) {
     SYMMOE_CHECK(l == "composed" || l == "fused", "bench", "--layers: unknown layer '", l,
                  "' (composed | fused | composed,fused)");
-    (l == "composed" ? time_composed : time_fused) = true;
+    (l == "composed" ? c.time_composed : c.time_fused) = true;
   }
-  SYMMOE_CHECK(time_composed || time_fused, "bench", "--layers is empty");
-  const int reps = args.integer("reps");
-  const uint64_t seed = uint64_t(args.integer("seed"));
-  int num_gpus = 0;
-  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&num_gpus));
-  SYMMOE_CHECK(num_gpus >= 1, "bench", "bench moe needs a GPU");
-  const int R = args.integer("ranks") > 0 ? args.integer("ranks") : num_gpus;
-  const int T_max = *std::max_element(token_list.begin(), token_list.end());
-  const MoeShape shape = named_shape(shape_name, R, T_max);
-  shape.validate();
-  SYMMOE_CUDA_CHECK(cudaSetDevice(0));
-  const double hbm_ceiling = hbm_read_ceiling_gbps();  // rank 0's GPU, before the layers take their memory
-  std::printf("HBM streaming-read ceiling (same run, GPU 0): %.0f GB/s\n", hbm_ceiling);
-  auto comm = Communicator::in_process(R);
-  std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic weights (%.2f GB per rank)\n", shape_name.c_str(),
-              shape.to_string().c_str(), R, num_gpus,
-              double(MoeWeightStore::expert_bytes(shape)) * shape.num_local_experts() / 1e9);
-  const MoeWeightStore weights = MoeWeightStore::synthetic(*comm, shape, seed);
-  ComposedMoeOptions opt;
-  opt.expert_alignment = args.integer("alignment"), opt.ep_sms = args.integer("ep-sms");
-  ComposedMoe layer(*comm, shape, weights.views(), opt);
-  std::unique_ptr<MegaMoe> fused;
-  if (time_fused) {
-    fused = std::make_unique<MegaMoe>(*comm, shape, weights.views());
-    std::printf("fused plan (rank %d): %s\n", comm->local_ranks()[0].rank, fused->plan(0).to_string().c_str());
-  }
-  DeviceLayerInputs inputs(*comm, shape);
-  ref::RoutingOptions ro;
-  ro.kind = ref::parse_routing_kind(args.str("routing")), ro.seed = seed;
-  int sms = 0;
-  SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm->placement(0).device));
+  SYMMOE_CHECK(c.time_composed || c.time_fused, "bench", "--layers is empty");
+  c.reps = args.integer("reps");
+  c.seed = uint64_t(args.integer("seed"));
+  c.ranks = args.integer("ranks");
+  c.routing = args.str("routing");
+  c.alignment = args.integer("alignment"), c.ep_sms = args.integer("ep-sms");
+  c.trace = args.has("trace"), c.trace_raw = args.str("trace-raw");
+  return c;
+}
 
-  std::vector<Row> rows;
-  for (const int T : token_list) {
-    std::vector<ref::MoeLayerInput> host;
-    std::vector<ref::Routing> routings;
-    for (int r = 0; r < R; ++r) {
-      host.push_back(fast_layer_input(shape, T, ro, r));
-      routings.push_back(host.back().routing);
-    }
-    // y = null: the result stays in the layer's buffer (no extra copy timed, as the fused layer will write it).
-    auto fargs = inputs.upload(host);
-    for (auto& a : fargs) a.y = nullptr;
-    const auto composed_ptrs = layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
-    layer.synchronize();
-    const int calls = T >= 2048 ? 2 : 10;
-    Row row;
-    row.tokens = T;
-    row.traffic = rank_traffic(shape, routings, 0);
-    const RankTraffic& tr = row.traffic;
-    std::vector<MoeForwardArgs> margs;
-    if (fused) {
-      // Check before timing: warm-up call, poison its y, call again, compare with the composed y (same inputs).
-      const auto composed_y = download_rows(*comm, composed_ptrs, T, shape.hidden);
-      margs = stage_in_mega_workspace(*comm, shape, *fused, fargs);
-      const auto fused_ptrs = fused->forward(margs);
-      fused->synchronize();
-      for (size_t i = 0; i < fused_ptrs.size(); ++i) {
-        SYMMOE_CUDA_CHECK(cudaSetDevice(comm->local_ranks()[i].device));
-        SYMMOE_CUDA_CHECK(cudaMemset(const_cast<uint16_t*>(fused_ptrs[i]), 0xFF, size_t(T) * shape.hidden * 2));
-      }
-      fused->forward(margs);
-      fused->synchronize();
-      const std::string diff = first_mismatch(composed_y, download_rows(*comm, fused_ptrs, T, shape.hidden), *comm,
-                                              shape.hidden);
-      row.fused_equal = diff.empty();
-      std::printf("tokens %d: fused == composed (bitwise): %s%s\n", T, row.fused_equal ? "yes" : "NO, ", diff.c_str());
-    }
-    if (time_composed) {
-      row.forward_us = graph_time_all_ranks_us(*comm, [&] { layer.forward(fargs); }, calls, reps);
-      row.dispatch_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_dispatch(fargs); }, calls, reps);
-      row.l1_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_experts_l1(fargs); }, calls, reps);
-      row.l2_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_experts_l2(fargs); }, calls, reps);
-      row.combine_us = graph_time_all_ranks_us(*comm, [&] { layer.stage_combine(fargs); }, calls, reps);
-      layer.synchronize();
-    }
-    // The fields every row of one token count shares (DESIGN.md "Result files", bench moe), for a layer timed at t us.
-    const auto layer_line = [&](const char* op, double t) {
-      JsonLine line = common_fields("moe", argc, argv);
-      line.add("op", op)
-          .add("shape", shape_name)
-          .add("ranks", R)
-          .add("tokens", T)
-          .add("sms", sms)
-          .add("time_us", t)
-          .add("tflops", tr.flops(shape) / t / 1e6)
-          .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
-          .add("hbm_ceiling_gbps", hbm_ceiling)
-          .add("weight_gbps", tr.weight_bytes(shape) / t / 1e3)
-          .add("weight_fraction_of_ceiling", tr.weight_bytes(shape) / t / 1e3 / hbm_ceiling)
-          .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
-          .add("recv_pairs", double(tr.recv_pairs))
-          .add("experts_touched", tr.experts_touched);
-      return line;
-    };
-    if (fused) {
-      row.fused_us = graph_time_all_ranks_us(*comm, [&] { fused->forward(margs); }, calls, reps);
-      fused->synchronize();
-      const double t = row.fused_us;
-      JsonLine line = layer_line("fused", t);
-      line.add("bitwise_equal_composed", row.fused_equal)
-          .add("routing", args.str("routing"))
-          .add("plan", fused->plan_for_tokens(0, T).to_string());
-      if (time_composed) line.add("speedup_vs_composed", row.forward_us / t);
-      if (args.has("trace"))
-        print_trace(*comm, *fused, margs, T, shape,
-                    args.str("trace-raw").empty() ? std::string()
-                                                  : args.str("trace-raw") + "/trace-" + shape_name + "-" +
-                                                        std::to_string(T) + ".csv");
-      line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
-      append_result(out, "moe", line);
-    }
-    rows.push_back(row);
-    if (!time_composed) continue;
-    const double t = row.forward_us;
-    JsonLine line = layer_line("composed", t);
-    line.add("dispatch_us", row.dispatch_us)
-        .add("l1_us", row.l1_us)
-        .add("l2_us", row.l2_us)
-        .add("combine_us", row.combine_us)
-        .add("l1_tflops", tr.flops(shape) * 2 / 3 / row.l1_us / 1e6)
-        .add("l2_tflops", tr.flops(shape) / 3 / row.l2_us / 1e6)
-        .add("routing", args.str("routing"))
-        .add("alignment", opt.expert_alignment)
-        .add("note", "composed pipeline (EP dispatch expand + grouped GEMMs + EP combine); metrics for rank 0");
-    append_result(out, "moe", line);
+// Everything the points of one run share: the layers (composed always: the fused one's bitwise reference), their
+// synthetic weights, the input buffers and the same-run HBM ceiling.
+struct MoeBench {
+  MoeBenchConfig config;
+  int argc = 0;
+  char** argv = nullptr;
+  int num_gpus = 0, R = 0, sms = 0;
+  MoeShape shape;
+  double hbm_ceiling = 0;
+  std::unique_ptr<Communicator> comm;
+  MoeWeightStore weights;
+  ComposedMoeOptions opt;
+  std::unique_ptr<ComposedMoe> layer;
+  std::unique_ptr<MegaMoe> fused;  // null unless fused is timed
+  std::unique_ptr<cli::DeviceLayerInputs> inputs;
+  ref::RoutingOptions ro;
+};
+
+void set_up(MoeBench& b) {
+  const MoeBenchConfig& c = b.config;
+  SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&b.num_gpus));
+  SYMMOE_CHECK(b.num_gpus >= 1, "bench", "bench moe needs a GPU");
+  b.R = c.ranks > 0 ? c.ranks : b.num_gpus;
+  const int T_max = *std::max_element(c.token_list.begin(), c.token_list.end());
+  b.shape = named_shape(c.shape_name, b.R, T_max);
+  b.shape.validate();
+  SYMMOE_CUDA_CHECK(cudaSetDevice(0));
+  b.hbm_ceiling = hbm_read_ceiling_gbps();  // rank 0's GPU, before the layers take their memory
+  std::printf("HBM streaming-read ceiling (same run, GPU 0): %.0f GB/s\n", b.hbm_ceiling);
+  b.comm = Communicator::in_process(b.R);
+  std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic weights (%.2f GB per rank)\n",
+              c.shape_name.c_str(), b.shape.to_string().c_str(), b.R, b.num_gpus,
+              double(MoeWeightStore::expert_bytes(b.shape)) * b.shape.num_local_experts() / 1e9);
+  b.weights = MoeWeightStore::synthetic(*b.comm, b.shape, c.seed);
+  b.opt.expert_alignment = c.alignment, b.opt.ep_sms = c.ep_sms;
+  b.layer = std::make_unique<ComposedMoe>(*b.comm, b.shape, b.weights.views(), b.opt);
+  if (c.time_fused) {
+    b.fused = std::make_unique<MegaMoe>(*b.comm, b.shape, b.weights.views());
+    std::printf("fused plan (rank %d): %s\n", b.comm->local_ranks()[0].rank, b.fused->plan(0).to_string().c_str());
   }
-  // Composed columns from time_us on; fused: its time, speedup over composed, bitwise check ("-": not run).
+  b.inputs = std::make_unique<cli::DeviceLayerInputs>(*b.comm, b.shape);
+  b.ro.kind = ref::parse_routing_kind(c.routing), b.ro.seed = c.seed;
+  SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, b.comm->placement(0).device));
+}
+
+// Check before timing: the fused layer's warm-up call, its y poisoned, a second call, compared bitwise with the
+// composed y of the same inputs. Returns the fused layer's arguments (inputs staged in its workspace).
+std::vector<MoeForwardArgs> check_fused(MoeBench& b, const std::vector<MoeForwardArgs>& fargs,
+                                        const std::vector<const uint16_t*>& composed_ptrs, Row& row) {
+  const int T = row.tokens, H = b.shape.hidden;
+  const auto composed_y = cli::download_y(*b.comm, composed_ptrs, T, H);
+  auto margs = cli::stage_in_mega_workspace(*b.comm, b.shape, *b.fused, fargs);
+  const auto fused_ptrs = b.fused->forward(margs);
+  b.fused->synchronize();
+  for (size_t i = 0; i < fused_ptrs.size(); ++i) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(b.comm->local_ranks()[i].device));
+    SYMMOE_CUDA_CHECK(cudaMemset(const_cast<uint16_t*>(fused_ptrs[i]), 0xFF, size_t(T) * H * 2));
+  }
+  b.fused->forward(margs);
+  b.fused->synchronize();
+  const std::string diff = first_mismatch(composed_y, cli::download_y(*b.comm, fused_ptrs, T, H), *b.comm, H);
+  row.fused_equal = diff.empty();
+  std::printf("tokens %d: fused == composed (bitwise): %s%s\n", T, row.fused_equal ? "yes" : "NO, ", diff.c_str());
+  return margs;
+}
+
+// The fields every row of one token count shares (DESIGN.md "Result files", bench moe), for a layer timed at t us.
+JsonLine layer_line(const MoeBench& b, const Row& row, const char* op, double t) {
+  const cli::RankTraffic& tr = row.traffic;
+  const MoeShape& shape = b.shape;
+  JsonLine line = common_fields("moe", b.argc, b.argv);
+  line.add("op", op)
+      .add("shape", b.config.shape_name)
+      .add("ranks", b.R)
+      .add("tokens", row.tokens)
+      .add("sms", b.sms)
+      .add("time_us", t)
+      .add("tflops", tr.flops(shape) / t / 1e6)
+      .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
+      .add("hbm_ceiling_gbps", b.hbm_ceiling)
+      .add("weight_gbps", tr.weight_bytes(shape) / t / 1e3)
+      .add("weight_fraction_of_ceiling", tr.weight_bytes(shape) / t / 1e3 / b.hbm_ceiling)
+      .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
+      .add("recv_pairs", double(tr.recv_pairs))
+      .add("experts_touched", tr.experts_touched);
+  return line;
+}
+
+// Times the fused layer at row.tokens, then (with --trace) one traced call; appends its result line.
+void time_fused(MoeBench& b, const std::vector<MoeForwardArgs>& margs, int calls, Row& row) {
+  const MoeBenchConfig& c = b.config;
+  const int T = row.tokens;
+  row.fused_us = graph_time_all_ranks_us(*b.comm, [&] { b.fused->forward(margs); }, calls, c.reps);
+  b.fused->synchronize();
+  const double t = row.fused_us;
+  JsonLine line = layer_line(b, row, "fused", t);
+  line.add("bitwise_equal_composed", row.fused_equal)
+      .add("routing", c.routing)
+      .add("plan", b.fused->plan_for_tokens(0, T).to_string());
+  if (c.time_composed) line.add("speedup_vs_composed", row.forward_us / t);
+  if (c.trace)
+    print_trace(*b.comm, *b.fused, margs, T, b.shape,
+                c.trace_raw.empty() ? std::string()
+                                    : c.trace_raw + "/trace-" + c.shape_name + "-" + std::to_string(T) + ".csv");
+  line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
+  append_result(c.out, "moe", line);
+}
+
+// The composed layer's result line (its stage times were measured in measure_point).
+void write_composed(const MoeBench& b, const Row& row) {
+  const cli::RankTraffic& tr = row.traffic;
+  JsonLine line = layer_line(b, row, "composed", row.forward_us);
+  line.add("dispatch_us", row.dispatch_us)
+      .add("l1_us", row.l1_us)
+      .add("l2_us", row.l2_us)
+      .add("combine_us", row.combine_us)
+      .add("l1_tflops", tr.flops(b.shape) * 2 / 3 / row.l1_us / 1e6)
+      .add("l2_tflops", tr.flops(b.shape) / 3 / row.l2_us / 1e6)
+      .add("routing", b.config.routing)
+      .add("alignment", b.opt.expert_alignment)
+      .add("note", "composed pipeline (EP dispatch expand + grouped GEMMs + EP combine); metrics for rank 0");
+  append_result(b.config.out, "moe", line);
+}
+
+// One token count: inputs, the fused check, the composed stages and the fused layer timed, result lines written.
+Row measure_point(MoeBench& b, int T) {
+  const MoeBenchConfig& c = b.config;
+  std::vector<ref::MoeLayerInput> host;
+  std::vector<ref::Routing> routings;
+  for (int r = 0; r < b.R; ++r) {
+    host.push_back(cli::fast_layer_input(b.shape, T, b.ro, r));
+    routings.push_back(host.back().routing);
+  }
+  // y = null: the result stays in the layer's buffer (no extra copy timed, as the fused layer will write it).
+  auto fargs = b.inputs->upload(host);
+  for (auto& a : fargs) a.y = nullptr;
+  ComposedMoe& layer = *b.layer;
+  const auto composed_ptrs = layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
+  layer.synchronize();
+  const int calls = T >= 2048 ? 2 : 10;
+  Row row;
+  row.tokens = T;
+  row.traffic = cli::rank_traffic(b.shape, routings, 0);
+  std::vector<MoeForwardArgs> margs;
+  if (b.fused) margs = check_fused(b, fargs, composed_ptrs, row);
+  if (c.time_composed) {
+    row.forward_us = graph_time_all_ranks_us(*b.comm, [&] { layer.forward(fargs); }, calls, c.reps);
+    row.dispatch_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_dispatch(fargs); }, calls, c.reps);
+    row.l1_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_experts_l1(fargs); }, calls, c.reps);
+    row.l2_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_experts_l2(fargs); }, calls, c.reps);
+    row.combine_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_combine(fargs); }, calls, c.reps);
+    layer.synchronize();
+  }
+  if (b.fused) time_fused(b, margs, calls, row);
+  if (c.time_composed) write_composed(b, row);
+  return row;
+}
+
+// Composed columns from time_us on; fused: its time, speedup over composed, bitwise check ("-": not run).
+void print_table(const MoeBench& b, const std::vector<Row>& rows) {
+  const MoeShape& shape = b.shape;
   std::printf("\n%s, %d ranks (rank 0's view; TFLOPS/HBM of the composed layer, stage times each measured alone)\n",
-              shape_name.c_str(), R);
+              b.config.shape_name.c_str(), b.R);
   std::printf("%7s %8s %10s %8s %8s %9s %9s %9s %9s %9s %10s %8s %7s\n", "tokens", "pairs", "time_us", "TFLOPS",
               "HBM_GB/s", "disp_us", "l1_us", "l2_us", "comb_us", "sum_us", "fused_us", "speedup", "bitwise");
   for (const auto& r : rows) {
@@ -336,6 +384,21 @@ int run_moe_bench(int argc, char** argv) {
     else
       std::printf(" %10s %8s %7s\n", "-", "-", "-");
   }
+}
+
+int run_moe_bench(int argc, char** argv) {
+  cli::Args args("bench moe", "the MoE layer: composed (dispatch -> L1 -> L2 -> combine, with its stage breakdown) "
+                              "and fused (one kernel), checked bitwise against each other");
+  declare_flags(args);
+  if (!args.parse(argc, argv)) return 0;
+  if (!require_hopper_gpu()) return 1;
+  MoeBench b;
+  b.config = read_config(args);
+  b.argc = argc, b.argv = argv;
+  set_up(b);
+  std::vector<Row> rows;
+  for (const int T : b.config.token_list) rows.push_back(measure_point(b, T));
+  print_table(b, rows);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <tuple>
 
-#include "cli/gpu_probe.hpp"
+#include "cli_common/gpu_probe.hpp"
 #include "symmoe/env.hpp"
 #include "symmoe/version.hpp"
 

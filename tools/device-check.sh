@@ -10,7 +10,7 @@
 # Sanitizer mode: tools/device-check.sh --sanitize [bin dir]   (instead of the tests and benchmarks above)
 #   compute-sanitizer memcheck over every gpu_test_* binary, racecheck and synccheck over the fused, EP and GEMM
 #   binaries, each run with a gtest filter that keeps it small (sanitize_filter below; the binaries stay whole) and
-#   a time cap (sanitize_cap), so the whole mode stays under ~8 minutes on one H200. Prints a table (binary, tool,
+#   a time cap (sanitize_cap), so the whole mode stays under ~9 minutes on one H200. Prints a table (binary, tool,
 #   errors, rc, seconds) last and writes it as markdown to $OUT/sanitizer.md (commit it under bench/results/).
 #   errors: the sanitizer's own count (ERROR SUMMARY / RACECHECK SUMMARY errors); rc 124: the run hit its cap.
 set -uo pipefail
@@ -35,7 +35,7 @@ summary=()
 # ---- sanitizer mode ----
 # The gtest arguments of one (binary, tool) run: small cases only. memcheck: every binary, its heavy tests left out
 # (all-float casts, 100k barriers, model shapes, 1,000 graph replays); racecheck / synccheck: one small case of the
-# fused (gpu_test_mega: one 8-token fused + composed + golden case), EP (bad-id dispatch and a good dispatch) and GEMM
+# fused (gpu_test_mega: MegaFewSms, the fused kernel on 4 CTAs, 1 and 8 tokens, fused + composed + golden), EP (bad-id dispatch and a good dispatch) and GEMM
 # (one masked GEMM) suites. Empty: the whole binary.
 sanitize_filter() {  # binary tool
   case "$2:$1" in
@@ -43,22 +43,24 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_runtime) echo "--gtest_filter=-*Stress100k*" ;;
     memcheck:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert:GroupedGemm.MaskedDecodeSizes:GroupedGemmL1.MaskedSwigluFp8" ;;
     memcheck:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*:EpRepeat.*" ;;
-    memcheck:gpu_test_mega) echo "--gtest_filter=Ranks/MegaFused.*/ranks1_host_weights:MegaErrors.*" ;;
+    memcheck:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*:MegaErrors.*" ;;
     memcheck:gpu_test_moe) echo "--gtest_filter=Ranks/MoeComposed.*/ranks1_host_weights:MoeComposedErrors.*" ;;
     memcheck:gpu_test_soak) echo "--seconds=5" ;;
-    *:gpu_test_mega) echo "--gtest_filter=MegaErrors.BadArgumentsRaiseBeforeLaunch" ;;
+    *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
     *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
     *) echo "" ;;
   esac
 }
-# Seconds per run (binary tool): memcheck 265 s over the 7 binaries + racecheck / synccheck 6 x 32 s = 457 s at most.
+# Seconds per run (binary tool): memcheck 265 s over the 7 binaries + racecheck / synccheck 120 + 5 x 32 s = 545 s
+# at most.
 sanitize_cap() {
   case "$2:$1" in
     memcheck:gpu_test_formats | memcheck:gpu_test_runtime) echo 25 ;;
     memcheck:gpu_test_mega) echo 60 ;;
     memcheck:gpu_test_moe) echo 45 ;;
     memcheck:gpu_test_soak) echo 30 ;;
+    racecheck:gpu_test_mega) echo 120 ;;
     memcheck:*) echo 40 ;;
     *) echo 32 ;;
   esac

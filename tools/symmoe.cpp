@@ -3,7 +3,7 @@
 #include <cstring>
 #include <exception>
 
-#include "cli/command.hpp"
+#include "cli_common/command.hpp"
 #include "symmoe/common.hpp"
 #include "symmoe/env.hpp"
 #include "symmoe/version.hpp"

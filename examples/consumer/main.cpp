@@ -9,10 +9,12 @@ int main() {
   std::printf("symmoe %s (commit %s, %s)\n", symmoe::kVersion, symmoe::kGitCommit,
               symmoe::kWithCuda ? "with CUDA" : "CPU-only");
 
-  // The fused layer's launch plan for DeepSeek-V3 on 8 ranks, 4096 tokens per rank, 132 SMs.
+  // The fused layer's launch plan for DeepSeek-V3 on 8 ranks, 4096 tokens per rank, 132 SMs, with the SYMMOE_*
+  // overrides of this environment (PlanOverrides{} plans without them).
   const symmoe::MoeShape shape = symmoe::named_shape("v3", 8, 4096);
   shape.validate();
-  const symmoe::plan::MegaPlan plan = symmoe::plan::plan_mega_moe(shape, 132);
+  const symmoe::plan::MegaPlan plan =
+      symmoe::plan::plan_mega_moe(shape, 132, symmoe::plan::PlanOverrides::from_env());
   std::printf("MegaMoE plan: %s\n", plan.to_string().c_str());
 
   // The golden model: a tiny layer on 2 ranks, dispatched with the full routing metadata.

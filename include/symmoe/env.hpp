@@ -3,8 +3,18 @@
 // the list. Reads are strict: a value that is not a whole decimal integer in the knob's range is a symmoe::Error
 // naming the variable, expected and got (SYMMOE_BLOCK_M=4294967312 is an error, never 16). A set SYMMOE_* variable
 // that is not a known knob (a misspelling) gets one warning per process on stderr with the closest known name.
-// NOTES: values are read at each call (cheap; tests and `symmoe bench ep --skip` set knobs between calls); the
-// names are checked once, at the first read (and at the start of the CLI).
+// NOTES: a knob is read once by what it configures and kept there, never on a layer's per-call path:
+//   TIMEOUT_MS                            when a Communicator is created (Communicator::in_process / from_env)
+//   BLOCK_M, NUM_STAGES, EP_SMS,          as one plan::PlanOverrides snapshot (PlanOverrides::from_env) when a
+//   EXPERTS_PER_WAVE                      MegaMoe or EpBuffer is constructed, or by the caller of a planner function
+//                                         (the planner itself never reads the environment); the grouped GEMM entry
+//                                         points (src/gemm/grouped_gemm.cpp) take one snapshot per process, at
+//                                         their first call
+//   UNIQUE_ID, BOOTSTRAP_DIR              when a multi-process Communicator bootstraps
+//   LOG_LEVEL                             at the first log line
+//   GPU_KIND, COMMIT                      by the benches, per result line
+// So a knob set after an object exists (or after the first grouped GEMM call) does not change it: construct a new
+// one. The names are checked once, at the first read (and at the start of the CLI and of the Python module).
 #pragma once
 
 #include <limits>

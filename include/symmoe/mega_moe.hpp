@@ -7,12 +7,12 @@
 //   rank (plan::plan_mega_moe with the rank's SM share), allocates the symmetric workspace (layout::MegaLayout,
 //   zero-filled: every counter starts at 0 and every call leaves it at 0) and builds the TMA descriptors. forward()
 //   allocates nothing and is CUDA-graph capturable.
-// - Weights: as ComposedMoe (MoeRankWeights per local rank, L1 ALREADY TRANSFORMED); not owned, must outlive the
-//   layer (or the next bind_weights). Given to the constructor or bound later with bind_weights().
+// - Weights: MoeRankWeights per local rank (symmoe/weight_store.hpp), L1 ALREADY TRANSFORMED; not owned, must
+//   outlive the layer (or the next bind_weights). Given to the constructor or bound later with bind_weights().
 // - Inputs live in the symmetric workspace (peers pull from there). Either fill them in place through input(i)
 //   (x e4m3 [T, H] rows H apart; x_scales fp32 rows x_scales_stride floats apart; topk_idx int64 [T, K];
-//   topk_weights fp32 [T, K]) and pass those pointers in MoeForwardArgs, or pass your own device arrays (as for
-//   ComposedMoe) and forward() copies them in on the rank's stream first.
+//   topk_weights fp32 [T, K]) and pass those pointers in MoeForwardArgs, or pass your own device arrays
+//   (symmoe/moe_args.hpp) and forward() copies them in on the rank's stream first.
 // - forward(args): collective; one MoeForwardArgs per local rank (Communicator::local_ranks() order). y: bf16
 //   [T, H]; null: the layer's own buffer (valid until the next forward). Returns the y pointers. Activation clamp
 //   and per-expert received counts come from MegaMoeOptions.
@@ -35,12 +35,11 @@
 #include <string>
 #include <vector>
 
-#include "symmoe/moe.hpp"
-#include "symmoe/mega_trace.hpp"
-#include "symmoe/moe_weights.hpp"
+#include "symmoe/moe_args.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/runtime.hpp"
 #include "symmoe/shape.hpp"
+#include "symmoe/weight_store.hpp"
 
 namespace symmoe {
 
@@ -92,8 +91,9 @@ class MegaMoe {
   // (options.count_received); nullptr otherwise.
   const int32_t* received_counts(size_t local_index) const;
 
-  // Stage timeline of the following forward() calls (symmoe/mega_trace.hpp), for benchmarks; trace(i) downloads
-  // the last call's [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()).
+  // Stage timeline of the following forward() calls, for benchmarks; trace(i) downloads the last call's
+  // [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()). The words' format is the kernel's
+  // (symmoe/mega_trace.hpp, for the benches that print it).
   void set_trace(bool on);
   std::vector<unsigned long long> trace(size_t local_index) const;
 

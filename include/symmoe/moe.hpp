@@ -15,7 +15,7 @@
 // - Weights: one MoeRankWeights per local rank (Communicator::local_ranks() order), device memory on the rank's
 //   device, L1 ALREADY TRANSFORMED (gemm::transform_l1_weights layout; MoeWeightStore produces it). Not owned:
 //   they must outlive the layer and stay unchanged while a forward runs.
-// - forward(args): one MoeForwardArgs per local rank; every rank must call it (collective).
+// - forward(args): one MoeForwardArgs (symmoe/moe_args.hpp) per local rank; every rank must call it (collective).
 //     x            device e4m3 [T, H] (T = num_tokens <= T_max), rows contiguous
 //     x_scales     device fp32 [T, H/128] (one scale per token per 128 channels; UE8M0-valued scales accepted)
 //     topk_idx     device int64 [T, K], global expert id or -1 (masked lane); experts distinct within a token
@@ -41,9 +41,10 @@
 #include <memory>
 #include <vector>
 
-#include "symmoe/moe_weights.hpp"
+#include "symmoe/moe_args.hpp"
 #include "symmoe/runtime.hpp"
 #include "symmoe/shape.hpp"
+#include "symmoe/weight_store.hpp"
 
 namespace symmoe {
 
@@ -54,18 +55,7 @@ struct ComposedMoeOptions {
   int gemm_sms = 0;            // persistent CTAs of each GEMM (0: every SM of the rank's device)
 };
 
-struct MoeForwardArgs {
-  int num_tokens = 0;
-  const uint8_t* x = nullptr;
-  const float* x_scales = nullptr;
-  const int64_t* topk_idx = nullptr;
-  const float* topk_weights = nullptr;
-  uint16_t* y = nullptr;
-  cudaStream_t stream = nullptr;
-};
-
-// Host checks of one rank's forward arguments (no GPU needed); throws symmoe::Error naming rank and field.
-void check_forward_args(const MoeShape& shape, int rank, const MoeForwardArgs& args);
+// Host check of the options (no GPU needed); throws symmoe::Error naming the field.
 void check_options(const ComposedMoeOptions& options);
 
 class ComposedMoe {

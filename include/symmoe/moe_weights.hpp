@@ -1,14 +1,9 @@
-// Expert weights of the MoE layer on the GPUs: the per-rank device view the layer reads, an owning store that
-// fills it (from host golden-model weights, or synthetic weights generated on the GPU), and the synthetic
-// generator itself, which the host can re-run for any ONE expert (the golden model of a sampled token needs only
-// that token's experts: no gigabytes of CPU-generated weights are uploaded).
+// Synthetic expert weights: one definition (SYMMOE_HD) shared by the GPU fill kernel and the host, which can re-run
+// it for any ONE expert (the golden model of a sampled token needs only that token's experts: no gigabytes of
+// CPU-generated weights are uploaded). The layers need only symmoe/weight_store.hpp (MoeRankWeights, MoeWeightStore);
+// this header is for the code that generates or checks synthetic weights (the store, the CLI, tests).
 //
-// Device layout of one rank (El = E / R local experts, global expert of local e = rank * El + e), all row major:
-//   w1         e4m3 [El, 2I, H]   L1 (gate/up) after gemm::transform_l1_weights: rows interleaved by 8
-//   w1_scales  fp32 [El, I/128, H/128, 2]   (transformed: (gate, up) block pairs)
-//   w2         e4m3 [El, H, I]    L2
-//   w2_scales  fp32 [El, H/128, I/128]
-// Synthetic weights (one definition, SYMMOE_HD, shared by the GPU fill kernel and the host):
+// Definition:
 //   code(matrix, row, col) = e4m3(448 * u), u uniform in [-1, 1) from a counter hash of (seed, expert, matrix,
 //   row, col); block scale(matrix, row/128, col/128) = sqrt(3 / fan_in) / 448 * (0.5 + v), v uniform in [0, 1)
 //   from the hash of (seed, expert, matrix + 2, block row, block col). fan_in = H for W1, I for W2, so a weight has
@@ -20,24 +15,15 @@
 
 #include <cmath>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "symmoe/common.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/reference/mlp.hpp"
-#include "symmoe/runtime.hpp"
 #include "symmoe/shape.hpp"
+#include "symmoe/weight_store.hpp"
 
 namespace symmoe {
-
-// One local rank's experts (device memory on the rank's device; non-owning view).
-struct MoeRankWeights {
-  const uint8_t* w1 = nullptr;
-  const float* w1_scales = nullptr;
-  const uint8_t* w2 = nullptr;
-  const float* w2_scales = nullptr;
-};
 
 namespace synthetic {
 
@@ -74,28 +60,6 @@ ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vecto
                                   uint64_t seed, int num_threads = 0);
 
 }  // namespace synthetic
-
-// Owns every local rank's expert weights (one allocation per rank on its device).
-class MoeWeightStore {
- public:
-  // GPU-generated synthetic weights (see above); asynchronous on each rank's stream, then synchronised.
-  static MoeWeightStore synthetic(const Communicator& comm, const MoeShape& shape, uint64_t seed);
-  // Host golden-model weights (original layout) for EVERY expert 0..E-1, transformed and uploaded.
-  static MoeWeightStore from_host(const Communicator& comm, const MoeShape& shape, const ref::ExpertWeightMap& w);
-
-  MoeWeightStore();
-  MoeWeightStore(MoeWeightStore&&) noexcept;
-  MoeWeightStore& operator=(MoeWeightStore&&) noexcept;
-  ~MoeWeightStore();
-
-  std::vector<MoeRankWeights> views() const;  // Communicator::local_ranks() order
-  // Bytes of one expert's weights (data + scales), for bandwidth metrics.
-  static size_t expert_bytes(const MoeShape& shape);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 // Launches the synthetic fill of local experts [first_expert, first_expert + num_experts) into `w` on `stream`
 // (current device). src/kernels/moe/synthetic_weights.cu.

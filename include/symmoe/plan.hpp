@@ -2,8 +2,9 @@
 // block shapes, pipeline stages, warp roles and registers, SM budgets and buffer sizes. Every plan prints itself
 // (to_string, shown by `symmoe plan`) and checks itself (validate() throws symmoe::Error naming the field).
 //
-// Contract: plans depend only on their arguments and on the SYMMOE_ overrides (PlanOverrides, read through
-// env.hpp and applied in one place per plan). Kernels are instantiated from plans, never from model constants.
+// Contract: plans depend only on their arguments. The SYMMOE_ overrides come in as a PlanOverrides argument that the
+// caller reads once (PlanOverrides::from_env(), through env.hpp) and each plan applies in one place. Kernels are
+// instantiated from plans, never from model constants.
 // The heuristics adapt seed 000 section 7 (DeepGEMM's Blackwell MegaMoE) to Hopper; each choice is explained
 // where it is made (src/plan/*.cpp).
 #pragma once
@@ -179,8 +180,7 @@ struct GemmPins {
 // unless pinned (src/plan/gemm_plan.cpp says why). Throws symmoe::Error naming the override or pin when no
 // compiled kernel matches it.
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
-                           GemmEpilogue epilogue = GemmEpilogue::kBf16,
-                           const PlanOverrides& overrides = PlanOverrides::from_env(), const GemmPins& pins = {},
+                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins = {},
                            GemmWeights weights = GemmWeights::kFp8);
 
 // Registers one math thread needs for a warpgroup accumulator tile of wg_m x wg_n fp32: the final accumulator,
@@ -230,7 +230,6 @@ struct MegaPlan {
   double expected_tokens_per_expert = 0;
   // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale
   // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
-  bool swap_ab = false;  // no swap-A/B kernel is compiled: always false
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
   int l1_blocks_per_expert = 0;  // expected m-blocks x L1 n-blocks (no imbalance)
@@ -256,7 +255,7 @@ struct MegaPlan {
   void validate() const;
 };
 
-MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides = PlanOverrides::from_env());
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides);
 // The plan of one call with num_tokens tokens per rank (<= T_max): same workspace and layout as the T_max plan,
 // BLOCK_M and experts per wave chosen for that batch (MegaMoe::forward picks it per call, host only).
 MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides);

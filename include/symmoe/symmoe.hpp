@@ -35,8 +35,10 @@
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/mega_trace.hpp"
 #include "symmoe/moe.hpp"
+#include "symmoe/moe_args.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/quantize_gpu.hpp"
 #include "symmoe/runtime.hpp"
+#include "symmoe/weight_store.hpp"
 #include "symmoe/weight_transform.hpp"
 #endif

@@ -29,6 +29,7 @@ void bind_errors(py::module_& m) {
       exc.attr("peer") = e.peer();
       exc.attr("wait_site") = e.wait_site();
       exc.attr("component") = e.component();
+      exc.attr("site") = e.site();
       PyErr_SetObject(timeout.ptr(), exc.ptr());
     } catch (const Error& e) {
       py::object exc = py::reinterpret_borrow<py::object>(error.ptr())(e.what());

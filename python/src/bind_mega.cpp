@@ -173,7 +173,7 @@ void bind_mega(py::module_& m) {
       "mega_check_shape",
       [](const MoeShape& shape, int num_sms) {
         shape.validate();
-        plan::plan_mega_moe(shape, num_sms).validate();
+        plan::plan_mega_moe(shape, num_sms, plan::PlanOverrides::from_env()).validate();
       },
       py::arg("shape"), py::arg("num_sms") = 132,
       "MoeShape::validate and the fused kernel's plan (raises symmoe.Error naming the field; no GPU needed)");

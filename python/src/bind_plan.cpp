@@ -101,7 +101,7 @@ void bind_plan(py::module_& m) {
   m.def(
       "plan_ep",
       [](const MoeShape& shape, const std::string& dtype, int num_sms) {
-        return plan::plan_ep(shape, parse_token_dtype(dtype), num_sms);
+        return plan::plan_ep(shape, parse_token_dtype(dtype), num_sms, plan::PlanOverrides::from_env());
       },
       py::arg("shape"), py::arg("dtype") = "fp8", py::arg("num_sms") = plan::hopper::kDefaultNumSms);
   m.def(
@@ -111,12 +111,16 @@ void bind_plan(py::module_& m) {
                      "epilogue must be 'bf16' or 'swiglu_fp8', got '", epilogue, "'");
         return plan::plan_grouped_gemm(m_per_expert, n, k, num_experts, num_sms,
                                        epilogue == "bf16" ? plan::GemmEpilogue::kBf16
-                                                          : plan::GemmEpilogue::kSwigluFp8);
+                                                          : plan::GemmEpilogue::kSwigluFp8,
+                                       plan::PlanOverrides::from_env());
       },
       py::arg("m_per_expert"), py::arg("n"), py::arg("k"), py::arg("num_experts"),
       py::arg("num_sms") = plan::hopper::kDefaultNumSms, py::arg("epilogue") = "bf16");
   m.def(
-      "plan_mega_moe", [](const MoeShape& shape, int num_sms) { return plan::plan_mega_moe(shape, num_sms); },
+      "plan_mega_moe",
+      [](const MoeShape& shape, int num_sms) {
+        return plan::plan_mega_moe(shape, num_sms, plan::PlanOverrides::from_env());
+      },
       py::arg("shape"), py::arg("num_sms") = plan::hopper::kDefaultNumSms);
   // Hybrid (scale-out) plan: N nodes of ranks / N GPUs. Shapes by name are not limited to 72 ranks here (EP2048).
   py::class_<plan::HybridPlan> hybrid(m, "HybridPlan");

@@ -58,7 +58,7 @@ are symmoe.Error naming rank, token, lane and value.
 import contextlib
 import sys
 
-from . import _C
+from . import _C, _ep_eager
 from ._checks import (_torch_dtype_name, caller_stream, check as _check, check_int as _check_positive_int,
                       device_tensor, is_torch)
 from .dlpack import DeviceView, as_framework_like, tensor_info
@@ -127,6 +127,10 @@ class EventHandle:
 
 class EventOverlap:
     """DeepEP's EventOverlap: the event of a call made with async_with_compute_stream=True (else None)."""
+    # Class defaults: symmoe._ep_eager returns EventOverlap.__new__(EventOverlap), an EventOverlap(None) without
+    # the __init__ call (setting an attribute makes it the instance's).
+    event = extra_tensors = hook_after_wait = None
+    _release_handle_by_call = False
 
     def __init__(self, event=None, extra_tensors=None):
         self.event = event
@@ -187,6 +191,10 @@ class EPHandle:
     _HOST_FIELDS = ("rank", "num_ranks", "do_expand", "num_experts", "num_topk", "expert_alignment",
                     "num_max_tokens_per_rank", "num_tokens", "num_recv_tokens_per_expert_list", "num_local_experts")
     _ALIASES = {"psum_num_recv_tokens_per_scaleup_rank": "psum_num_recv_tokens_per_rank"}  # DeepEP V2 (one domain)
+    # For symmoe._ep_eager: (num_tokens, num_topk, do_expand, known rows, expert_alignment) as the native handle
+    # holds them, None until read and again whenever a dispatch of the general path (re)writes the handle; the
+    # address of the native's topk_idx (fixed for the EPHandle's life).
+    _eager_info = _topk_idx_ptr = None
 
     def __init__(self, buffer):
         self._buffer = buffer
@@ -346,6 +354,8 @@ class ElasticBuffer:
         self._comm_stream = None  # torch.cuda.Stream, made by the first call that needs it
         self._stream_order = None  # _C.StreamOrder, made by the first call from another stream
         self._last_stream = None  # raw stream of the previous call's work (EP calls stay ordered)
+        self._torch_device = None  # torch.device of this rank's GPU, from the first eager call's input
+        self._eager_capacity = {}  # (native EpBuffer, expand, expert_alignment) -> row capacity (_ep_eager)
 
     @property
     def _impl(self):
@@ -625,8 +635,20 @@ class ElasticBuffer:
                  use_tma_aligned_col_major_sf=False):
         """-> (recv_x, recv_topk_idx, recv_topk_weights, handle, event). recv_x is (recv_x, recv_sf) for FP8;
         recv_topk_idx is None in expand mode; recv_topk_weights None without topk_weights."""
-        # NOTES: hot path (~1 call per layer and step): plain ifs, messages formatted only on failure; torch tensors
-        # are checked with a few C calls each (symmoe._checks).
+        # NOTES: hot path (~1 call per layer and step). The common eager call goes through symmoe._ep_eager (same
+        # semantics, None when it is not that case or an argument is wrong); the rest: plain ifs, messages formatted
+        # only on failure, torch tensors checked with a few C calls each (symmoe._checks).
+        if ((do_cpu_sync is False or (do_cpu_sync is None and handle is not None)) and previous_event is None
+                and topk_weights is not None
+                and previous_event_before_epilogue is None and not async_with_compute_stream
+                and not allocate_on_comm_stream and cumulative_local_expert_recv_stats is None
+                and not use_tma_aligned_col_major_sf and not self.zero_copy_outputs
+                and (num_experts is None or num_experts == self.num_experts)
+                and (num_max_tokens_per_rank is None or num_max_tokens_per_rank == self.num_max_tokens_per_rank)):
+            out = _ep_eager.dispatch(self, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand,
+                                     do_zero_padding, do_handle_copy, handle)
+            if out is not None:
+                return out
         x_data, sf, dtype, scales, x_dtypes, sf_dtype, sf_cols = self._payload(x)
         if num_experts is not None and num_experts != self.num_experts:
             if self.num_experts is None and self.communicator is not None:
@@ -725,6 +747,7 @@ class ElasticBuffer:
                     direct = self._new_dispatch_outputs(impl.row_capacity(bool(do_expand), expert_alignment),
                                                         x_data, sf, sf_cols, topk_weights is not None, do_expand, K)
             out_ptrs = _out_addresses(direct)
+            handle._eager_info = None  # the dispatch rewrites the native handle's counts
             p_x, p_sf, p_idx, p_w, num_rows, capacity = impl.dispatch_one(
                 T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, bool(do_expand), expert_alignment,
                 bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync), *out_ptrs)
@@ -799,6 +822,12 @@ class ElasticBuffer:
                 previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
                 reduce_local_experts=None, do_cpu_sync=False):
         """-> (combined_x bf16 [T, H], combined_topk_weights fp32 [T, K] or None, event)."""
+        if (bias is None and previous_event is None and previous_event_before_epilogue is None
+                and not async_with_compute_stream and not allocate_on_comm_stream and reduce_local_experts is None
+                and not self.zero_copy_outputs):
+            out = _ep_eager.combine(self, x, handle, topk_weights, num_sms, do_cpu_sync)
+            if out is not None:
+                return out
         if not isinstance(handle, EPHandle) or handle._buffer is not self:
             raise ValueError("handle must be the EPHandle of this buffer's dispatch")
         if not handle._filled:
@@ -877,6 +906,7 @@ class ElasticBuffer:
             if torch is not None and torch.cuda.is_initialized():
                 torch.cuda.synchronize(self.device)  # copies out of the buffers are done before they go
         self._natives.clear()
+        self._eager_capacity = {}
         self._torch_views = {}
         self._free_native_handles = []
         self._stream_order = None

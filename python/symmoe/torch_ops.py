@@ -14,8 +14,9 @@ The ops (schemas in the decorators below):
 - symmoe::ep_dispatch(buffer_id, x, x_sf?, topk_idx, topk_weights, num_experts, expert_alignment, do_expand)
   -> (recv_x, recv_sf, recv_topk_idx, recv_topk_weights). Always without CPU sync, so every output has the call's
   worst-case row count (dispatch_rows: R*T_max, or with do_expand R*T_max*min(K, E_local) + E_local*(alignment-1));
-  rows past the received ones hold no data and combine never reads them. recv_sf is float32 [rows, 0] for a bf16 buffer (x_sf None). recv_topk_idx / recv_topk_weights are
-  [rows, K] (non-expand) or [rows] (expand).
+  rows past the received ones hold no data and combine never reads them. recv_sf is float32 [rows, 0] for a bf16
+  buffer (x_sf None). recv_topk_idx / recv_topk_weights are [rows, K] (non-expand) or [rows] (expand; there
+  recv_topk_idx is each row's local expert, -1 past the received rows, where DeepEP's buffer returns None).
 - symmoe::ep_combine(buffer_id, x, topk_idx) -> combined_x bf16 [T, H], with the handle of the buffer's latest
   ep_dispatch; topk_idx is that dispatch's [T, K] input (it gives T to the fake implementation).
 - symmoe::mega_moe(layer_id, x, x_sf, topk_idx, topk_weights, w1, w1_sf, w2, w2_sf, activation_clamp) -> y bf16
@@ -119,7 +120,19 @@ def ep_dispatch(buffer_id: int, x: Tensor, x_sf: Optional[Tensor], topk_idx: Ten
         recv_x = recv_x.view(x.dtype)  # FP8 rows come back as their bytes
     recv_sf = (recv_sf[:rows].clone() if recv_sf is not None
                else x.new_empty((rows, 0), dtype=torch.float32))
-    return recv_x[:rows].clone(), recv_sf, recv_idx[:rows].clone(), recv_w[:rows].clone()
+    if do_expand:  # the buffer returns None here (as DeepEP); the op returns each row's local expert
+        recv_idx = _expanded_row_experts(handle, rows, topk_idx.dtype)
+    else:
+        recv_idx = recv_idx[:rows].clone()
+    return recv_x[:rows].clone(), recv_sf, recv_idx, recv_w[:rows].clone()
+
+
+def _expanded_row_experts(handle, rows: int, dtype) -> Tensor:
+    """[rows] local expert of each row of an expand dispatch (rows of expert e, alignment padding included, follow
+    those of e - 1); -1 past the last expert's rows."""
+    ends = torch.cumsum(handle.num_recv_tokens_per_expert.to(torch.int64), 0)  # aligned counts, [El]
+    expert = torch.searchsorted(ends, torch.arange(rows, device=ends.device), right=True)
+    return torch.where(expert < ends.numel(), expert, torch.full_like(expert, -1)).to(dtype)
 
 
 @ep_dispatch.register_fake

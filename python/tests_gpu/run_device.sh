@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Python package's GPU half in ONE device call (2+ GPUs; run from the repository root), most important first:
+# The Python package's GPU half in ONE device call (1 or more GPUs; torchrun steps use min(2, GPUs) processes; run
+# from the repository root), most important first:
 #   build    pip install --no-build-isolation . (only the extension symmoe._C and its libraries; all cores)
 #   pytest   python/tests (CPU) and python/tests_gpu (one GPU: EP bitwise vs the golden model; fused layer vs fp32
 #            torch, bitwise vs composed, graph capture)
@@ -36,7 +37,8 @@ export PYTHONDONTWRITEBYTECODE=1
 num_gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 export SYMMOE_GPU_KIND=${SYMMOE_GPU_KIND:-nvidia-h200$([ "$num_gpus" -gt 1 ] && echo "-x$num_gpus")}
 py=python3
-torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node 2)
+num_procs=$(( num_gpus < 2 ? num_gpus : 2 ))  # one process per GPU, two at most (one on a 1-GPU machine)
+torchrun=("$py" -m torch.distributed.run --standalone --nproc-per-node "$num_procs")
 summary=()
 t0=$(date +%s)
 

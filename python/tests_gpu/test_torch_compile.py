@@ -1,9 +1,13 @@
 """symmoe's torch.library ops (symmoe.torch_ops) under torch.compile(fullgraph=True) on one GPU (one in-process rank,
 all experts local): a small MoE block (ep_dispatch -> per-expert SwiGLU MLP -> ep_combine) and the fused layer
 (mega_moe) trace without graph breaks and give the eager results.
-- backend "aot_eager" traces with the fake implementations and runs the same kernels: bitwise equal to eager.
+- backend "aot_eager" traces with the fake implementations and runs the same kernels; AOTAutograd may decompose the
+  torch MLP between the ops (e.g. silu), so the block is compared within bf16 rounding and the ops' own outputs
+  bitwise (dispatch given the same inputs; combine given the same expert outputs).
 - the default backend (Inductor) also generates the MLP's kernels: the ops' own outputs stay bitwise equal (they
   are opaque to Inductor), the MLP in between within bf16 rounding.
+- opcheck: test_schema compares inputs before and after with arithmetic that float8_e4m3fn lacks, so ops with FP8
+  tensor arguments are checked with test_faketensor only.
 Needs torch >= 2.4 (torch.library.custom_op)."""
 import pytest
 import torch
@@ -60,7 +64,8 @@ def moe_inputs(t, seed):
 
 
 @pytest.mark.parametrize("t", [1, 17, T_MAX])
-def test_moe_block_aot_eager_is_bitwise_eager(ep, t):
+def test_moe_block_aot_eager_matches_eager(ep, t):
+    buffer_id = ep[0]
     block = make_moe_block(*ep)
     compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
     for seed in (1, 2):  # a second call reuses the compiled graph on new inputs
@@ -69,9 +74,25 @@ def test_moe_block_aot_eager_is_bitwise_eager(ep, t):
         got = compiled(*args)
         torch.cuda.synchronize()
         assert got.dtype == torch.bfloat16 and got.shape == (t, H)
-        assert torch.equal(got.view(torch.int16), eager.view(torch.int16)), f"t={t} seed={seed}"
-        assert torch.count_nonzero(eager[0]) == 0  # the token routed nowhere
-        assert torch.count_nonzero(eager[1:]) > 0
+        torch.testing.assert_close(got.float(), eager.float(), rtol=2e-2, atol=2e-2, msg=f"t={t} seed={seed}")
+        assert torch.count_nonzero(eager[0]) == 0 and torch.count_nonzero(got[0]) == 0  # the token routed nowhere
+        if t > 1:
+            assert torch.count_nonzero(eager[1:]) > 0
+
+    # The ops themselves, compiled on their own: bitwise equal to eager on the same inputs.
+    x, idx, w = moe_inputs(t, 3)
+
+    def pair(x, idx, w, y_scale):
+        recv_x, _, _, _ = torch.ops.symmoe.ep_dispatch(buffer_id, x, None, idx, w, E, 1, False)
+        return recv_x, torch.ops.symmoe.ep_combine(buffer_id, recv_x * y_scale, idx)
+
+    two = torch.tensor(2.0, dtype=torch.bfloat16, device="cuda")  # exact: the expert output is 2 * recv_x
+    eager_x, eager_y = [o.clone() for o in pair(x, idx, w, two)]
+    got_x, got_y = torch.compile(pair, fullgraph=True, backend="aot_eager")(x, idx, w, two)
+    torch.cuda.synchronize()
+    n = int(ops._BUFFERS[buffer_id].handle.device_counts[0].item())  # received rows (the rest hold no data)
+    assert torch.equal(got_x[:n].view(torch.int16), eager_x[:n].view(torch.int16)), f"dispatch t={t}"
+    assert torch.equal(got_y.view(torch.int16), eager_y.view(torch.int16)), f"combine t={t}"
 
 
 def test_moe_block_inductor(ep):
@@ -157,7 +178,7 @@ def test_fused_fake_shapes_match_real(mega):
     idx, w = routing(5, 9)
     torch.library.opcheck(torch.ops.symmoe.mega_moe.default,
                           (layer_id, x, sf, idx, w, l1[0], l1[1], l2[0], l2[1], 0.0),
-                          test_utils=("test_schema", "test_faketensor"))
+                          test_utils=("test_faketensor",))  # FP8 arguments: no test_schema (module docstring)
 
 
 def test_unregistered_id_is_refused():

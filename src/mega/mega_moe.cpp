@@ -10,6 +10,7 @@
 #include "kernels/common/input_error.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/mega/launch.hpp"
+#include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/log.hpp"
 
@@ -23,6 +24,7 @@ struct MegaMoe::Impl {
     std::map<int, plan::MegaPlan> call_plans;  // per call's num_tokens (plan_mega_moe(shape, sms, T)), host only
     layout::MegaLayout ws;
     mega::kernel::MegaTensorMaps maps[layout::kMegaNumBlockMCandidates];  // per BLOCK_M candidate (A box rows)
+    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;  // own the three arrays below
     unsigned long long* trace = nullptr;       // [num_sms][kTraceWordsPerCta] while tracing
     uint16_t* own_y = nullptr;         // [T_max, H] when the caller passes no y
     int32_t* recv_counts = nullptr;    // [El] (options.count_received)
@@ -43,13 +45,8 @@ struct MegaMoe::Impl {
   std::vector<Rank> ranks;
 
   ~Impl() {
-    for (auto& r : ranks) {
-      cudaSetDevice(r.placement.device);
-      if (r.own_y) cudaFree(r.own_y);
-      if (r.recv_counts) cudaFree(r.recv_counts);
-      if (r.trace) cudaFree(r.trace);
+    for (auto& r : ranks)
       if (r.input_error) cudaFreeHost(r.input_error);
-    }
   }
 };
 
@@ -98,14 +95,16 @@ MegaMoe::MegaMoe(Communicator& comm, const MoeShape& shape, const MegaMoeOptions
     r.placement = local[i];
     r.plan = plans[i];
     r.ws = layout::MegaLayout(r.plan.dims(), im.buffer.ptr(local[i].rank));
-    SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&r.own_y, size_t(shape.num_max_tokens_per_rank) * shape.hidden * 2));
-    if (options.count_received)
-      SYMMOE_CUDA_CHECK(cudaMalloc(&r.recv_counts, size_t(shape.num_local_experts()) * 4));
+    r.own_y_block.allocate(r.placement.device, size_t(shape.num_max_tokens_per_rank) * shape.hidden * 2);
+    r.own_y = r.own_y_block.at<uint16_t>(0);
+    if (options.count_received) {
+      r.recv_counts_block.allocate(r.placement.device, size_t(shape.num_local_experts()) * 4);
+      r.recv_counts = r.recv_counts_block.at<int32_t>(0);
+    }
     SYMMOE_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&r.input_error), sizeof(kernel::InputError),
                                     cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(r.input_error, 0, sizeof(kernel::InputError));
-    im.ranks.push_back(r);
+    im.ranks.push_back(std::move(r));
   }
 }
 
@@ -137,10 +136,12 @@ MegaMoe::~MegaMoe() = default;
 void MegaMoe::set_trace(bool on) {
   for (auto& r : impl_->ranks) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
-    if (on && !r.trace)
-      SYMMOE_CUDA_CHECK(cudaMalloc(&r.trace, Impl::trace_words(r) * 8));
+    if (on && !r.trace) {
+      r.trace_block.allocate(r.placement.device, Impl::trace_words(r) * 8);
+      r.trace = r.trace_block.at<unsigned long long>(0);
+    }
     if (!on && r.trace) {
-      SYMMOE_CUDA_CHECK(cudaFree(r.trace));
+      r.trace_block.release();
       r.trace = nullptr;
     }
   }

@@ -6,17 +6,12 @@
 
 #include "common/nvtx.hpp"
 #include "moe/expand_glue.hpp"
+#include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/gemm.hpp"
 
 namespace symmoe {
-
-namespace {
-
-bool aligned_to(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
-}  // namespace
 
 void check_options(const ComposedMoeOptions& o) {
   SYMMOE_CHECK(o.expert_alignment >= 1 && o.expert_alignment <= 1024, "moe",
@@ -25,28 +20,11 @@ void check_options(const ComposedMoeOptions& o) {
                o.gemm_sms);
 }
 
-void check_forward_args(const MoeShape& shape, int rank, const MoeForwardArgs& a) {
-  SYMMOE_CHECK(a.num_tokens >= 0 && a.num_tokens <= shape.num_max_tokens_per_rank, "moe", "forward rank ", rank,
-               ": num_tokens ", a.num_tokens, " outside [0, num_max_tokens_per_rank = ", shape.num_max_tokens_per_rank,
-               "]");
-  if (a.num_tokens == 0) return;
-  SYMMOE_CHECK(a.x && aligned_to(a.x, 16), "moe", "forward rank ", rank,
-               ": x must be a 16-byte aligned e4m3 device pointer [T, H]");
-  SYMMOE_CHECK(a.x_scales && aligned_to(a.x_scales, 4), "moe", "forward rank ", rank,
-               ": x_scales must be a 4-byte aligned fp32 device pointer [T, H/128] (EP asks 16 when H % 512 == 0)");
-  SYMMOE_CHECK(a.topk_idx && aligned_to(a.topk_idx, 8), "moe", "forward rank ", rank,
-               ": topk_idx must be an 8-byte aligned int64 device pointer [T, K]");
-  SYMMOE_CHECK(a.topk_weights && aligned_to(a.topk_weights, 4), "moe", "forward rank ", rank,
-               ": topk_weights must be a 4-byte aligned fp32 device pointer [T, K]");
-  SYMMOE_CHECK(a.y == nullptr || aligned_to(a.y, 16), "moe", "forward rank ", rank,
-               ": y must be null or a 16-byte aligned bf16 device pointer [T, H]");
-}
-
 struct ComposedMoe::Impl {
   struct Rank {
     RankPlacement placement;
     MoeRankWeights weights;
-    void* block = nullptr;         // one allocation: segment starts, sfa, L1 out + scales, L2 out
+    runtime::DeviceBlock block;    // one allocation: segment starts, sfa, L1 out + scales, L2 out
     int32_t* segment_starts = nullptr;  // [El + 1]
     float* sfa = nullptr;          // [H/128, stride]
     uint8_t* l1_out = nullptr;     // e4m3 [capacity, I]
@@ -60,10 +38,6 @@ struct ComposedMoe::Impl {
   std::vector<Rank> ranks;
   int capacity = 0, sfa_stride = 0;
 
-  ~Impl() {
-    for (auto& r : ranks)
-      if (r.block) cudaSetDevice(r.placement.device), cudaFree(r.block);
-  }
   cudaStream_t stream(size_t i, const MoeForwardArgs& a) const {
     return a.stream ? a.stream : comm->stream(ranks[i].placement.rank);
   }
@@ -91,18 +65,23 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
   im.ep = std::make_unique<EpBuffer>(comm, cfg);
   im.handles.resize(local.size());
 
-  // Warm-up dispatch of one all-masked token per rank (collective, host-synced): allocates EP's expand outputs and
-  // the handles, so forward() never allocates (cudaMalloc/cudaFree would break graph capture and synchronise
-  // devices). One masked token rather than none: the path the EP tests exercise.
+  // The expand layout's rows: the worst case, from the shape and the alignment (EpBuffer::row_capacity).
+  im.capacity = im.ep->row_capacity(/*expand=*/true, options.expert_alignment);
+  im.sfa_stride = gemm::sfa_stride_for(im.capacity);
+
+  // Warm-up dispatch of one all-masked token per rank (collective, host-synced). It sizes nothing; it makes EpBuffer
+  // allocate its expand outputs and the handles, so forward() never allocates (cudaMalloc/cudaFree would break graph
+  // capture and synchronise devices). One masked token rather than none: the path the EP tests exercise.
+  // NOTES: EpBuffer allocates on its first dispatch only; an EpBuffer call that allocates outputs and handles up
+  // front would make this dispatch unnecessary.
   const int K = shape.num_topk, H = shape.hidden;
   const size_t o_idx = 0, o_w = align_up<size_t>(size_t(K) * 8, 256), o_x = o_w + align_up<size_t>(size_t(K) * 4, 256);
   const size_t o_sf = o_x + align_up<size_t>(size_t(H), 256), warm_bytes = o_sf + align_up<size_t>(size_t(H / 128) * 4, 256);
-  std::vector<void*> warm(local.size(), nullptr);
+  std::vector<runtime::DeviceBlock> warm(local.size());
   std::vector<EpDispatchArgs> warm_args(local.size());
   for (size_t i = 0; i < local.size(); ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&warm[i], warm_bytes));
-    uint8_t* b = static_cast<uint8_t*>(warm[i]);
+    warm[i].allocate(local[i].device, warm_bytes);
+    uint8_t* b = warm[i].base();
     SYMMOE_CUDA_CHECK(cudaMemset(b, 0, warm_bytes));
     SYMMOE_CUDA_CHECK(cudaMemset(b + o_idx, 0xFF, size_t(K) * 8));  // int64 -1: every lane masked
     warm_args[i].num_tokens = 1;
@@ -114,12 +93,7 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
   dopt.expand = true, dopt.expert_alignment = options.expert_alignment, dopt.zero_padding = false;
   dopt.num_sms = options.ep_sms;
   const auto res = im.ep->dispatch(warm_args, dopt, im.handles);  // cpu_sync: returns after the GPUs finished
-  for (size_t i = 0; i < local.size(); ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-    SYMMOE_CUDA_CHECK(cudaFree(warm[i]));
-  }
-  im.capacity = res[0].row_capacity;
-  im.sfa_stride = gemm::sfa_stride_for(im.capacity);
+  warm.clear();
 
   const int El = shape.num_local_experts(), I = shape.intermediate;
   for (size_t i = 0; i < local.size(); ++i) {
@@ -128,7 +102,7 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
     r.weights = weights[i];
     r.dispatched = res[i];
     SYMMOE_CHECK(res[i].row_capacity == im.capacity, "moe", "rank ", local[i].rank, " expand capacity ",
-                 res[i].row_capacity, " differs from rank ", local[0].rank, "'s ", im.capacity);
+                 res[i].row_capacity, " differs from the planned ", im.capacity);
     size_t cursor = 0;
     auto take = [&cursor](size_t bytes) {
       const size_t at = cursor;
@@ -138,15 +112,14 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
     const size_t o_starts = take(size_t(El + 1) * 4), o_sfa = take(size_t(H / 128) * im.sfa_stride * 4);
     const size_t o_l1 = take(size_t(im.capacity) * I), o_l1s = take(size_t(I / 128) * im.sfa_stride * 4);
     const size_t o_l2 = take(size_t(im.capacity) * H * 2);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&r.block, cursor));
-    uint8_t* b = static_cast<uint8_t*>(r.block);
+    r.block.allocate(r.placement.device, cursor);
+    uint8_t* b = r.block.base();
     r.segment_starts = reinterpret_cast<int32_t*>(b + o_starts);
     r.sfa = reinterpret_cast<float*>(b + o_sfa);
     r.l1_out = b + o_l1;
     r.l1_scales = reinterpret_cast<float*>(b + o_l1s);
     r.l2_out = reinterpret_cast<uint16_t*>(b + o_l2);
-    im.ranks.push_back(r);
+    im.ranks.push_back(std::move(r));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/weight_transform.hpp"
 
@@ -84,29 +85,15 @@ struct RankLayout {
 }  // namespace
 
 struct MoeWeightStore::Impl {
-  struct Rank {
-    int device = 0;
-    uint8_t* base = nullptr;
-  };
   MoeShape shape;
-  std::vector<Rank> ranks;
-  ~Impl() {
-    for (auto& r : ranks)
-      if (r.base) cudaSetDevice(r.device), cudaFree(r.base);
-  }
+  std::vector<runtime::DeviceBlock> ranks;  // one block per local rank (RankLayout)
   void allocate(const Communicator& comm, const MoeShape& s) {
     s.validate();
     SYMMOE_CHECK(s.num_ranks == comm.num_ranks(), "moe", "weights for ", s.num_ranks, " ranks, the communicator has ",
                  comm.num_ranks());
     shape = s;
     const RankLayout l(s);
-    for (const RankPlacement& p : comm.local_ranks()) {
-      Rank r;
-      r.device = p.device;
-      SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
-      SYMMOE_CUDA_CHECK(cudaMalloc(&r.base, l.total));
-      ranks.push_back(r);
-    }
+    for (const RankPlacement& p : comm.local_ranks()) ranks.emplace_back(p.device, l.total);
   }
 };
 
@@ -122,7 +109,7 @@ MoeWeightStore MoeWeightStore::synthetic(const Communicator& comm, const MoeShap
   const int El = shape.num_local_experts();
   const auto& local = comm.local_ranks();
   for (size_t i = 0; i < local.size(); ++i) {
-    uint8_t* b = store.impl_->ranks[i].base;
+    uint8_t* b = store.impl_->ranks[i].base();
     SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
     launch_synthetic_weights(shape, local[i].rank * El, El, seed, b + l.w1, reinterpret_cast<float*>(b + l.w1_scales),
                              b + l.w2, reinterpret_cast<float*>(b + l.w2_scales), comm.stream(local[i].rank));
@@ -161,7 +148,7 @@ MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShap
       std::copy(w.w2.scales.begin(), w.w2.scales.end(), s2.begin() + le * w2_scales);
     }
     gemm::transform_l1_weights(w1.data(), s1.data(), El, I, H, t1.data(), ts1.data());
-    uint8_t* b = store.impl_->ranks[i].base;
+    uint8_t* b = store.impl_->ranks[i].base();
     SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w1, t1.data(), t1.size(), cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w1_scales, ts1.data(), ts1.size() * 4, cudaMemcpyHostToDevice));
@@ -175,8 +162,7 @@ std::vector<MoeRankWeights> MoeWeightStore::views() const {
   const RankLayout l(impl_->shape);
   std::vector<MoeRankWeights> v;
   for (const auto& r : impl_->ranks)
-    v.push_back({r.base + l.w1, reinterpret_cast<const float*>(r.base + l.w1_scales), r.base + l.w2,
-                 reinterpret_cast<const float*>(r.base + l.w2_scales)});
+    v.push_back({r.base() + l.w1, r.at<const float>(l.w1_scales), r.base() + l.w2, r.at<const float>(l.w2_scales)});
   return v;
 }
 

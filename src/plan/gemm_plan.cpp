@@ -9,15 +9,14 @@ namespace symmoe::plan {
 namespace {
 
 // Per-tile fixed cost in "columns" for the BLOCK_N choice: a tile's prologue/epilogue and the token tile it reloads
-// cost about as much as 32 extra weight rows (bench gemm: 128 x 256 beats 128 x 128 on every grouped shape, as this
-// model predicts; docs/notes/gemm.md).
+// cost about as much as 32 extra weight rows (with it the model picks 128 x 256 over 128 x 128 on every grouped
+// shape, as bench gemm measures; docs/notes/plan.md).
 constexpr int kTileOverheadColumns = 32;
 
 // NOTES: a tile_buffer kernel (plan.hpp) is the planner's choice where one matches, on a tie with the same tile:
-// 128 x 256 bf16 with 3 stages + tile buffer is 1.02-1.07x faster than 4 stages + slab staging on the grouped
-// shapes, and the lost stage costs nothing (docs/notes/gemm.md).
+// 128 x 256 bf16 with 3 stages + tile buffer is 1.02-1.07x faster than 4 stages + slab staging on the grouped and
+// dense shapes; the stage it gives up costs nothing (docs/notes/plan.md has the measurement).
 constexpr bool kPreferTileBuffer = true;
-
 
 // The kernels of one (epilogue, weights) kind; the filters below apply within it.
 struct KernelKind {
@@ -132,8 +131,9 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
   }
   // Cluster: 1 unless pinned (only cluster-1 kernels are compiled: plan.hpp). NOTES: clusters of 2 (B multicast to
-  // two m-blocks) measured slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs, the
-  // pair's pipelines wait on each other, and an expert with an odd number of m-blocks runs an empty partner tile.
+  // two m-blocks) are 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs, the
+  // pair's pipelines wait on each other, and an expert with an odd number of m-blocks runs an empty partner tile
+  // (docs/notes/plan.md).
   const int cluster = pins.cluster_size ? pins.cluster_size : 1;
 
   // BLOCK_N: fewest (waves x tile cost) among the compiled kernels left; a tile costs ~ block_n +

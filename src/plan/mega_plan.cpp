@@ -10,10 +10,14 @@
 namespace symmoe::plan {
 namespace {
 
-// Seed 000 7.1: the smallest expert count per wave that keeps every SM busy. Fewer experts per wave finish L1
-// sooner, so L2 starts sooner (shallower pipeline, lower latency); too few leave SMs idle. Lower bound:
-// num_sms / (L1 blocks of one expert), scaled by kImbalanceFactor (cold experts have fewer blocks than expected),
-// then rounded up to a divisor of El because the scheduler gives every wave the same number of experts.
+// Seed 000 7.1: the smallest expert count per wave that keeps every SM busy at the EXPECTED load. Fewer experts per
+// wave finish L1 sooner, so L2 starts sooner (shallower pipeline, lower latency); too few leave SMs idle. Lower
+// bound: num_sms / (L1 blocks of one expert), scaled by kImbalanceFactor (cold experts have fewer blocks than
+// expected), then rounded up to a divisor of El so that the printed wave count (num_waves) is whole.
+// NOTES: the kernel does not group experts by this count. It receives only the tile budget wave_l1_tiles
+// (= this count x the expected L1 blocks of one expert) and forms the waves on the device from the received counts:
+// wave w holds the experts whose actual L1 tiles start in [w, w + 1) x wave_l1_tiles (kernels/mega/scheduler.cuh),
+// so waves hold different numbers of experts and cold experts do not add waves.
 int experts_per_wave(int num_local_experts, int l1_blocks_per_expert, int num_sms) {
   const long long needed =
       ceil_div<long long>(static_cast<long long>(kImbalanceFactor) * num_sms, l1_blocks_per_expert);
@@ -62,7 +66,6 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
                  overrides.block_m);
     p.block_m = overrides.block_m;
   }
-  p.swap_ab = false;
 
   // ---- tiles per math warpgroup (the GEMM core's, src/kernels/gemm/math.cuh) ----
   // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. 64 x 256: the warpgroups split
@@ -73,7 +76,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   p.l1_wg_tile_m = p.l2_wg_tile_m = hopper::kWgmmaM;
   p.l1_wg_tile_n = p.l2_wg_tile_n = p.block_m == hopper::kWgmmaM ? 128 : 256;
 
-  // ---- waves ----
+  // ---- waves (at the expected load; the kernel reads only wave_l1_tiles) ----
   const int num_local_experts = shape.num_local_experts();
   const int m_blocks = static_cast<int>(std::ceil(std::max(p.expected_tokens_per_expert, 1.0) / p.block_m));
   p.l1_blocks_per_expert = m_blocks * (2 * shape.intermediate / p.l1_block_n);
@@ -170,8 +173,8 @@ void MegaPlan::validate() const {
   bool compiled = false;
   for (const MegaKernelShape& k : kMegaKernels)
     compiled = compiled || (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages);
-  SYMMOE_CHECK(compiled && !swap_ab, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages,
-               " stages (swap_ab=", swap_ab, ") is not a compiled fused kernel", where());
+  SYMMOE_CHECK(compiled, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages,
+               " stages is not a compiled fused kernel", where());
   SYMMOE_CHECK(pool_rows == layout::mega_pool_rows(dims()) && pool_rows % block_m == 0, "plan",
                "pool rows must follow the layout formula and hold whole blocks", where());
 }
@@ -180,7 +183,7 @@ std::string MegaPlan::to_string() const {
   std::ostringstream os;
   os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
-     << (swap_ab ? "swap-A/B (tokens on WGMMA N)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
+     << "tokens on WGMMA M BLOCK_M=" << block_m
      << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k << " wg_tiles L1 "
      << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~"
      << l1_blocks_per_expert << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves

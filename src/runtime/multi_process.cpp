@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "runtime/backend.hpp"
+#include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 
 #define SYMMOE_NCCL_CHECK(call)                                                                      \
@@ -77,13 +78,12 @@ class MultiProcessBackend final : public Backend {
       }
     }
     SYMMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&scratch_, world_ * sizeof(cudaIpcMemHandle_t)));
+    scratch_.allocate(cfg.local_rank, world_ * sizeof(cudaIpcMemHandle_t));
     SYMMOE_NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
   }
 
   ~MultiProcessBackend() override {
     if (comm_) ncclCommDestroy(comm_);
-    if (scratch_) cudaFree(scratch_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -100,7 +100,7 @@ class MultiProcessBackend final : public Backend {
     cudaIpcMemHandle_t mine{};
     SYMMOE_CUDA_CHECK(cudaIpcGetMemHandle(&mine, a.base));
     std::vector<cudaIpcMemHandle_t> all(world_);
-    auto* slots = static_cast<cudaIpcMemHandle_t*>(scratch_);
+    auto* slots = scratch_.at<cudaIpcMemHandle_t>(0);
     SYMMOE_CUDA_CHECK(cudaMemcpyAsync(slots + rank_, &mine, sizeof mine, cudaMemcpyHostToDevice, stream_));
     SYMMOE_NCCL_CHECK(ncclAllGather(slots + rank_, slots, sizeof mine, ncclUint8, comm_, stream_));
     SYMMOE_CUDA_CHECK(cudaMemcpyAsync(all.data(), slots, world_ * sizeof mine, cudaMemcpyDeviceToHost, stream_));
@@ -131,7 +131,7 @@ class MultiProcessBackend final : public Backend {
   }
 
   void host_barrier() override {
-    auto* word = static_cast<uint8_t*>(scratch_);
+    auto* word = scratch_.base();
     SYMMOE_NCCL_CHECK(ncclAllReduce(word, word, 1, ncclUint8, ncclMax, comm_, stream_));
     SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -153,7 +153,7 @@ class MultiProcessBackend final : public Backend {
   std::vector<RankPlacement> placement_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  void* scratch_ = nullptr;  // world_ IPC handles; byte 0 doubles as the host-barrier word
+  runtime::DeviceBlock scratch_;  // world_ IPC handles; byte 0 doubles as the host-barrier word
 };
 
 }  // namespace

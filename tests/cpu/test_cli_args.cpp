@@ -1,11 +1,11 @@
-// The CLI's one flag parser (tools/cli/command.hpp): unknown flags, stray words, malformed and out-of-range values
+// The CLI's one flag parser (src/cli_common/command.hpp): unknown flags, stray words, malformed and out-of-range values
 // are errors that name the word, the expected values and the valid flags.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "cli/command.hpp"
+#include "cli_common/command.hpp"
 #include "symmoe/common.hpp"
 
 namespace symmoe {

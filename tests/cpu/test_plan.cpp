@@ -156,11 +156,9 @@ TEST(Plan, BlockMLadder) {
   // The fused kernel uses the compiled GEMM cores (plan::kMegaKernels; no swap-A/B kernel yet): decode 64-row
   // tiles, large batches 128-row tiles; BLOCK_M never shrinks as tokens grow.
   const plan::MegaPlan decode = plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides);
-  EXPECT_FALSE(decode.swap_ab);
   EXPECT_EQ(decode.block_m, 64);
   EXPECT_EQ(decode.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
   const plan::MegaPlan prefill = plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides);
-  EXPECT_FALSE(prefill.swap_ab);
   EXPECT_EQ(prefill.block_m, 128);
   EXPECT_EQ(prefill.l1_wg_tile_m, 64);
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
@@ -309,7 +307,6 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   o.block_m = 64;
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 64);
-  EXPECT_FALSE(m.swap_ab);
   // No kernel with 32-row tiles is compiled.
   o.block_m = 32;
   expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
@@ -373,7 +370,11 @@ TEST(Plan, OverridesComeFromEnvironment) {
   EXPECT_EQ(o.ep_sms, 12);
   EXPECT_EQ(o.num_stages, 0);
   EXPECT_NE(o.to_string().find("SYMMOE_BLOCK_M=64"), std::string::npos);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132).block_m, 64);  // the planner alone picks 128  // default argument reads the env
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, plan::PlanOverrides::from_env()).block_m,
+            64);  // the planner alone picks 128
+  // The planner is pure: the environment reaches it only through the overrides its caller read.
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_ep(named_shape("v3", 8, 8192), layout::TokenDtype::kFp8E4m3, 132, o).dispatch_sms, 12);
   ::setenv("SYMMOE_BLOCK_M", "abc", 1);
   expect_error([] { plan::PlanOverrides::from_env(); }, "SYMMOE_BLOCK_M");
   ::setenv("SYMMOE_BLOCK_M", "-16", 1);

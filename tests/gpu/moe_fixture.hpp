@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <atomic>
 #include <future>
 #include <memory>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/compare.hpp"
@@ -135,18 +137,24 @@ struct Inputs {
 Inputs make_inputs(const Setup& s, const Case& c) {
   Inputs in;
   const int R = s.shape.num_ranks, K = s.shape.num_topk, H = s.shape.hidden;
-  for (int r = 0; r < R; ++r) {
-    ref::RoutingOptions ro;
-    ro.kind = c.kind, ro.mask_prob = c.mask, ro.seed = c.seed;
-    ro.hot_expert = int(c.seed % uint64_t(s.shape.num_experts)), ro.hot_fraction = 0.7;
-    auto li = ref::make_random_layer_input(s.shape, c.tokens, ro, r);
-    // An all-masked token, explicitly: token 1 (token 0 when T == 1, on rank 0 only, so other ranks still route).
-    if (c.mask > 0 && (c.tokens > 1 || r == 0)) {
-      const int t = c.tokens > 1 ? 1 : 0;
-      for (int k = 0; k < K; ++k) li.routing.topk_idx[size_t(t) * K + k] = -1, li.routing.topk_weights[size_t(t) * K + k] = 0.f;
-    }
-    in.host.push_back(std::move(li));
-  }
+  // Each rank's input depends only on (seed, rank): drawn on one host thread per rank.
+  std::vector<std::future<ref::MoeLayerInput>> draws;
+  for (int r = 0; r < R; ++r)
+    draws.push_back(std::async(std::launch::async, [&s, &c, K, r] {
+      ref::RoutingOptions ro;
+      ro.kind = c.kind, ro.mask_prob = c.mask, ro.seed = c.seed;
+      ro.hot_expert = int(c.seed % uint64_t(s.shape.num_experts));
+      ro.hot_fraction = K < s.shape.num_experts ? 0.7 : 1.0;  // K == E: every token takes every expert
+      auto li = ref::make_random_layer_input(s.shape, c.tokens, ro, r);
+      // An all-masked token, explicitly: token 1 (token 0 when T == 1, on rank 0 only, so other ranks still route).
+      if (c.mask > 0 && (c.tokens > 1 || r == 0)) {
+        const int t = c.tokens > 1 ? 1 : 0;
+        for (int k = 0; k < K; ++k)
+          li.routing.topk_idx[size_t(t) * K + k] = -1, li.routing.topk_weights[size_t(t) * K + k] = 0.f;
+      }
+      return li;
+    }));
+  for (auto& d : draws) in.host.push_back(d.get());
   for (int i = 0; i < R; ++i) {
     const int dev = s.devices[i];
     const auto& h = in.host[i];
@@ -176,18 +184,52 @@ std::vector<int> checked_tokens(int T) {
 }
 
 
-// The golden model (faithful with its slack, and exact) of each rank's sliced input, one host thread per
-// (rank, mode): the flash experts cost ~0.3 s per (token, lane) and mode on one core.
+// The golden model (faithful with its slack, and exact) of each rank's sliced input. The model is a direct formula
+// per token, so each rank's tokens are cut into chunks and the (rank, chunk, mode) jobs share every host core (the
+// flash experts cost ~0.3 s per (token, lane) and mode on one core); the chunks' results are concatenated in order.
 void golden_per_rank(const MoeShape& shape, const ref::ExpertWeightMap& w, const std::vector<ref::MoeLayerInput>& in,
                      float clamp, std::vector<ref::FaithfulWithSlack>& faithful, std::vector<std::vector<double>>& exact) {
-  std::vector<std::future<void>> jobs;
-  for (size_t r = 0; r < in.size(); ++r) {
-    jobs.push_back(std::async(std::launch::async, [&, r] {
-      faithful[r] = ref::moe_forward_faithful_with_slack(shape, w, {in[r]}, clamp)[0];
-    }));
-    jobs.push_back(std::async(std::launch::async, [&, r] { exact[r] = ref::moe_forward_exact(shape, w, {in[r]}, clamp)[0]; }));
+  const size_t R = in.size();
+  size_t total_rows = 0;
+  for (const auto& x : in) total_rows += size_t(x.x.num_rows);
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t rows_per_chunk = std::max<size_t>(1, (2 * total_rows + cores - 1) / cores);  // ~one job per core
+  struct Chunk {
+    size_t rank;
+    std::vector<int> rows;  // of in[rank]
+    ref::FaithfulWithSlack faithful;
+    std::vector<double> exact;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t r = 0; r < R; ++r)
+    for (int t0 = 0; t0 < in[r].x.num_rows; t0 += int(rows_per_chunk)) {
+      Chunk c{r, {}, {}, {}};
+      for (int t = t0; t < std::min<int>(in[r].x.num_rows, t0 + int(rows_per_chunk)); ++t) c.rows.push_back(t);
+      chunks.push_back(std::move(c));
+    }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < 2 * chunks.size();) {
+      Chunk& c = chunks[j / 2];
+      const ref::MoeLayerInput part = ref::select_tokens(in[c.rank], c.rows);
+      if (j % 2 == 0)
+        c.faithful = ref::moe_forward_faithful_with_slack(shape, w, {part}, clamp)[0];
+      else
+        c.exact = ref::moe_forward_exact(shape, w, {part}, clamp)[0];
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < std::min(cores, 2 * chunks.size()); ++i) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  for (size_t r = 0; r < R; ++r) faithful[r] = {}, exact[r].clear();
+  for (Chunk& c : chunks) {
+    ref::FaithfulWithSlack& f = faithful[c.rank];
+    f.y.insert(f.y.end(), c.faithful.y.begin(), c.faithful.y.end());
+    f.slack.insert(f.slack.end(), c.faithful.slack.begin(), c.faithful.slack.end());
+    f.num_codes += c.faithful.num_codes, f.num_fragile_codes += c.faithful.num_fragile_codes;
+    f.num_fragile_scales += c.faithful.num_fragile_scales;
+    exact[c.rank].insert(exact[c.rank].end(), c.exact.begin(), c.exact.end());
   }
-  for (auto& j : jobs) j.get();
 }
 
 // Compares y (per rank, bf16 [T, H]) with the golden model on the checked tokens; all-masked tokens must be

@@ -132,6 +132,22 @@ TEST_P(MegaFused, MatchesComposedBitwiseAndGoldenModel) {
   }
 }
 
+// Few persistent CTAs (4 per rank): every CTA walks many tiles of both layers and the combine, and the case is small
+// enough for compute-sanitizer's racecheck and memcheck (tools/device-check.sh --sanitize runs it). 1 and 8 tokens
+// with the four routings, host weights: fused == composed bitwise, repeated calls stable, golden model.
+TEST(MegaFewSms, FourCtasMatchComposedBitwiseAndGoldenModel) {
+  auto s = make_setup(small_shape(1, 8), true, 128, 0.f, true);
+  MegaMoeOptions o;
+  o.num_sms = 4, o.count_received = true;
+  auto mega = make_mega(*s, 0, o);
+  const uint64_t base = fresh_seed();
+  std::printf("  case seed base %llu\n", (unsigned long long)base);
+  for (const Case& c : layer_cases({1, 8}, base)) {
+    run_case(*s, *mega, c);
+    if (HasFailure()) return;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
                          ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},
                                            Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64}),

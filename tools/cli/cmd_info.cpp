@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "cli/command.hpp"
-#include "cli/gpu_probe.hpp"
+#include "cli_common/command.hpp"
+#include "cli_common/gpu_probe.hpp"
 #include "symmoe/version.hpp"
 
 #if SYMMOE_WITH_CUDA

@@ -2,8 +2,8 @@
 // (RANK / WORLD_SIZE / LOCAL_RANK / SYMMOE_BOOTSTRAP_DIR set), e.g. `symmoe launch -n 2 -- symmoe bench p2p`.
 #include <cstring>
 
-#include "cli/command.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/command.hpp"
+#include "cli_common/limits.hpp"
 #include "runtime/launcher.hpp"
 
 namespace {

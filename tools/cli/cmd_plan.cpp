@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <string>
 
-#include "cli/command.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/command.hpp"
+#include "cli_common/limits.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/plan_hybrid.hpp"
 

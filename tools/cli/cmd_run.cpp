@@ -5,8 +5,8 @@
 // model. Prints the shape, per-stage timings and every check; exits 1 when a check fails.
 // GPU path (a GPU visible and no --cpu): the MoE layer on all visible GPUs as ranks (in-process; --ranks asks for
 // virtual ranks), checked against the golden model on sampled tokens, timed (tools/cli/run_gpu.cpp). --layer picks
-// the layer: fused (default: MegaMoe, include/symmoe/mega_moe.hpp, also checked bitwise against one composed call;
-// verified bitwise == composed at Flash/Pro/V3 on nvidia-h200-x2, 2026-11-30) or composed (include/symmoe/moe.hpp).
+// the layer: fused (default: MegaMoe, include/symmoe/mega_moe.hpp, also checked bitwise against one composed call)
+// or composed (include/symmoe/moe.hpp).
 // Defaults there: --shape flash, one rank per GPU, 512 tokens, alignment 128.
 #include <algorithm>
 #include <chrono>
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.hpp"
-#include "cli/gpu_probe.hpp"
-#include "cli/limits.hpp"
+#include "cli_common/command.hpp"
+#include "cli_common/gpu_probe.hpp"
+#include "cli_common/limits.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_gpu.hpp"
 #include "symmoe/formats.hpp"
@@ -111,6 +111,45 @@ std::string first_difference(const std::vector<std::vector<uint16_t>>& a, const 
   return "bitwise equal";
 }
 
+// The kernel-faithful formula against the fp64 exact model (relative Frobenius error over every rank's y).
+void check_vs_exact(Report& report, const std::vector<std::vector<uint16_t>>& formula,
+                    const std::vector<std::vector<double>>& exact) {
+  double num = 0, den = 0;
+  for (size_t r = 0; r < exact.size(); ++r)
+    for (size_t i = 0; i < exact[r].size(); ++i) {
+      const double d = double(fmt::bf16_to_float(formula[r][i])) - exact[r][i];
+      num += d * d, den += exact[r][i] * exact[r][i];
+    }
+  const double err = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+  // NOTES: ~2.7% is the e4m3 re-quantisation of the L1 output (3 mantissa bits), see test_reference_mlp.cpp.
+  report.check("faithful vs exact, rel. Frobenius < 5e-2", err < 5e-2,
+               detail::concat(err, " (expected ~0.027 from e4m3 L2 input)"));
+}
+
+// Shape and traffic summary.
+void print_summary(const MoeShape& shape, const std::vector<ref::MoeLayerInput>& inputs,
+                   const std::vector<ref::DispatchOutput>& dispatched, size_t experts_touched) {
+  const int R = shape.num_ranks;
+  long long pairs = 0, recv_rows = 0, expanded_rows = 0, all_masked = 0;
+  int max_expanded = 0, min_expanded = 1 << 30;
+  for (int r = 0; r < R; ++r) {
+    const auto& h = dispatched[r].handle;
+    recv_rows += h.num_recv_tokens, expanded_rows += h.num_expanded_tokens;
+    max_expanded = std::max(max_expanded, h.num_expanded_tokens),
+    min_expanded = std::min(min_expanded, h.num_expanded_tokens);
+    for (int t = 0; t < inputs[r].routing.num_tokens; ++t) {
+      bool any = false;
+      for (int k = 0; k < shape.num_topk; ++k) any |= inputs[r].routing.topk_idx[size_t(t) * shape.num_topk + k] >= 0;
+      all_masked += !any;
+    }
+    for (const int64_t e : inputs[r].routing.topk_idx) pairs += e >= 0;
+  }
+  std::printf("  routed (token, expert) pairs %lld, all-masked tokens %lld, experts touched %zu of %d\n", pairs,
+              all_masked, experts_touched, shape.num_experts);
+  std::printf("  received rows %lld (non-expand), expanded rows %lld (incl. padding), per rank min/max %d/%d\n",
+              recv_rows, expanded_rows, min_expanded, max_expanded);
+}
+
 int run_cpu_path(const RunOptions& o) {
   const MoeShape& shape = o.shape;
   const int R = shape.num_ranks;
@@ -164,36 +203,9 @@ int run_cpu_path(const RunOptions& o) {
 
   const auto exact =
       report.time("exact model (fp64)", [&] { return ref::moe_forward_exact(shape, weights, inputs, o.clamp); });
-  double num = 0, den = 0;
-  for (int r = 0; r < R; ++r)
-    for (size_t i = 0; i < exact[r].size(); ++i) {
-      const double d = double(fmt::bf16_to_float(formula[r][i])) - exact[r][i];
-      num += d * d, den += exact[r][i] * exact[r][i];
-    }
-  const double err = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
-  // NOTES: ~2.7% is the e4m3 re-quantisation of the L1 output (3 mantissa bits), see test_reference_mlp.cpp.
-  report.check("faithful vs exact, rel. Frobenius < 5e-2", err < 5e-2,
-               detail::concat(err, " (expected ~0.027 from e4m3 L2 input)"));
+  check_vs_exact(report, formula, exact);
 
-  // Shape and traffic summary.
-  long long pairs = 0, recv_rows = 0, expanded_rows = 0, all_masked = 0;
-  int max_expanded = 0, min_expanded = 1 << 30;
-  for (int r = 0; r < R; ++r) {
-    const auto& h = dispatched[r].handle;
-    recv_rows += h.num_recv_tokens, expanded_rows += h.num_expanded_tokens;
-    max_expanded = std::max(max_expanded, h.num_expanded_tokens),
-    min_expanded = std::min(min_expanded, h.num_expanded_tokens);
-    for (int t = 0; t < inputs[r].routing.num_tokens; ++t) {
-      bool any = false;
-      for (int k = 0; k < shape.num_topk; ++k) any |= inputs[r].routing.topk_idx[size_t(t) * shape.num_topk + k] >= 0;
-      all_masked += !any;
-    }
-    for (const int64_t e : inputs[r].routing.topk_idx) pairs += e >= 0;
-  }
-  std::printf("  routed (token, expert) pairs %lld, all-masked tokens %lld, experts touched %zu of %d\n", pairs,
-              all_masked, weights.size(), shape.num_experts);
-  std::printf("  received rows %lld (non-expand), expanded rows %lld (incl. padding), per rank min/max %d/%d\n",
-              recv_rows, expanded_rows, min_expanded, max_expanded);
+  print_summary(shape, inputs, dispatched, weights.size());
   report.print();
   return report.all_ok() ? 0 : 1;
 }

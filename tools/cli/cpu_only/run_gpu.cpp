@@ -1,5 +1,5 @@
 // CPU-only builds (no symmoe_cuda): the GPU path of `symmoe run` is not compiled in. visible_gpu_count() is 0 there
-// (cli/gpu_probe.cpp), so `run` never calls this; it answers anyway in case a caller does.
+// (cli_common/gpu_probe.cpp), so `run` never calls this; it answers anyway in case a caller does.
 #include "cli/run_gpu.hpp"
 #include "symmoe/common.hpp"
 

@@ -1,4 +1,4 @@
-#include "cli/gpu_probe.hpp"
+#include "cli_common/gpu_probe.hpp"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "cli/command.hpp"
+#include "cli_common/command.hpp"
 
 #include <cctype>
 #include <cerrno>

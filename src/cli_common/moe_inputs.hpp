@@ -1,10 +1,12 @@
-// Device copies of the MoE layer's per-rank inputs (x FP8 + per-128 scales, top-k routing) for `symmoe bench moe`
-// and `symmoe run` on the GPUs, and a fast host generator of benchmark inputs.
+// Device copies of the MoE layer's per-rank inputs (x FP8 + per-128 scales, top-k routing) and outputs for
+// `symmoe bench moe` and `symmoe run` on the GPUs, a fast host generator of benchmark inputs, and the traffic
+// counts their metrics divide by.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "runtime/device_block.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/reference/mlp.hpp"
 
@@ -12,13 +14,12 @@ namespace symmoe {
 class MegaMoe;
 }
 
-namespace symmoe::bench {
+namespace symmoe::cli {
 
 // Buffers for T_max tokens on every local rank (x, scales, topk_idx, topk_weights, y).
 class DeviceLayerInputs {
  public:
   DeviceLayerInputs(const Communicator& comm, const MoeShape& shape);
-  ~DeviceLayerInputs();
   DeviceLayerInputs(const DeviceLayerInputs&) = delete;
   DeviceLayerInputs& operator=(const DeviceLayerInputs&) = delete;
 
@@ -28,9 +29,8 @@ class DeviceLayerInputs {
 
  private:
   struct Rank {
-    int device = 0;
-    void* block = nullptr;
-    size_t x = 0, sf = 0, idx = 0, w = 0, y = 0;
+    runtime::DeviceBlock block;
+    size_t x = 0, sf = 0, idx = 0, w = 0, y = 0;  // offsets in block
   };
   const Communicator& comm_;
   MoeShape shape_;
@@ -43,6 +43,10 @@ class DeviceLayerInputs {
 // a forward on them skips the copy-in, so the fused layer is timed on the same footing as the composed one.
 std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
                                                     const MegaMoe& layer, const std::vector<MoeForwardArgs>& args);
+
+// Every local rank's y (bf16, T x H; y[i] of local rank i) copied to the host.
+std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
+                                              int H);
 
 // Benchmark input of one rank: x codes e4m3(448 u), u uniform in [-1, 1) from the synthetic hash, scales 2/448
 // (x ~ U(-2, 2)); routing from ref::make_routing(options, rank). ~10x faster than ref::make_random_layer_input.
@@ -64,4 +68,4 @@ struct RankTraffic {
 };
 RankTraffic rank_traffic(const MoeShape& shape, const std::vector<ref::Routing>& routings, int rank);
 
-}  // namespace symmoe::bench
+}  // namespace symmoe::cli

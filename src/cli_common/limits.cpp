@@ -1,4 +1,4 @@
-#include "cli/limits.hpp"
+#include "cli_common/limits.hpp"
 
 #include "symmoe/version.hpp"  // SYMMOE_WITH_CUDA
 

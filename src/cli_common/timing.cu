@@ -1,12 +1,29 @@
-// See rank_timer.hpp.
-#include "rank_timer.hpp"
+// See timing.hpp.
+#include "cli_common/timing.hpp"
 
+#include <algorithm>
 #include <vector>
 
-#include "bench.hpp"
 #include "symmoe/cuda_check.hpp"
 
-namespace symmoe::bench {
+namespace symmoe::cli {
+
+double median_time_us(cudaStream_t stream, const std::function<void()>& fn, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<cudaEvent_t> events(2 * reps);
+  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
+    fn();
+    SYMMOE_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+  }
+  SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) SYMMOE_CUDA_CHECK(cudaEventElapsedTime(&ms[i], events[2 * i], events[2 * i + 1]));
+  for (auto& e : events) SYMMOE_CUDA_CHECK(cudaEventDestroy(e));
+  std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
+  return ms[reps / 2] * 1000.0;
+}
 
 double graph_time_all_ranks_us(Communicator& comm, const std::function<void()>& fn, int calls, int reps) {
   const auto& local = comm.local_ranks();
@@ -37,4 +54,4 @@ double graph_time_all_ranks_us(Communicator& comm, const std::function<void()>& 
   return us / calls;
 }
 
-}  // namespace symmoe::bench
+}  // namespace symmoe::cli

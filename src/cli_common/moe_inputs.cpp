@@ -1,11 +1,11 @@
 // See moe_inputs.hpp.
-#include "moe_inputs.hpp"
+#include "cli_common/moe_inputs.hpp"
 
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe_weights.hpp"
 
-namespace symmoe::bench {
+namespace symmoe::cli {
 
 std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
                                                     const MegaMoe& layer, const std::vector<MoeForwardArgs>& args) {
@@ -38,7 +38,6 @@ DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& s
   const size_t T = size_t(shape.num_max_tokens_per_rank), H = size_t(shape.hidden), K = size_t(shape.num_topk);
   for (const auto& p : comm.local_ranks()) {
     Rank r;
-    r.device = p.device;
     size_t cursor = 0;
     auto take = [&cursor](size_t bytes) {
       const size_t at = cursor;
@@ -47,15 +46,9 @@ DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& s
     };
     r.x = take(T * H), r.sf = take(T * (H / 128) * 4), r.idx = take(T * K * 8), r.w = take(T * K * 4);
     r.y = take(T * H * 2);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&r.block, cursor));
-    ranks_.push_back(r);
+    r.block.allocate(p.device, cursor);
+    ranks_.push_back(std::move(r));
   }
-}
-
-DeviceLayerInputs::~DeviceLayerInputs() {
-  for (auto& r : ranks_)
-    if (r.block) cudaSetDevice(r.device), cudaFree(r.block);
 }
 
 std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::MoeLayerInput>& host) {
@@ -67,8 +60,8 @@ std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::Moe
     const Rank& r = ranks_[i];
     SYMMOE_CHECK(h.x.num_rows <= shape_.num_max_tokens_per_rank && h.x.num_cols == shape_.hidden, "bench",
                  "rank input [", h.x.num_rows, ", ", h.x.num_cols, "] does not fit ", shape_.to_string());
-    uint8_t* b = static_cast<uint8_t*>(r.block);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(r.device));
+    uint8_t* b = r.block.base();
+    SYMMOE_CUDA_CHECK(cudaSetDevice(r.block.device()));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.x, h.x.data.data(), h.x.data.size(), cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.sf, h.x.scales.data(), h.x.scales.size() * 4, cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.idx, h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8,
@@ -82,6 +75,17 @@ std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::Moe
     a.y = reinterpret_cast<uint16_t*>(b + r.y);
   }
   return args_;
+}
+
+std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
+                                              int H) {
+  std::vector<std::vector<uint16_t>> out;
+  for (size_t i = 0; i < y.size(); ++i) {
+    out.emplace_back(size_t(T) * H);
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
+    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
+  }
+  return out;
 }
 
 ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options, int rank) {
@@ -132,4 +136,4 @@ RankTraffic rank_traffic(const MoeShape& shape, const std::vector<ref::Routing>&
   return t;
 }
 
-}  // namespace symmoe::bench
+}  // namespace symmoe::cli

@@ -1,0 +1,207 @@
+"""The eager fast path of ElasticBuffer.dispatch (fresh or cached, no CPU sync) and combine: torch tensors, outputs
+allocated per call on the compute stream, no events, called from the stream of the previous EP call. Same checks,
+outputs, handle and stream order as the general path in symmoe.ep, in a few C calls per tensor and no Python call
+per check. Anything else, and any argument that a check would refuse, returns None before anything is allocated or
+enqueued: the general path then makes the call and words the error.
+
+NOTES: hot path (the issue's budget: the Python of a dispatch + combine pair within 10 us of the C++ call). The
+remaining torch calls are the floor: per input tensor is_cuda, get_device, is_contiguous, dtype, shape, data_ptr;
+per output torch.empty and data_ptr. python/tests/bench_ep_host.py measures the Python around them.
+"""
+import sys
+
+from . import _checks
+from . import ep as _ep  # circular (symmoe.ep imports this module): names are read at call time
+
+_FP8_X = ("float8_e4m3fn", "uint8")
+
+
+def _handle_info(handle):
+    """(num_tokens, num_topk, do_expand, known rows (-1: unknown), expert_alignment) of a filled handle, read from
+    its native handle once after each dispatch that writes it (symmoe.ep resets EPHandle._eager_info)."""
+    info = handle._eager_info
+    if info is None:
+        h = handle.native
+        info = handle._eager_info = (h.num_tokens, h.num_topk, h.do_expand,
+                                     h.num_expanded_tokens if h.do_expand else h.num_recv_tokens, h.expert_alignment)
+    return info
+
+
+def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding, do_handle_copy,
+             handle):
+    """ElasticBuffer.dispatch(x, topk_idx, topk_weights, do_cpu_sync=False, ...) fresh (handle None) or cached
+    (topk_idx None, a handle whose rows are unknown), with the defaults of the other arguments, or None (not this
+    case, or an argument the general path refuses)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    tensor, names, dev, H = torch.Tensor, _checks._torch_dtype_names, buf.device, buf.hidden
+    if type(x) is tuple:
+        if len(x) != 2:
+            return None
+        x, sf = x
+        if not (isinstance(sf, tensor) and sf.is_cuda and sf.get_device() == dev and sf.is_contiguous()):
+            return None
+        sf_shape, sf_dtype = sf.shape, sf.dtype
+        sf_name = names.get(sf_dtype)
+        if len(sf_shape) != 2:
+            return None
+        sf_cols = sf_shape[1]
+        if sf_name == "float32":
+            key = ("fp8", "fp32_per128")
+        elif sf_name == "int32":
+            cols = buf._sf_cols
+            key = (("fp8", "ue8m0_per32") if sf_cols == cols.get("ue8m0_per32") else
+                   ("fp8", "ue8m0_per128") if sf_cols == cols.get("ue8m0_per128") else None)
+        else:
+            return None
+        if key is None or sf_cols != buf._sf_cols.get(key[1]) or not isinstance(x, tensor):
+            return None
+        x_dtype = x.dtype
+        if names.get(x_dtype) not in _FP8_X:
+            return None
+    else:
+        sf, sf_shape = None, None
+        key = ("bf16", "none")
+        if not isinstance(x, tensor):
+            return None
+        x_dtype = x.dtype
+        if names.get(x_dtype) != "bfloat16":
+            return None
+    # Each tensor: a contiguous CUDA tensor on this rank's GPU (dtypes and shapes below); written out, not a call.
+    if not (isinstance(topk_weights, tensor) and x.is_cuda and x.get_device() == dev and x.is_contiguous()
+            and topk_weights.is_cuda and topk_weights.get_device() == dev and topk_weights.is_contiguous()):
+        return None
+    x_shape = x.shape
+    if len(x_shape) != 2 or x_shape[1] != H:
+        return None
+    T = x_shape[0]
+    cached = handle is not None
+    if cached:  # the handle's routing, expand mode and alignment
+        if (topk_idx is not None or not isinstance(handle, _ep.EPHandle) or handle._buffer is not buf
+                or not handle._filled or handle._shared_topk_idx is not None):
+            return None
+        num_tokens, K, expand, known, alignment = _handle_info(handle)
+        if known >= 0 or num_tokens != T or (expert_alignment is not None and expert_alignment != alignment):
+            return None  # rows known: the general path copies exactly those
+        expert_alignment, idx_ptr = alignment, handle._topk_idx_ptr
+        if idx_ptr is None:
+            idx_ptr = handle._topk_idx_ptr = handle.native.ptrs["topk_idx"]
+    else:
+        K, expand = buf.num_topk, bool(do_expand)
+        if not (isinstance(topk_idx, tensor) and topk_idx.is_cuda and topk_idx.get_device() == dev
+                and topk_idx.is_contiguous() and names.get(topk_idx.dtype) == "int64" and topk_idx.shape == (T, K)):
+            return None
+        if expert_alignment is None:
+            expert_alignment = 1
+        elif type(expert_alignment) is not int or not 1 <= expert_alignment <= 1024:
+            return None
+        idx_ptr = None
+    if (T > buf.num_max_tokens_per_rank or K == 0 or (sf is not None and sf_shape[0] != T)
+            or names.get(topk_weights.dtype) != "float32" or topk_weights.shape != (T, K)):
+        return None
+    if type(num_sms) is not int or num_sms < 0 or buf.num_experts is None or buf.num_topk == 0:
+        return None
+    impl = buf._natives.get(key)
+    raw = _checks._raw_stream
+    if impl is None or not raw:  # the general path allocates the payload's buffer / finds torch's stream getter
+        return None
+    stream = raw[0](dev) or _checks.CUDA_STREAM_LEGACY
+    last = buf._last_stream
+    if last is not None and last != stream:  # ordered after another stream (or graph capture): general path
+        return None
+    capacity = buf._eager_capacity.get((impl, expand, expert_alignment))
+    if capacity is None:
+        capacity = buf._eager_capacity[(impl, expand, expert_alignment)] = impl.row_capacity(expand,
+                                                                                            expert_alignment)
+    device = buf._torch_device
+    if device is None:
+        device = buf._torch_device = x.device
+    marker = _ep._torch_marker
+    marker = marker[0] if marker else _ep._framework_marker(x)
+    native = None
+    try:
+        if cached:
+            handle._like = marker
+        empty = torch.empty
+        recv_x = empty((capacity, H), dtype=x_dtype, device=device)
+        recv_sf = empty((capacity, sf_cols), dtype=sf_dtype, device=device) if sf is not None else None
+        recv_idx = None if expand else empty((capacity, K), dtype=torch.int64, device=device)
+        recv_w = empty((capacity,) if expand else (capacity, K), dtype=torch.float32, device=device)
+        if cached:
+            native = handle.native
+        else:
+            native, idx_ptr = buf._take_native_handle(), topk_idx.data_ptr()
+        result = impl.dispatch_one(T, x.data_ptr(), sf.data_ptr() if sf is not None else 0, idx_ptr,
+                                   topk_weights.data_ptr(), stream, native, expand, expert_alignment,
+                                   bool(do_zero_padding), cached, num_sms, False, recv_x.data_ptr(),
+                                   recv_sf.data_ptr() if sf is not None else 0,
+                                   0 if expand else recv_idx.data_ptr(), recv_w.data_ptr(), capacity)
+    except BaseException:
+        buf._last_stream = stream
+        if native is not None and not cached:
+            buf._give_back_native_handle(native)
+        raise
+    buf._last_stream = stream
+    if cached:  # a cached dispatch without CPU sync leaves the handle's counts as they were (_eager_info holds)
+        handle.row_capacity = result[5]
+    else:
+        handle = _ep.EPHandle.__new__(_ep.EPHandle)
+        handle.__dict__.update(_buffer=buf, native=native, _impl_key=key, row_capacity=result[5], num_sms=num_sms,
+                               _like=marker, _filled=True, _shared_topk_idx=None if do_handle_copy else topk_idx,
+                               _eager_info=(T, K, expand, -1, expert_alignment))
+    return ((recv_x, recv_sf) if sf is not None else recv_x), recv_idx, recv_w, handle, _ep.EventOverlap.__new__(
+        _ep.EventOverlap)
+
+
+def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
+    """ElasticBuffer.combine(x, handle, topk_weights, num_sms=num_sms, do_cpu_sync=do_cpu_sync) without biases,
+    events or reduce_local_experts, or None (not this case, or an argument the general path refuses)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor) or not isinstance(handle, _ep.EPHandle):
+        return None
+    if handle._buffer is not buf or not handle._filled or handle._shared_topk_idx is not None:
+        return None
+    info = handle._eager_info
+    T, K, expand, known, _ = info if info is not None else _handle_info(handle)
+    dev, H, names = buf.device, buf.hidden, _checks._torch_dtype_names
+    if not (x.is_cuda and x.get_device() == dev and x.is_contiguous()) or names.get(x.dtype) != "bfloat16":
+        return None
+    x_shape = x.shape
+    if len(x_shape) != 2 or x_shape[1] != H:
+        return None
+    rows = x_shape[0]
+    if rows > handle.row_capacity or (known >= 0 and rows < known):
+        return None
+    w_ptr = 0
+    if topk_weights is not None:
+        if (not isinstance(topk_weights, torch.Tensor) or not topk_weights.is_cuda
+                or topk_weights.get_device() != dev or not topk_weights.is_contiguous()
+                or names.get(topk_weights.dtype) != "float32"
+                or topk_weights.shape != ((rows,) if expand else (rows, K))):
+            return None
+        w_ptr = topk_weights.data_ptr()
+    if type(num_sms) is not int or num_sms < 0:
+        return None
+    impl = buf._natives.get(handle._impl_key)
+    raw = _checks._raw_stream
+    if impl is None or not raw:
+        return None
+    stream = raw[0](dev) or _checks.CUDA_STREAM_LEGACY
+    last = buf._last_stream
+    if last is not None and last != stream:
+        return None
+    device = buf._torch_device
+    if device is None:
+        device = buf._torch_device = x.device
+    try:
+        combined_x = torch.empty((T, H), dtype=torch.bfloat16, device=device)
+        combined_w = torch.empty((T, K), dtype=torch.float32, device=device) if topk_weights is not None else None
+        impl.combine_one(x.data_ptr(), w_ptr, 0, 0, stream, handle.native, expand and buf.allow_multiple_reduction,
+                         num_sms or handle.num_sms, bool(do_cpu_sync), combined_x.data_ptr(),
+                         combined_w.data_ptr() if combined_w is not None else 0)
+    except BaseException:
+        buf._last_stream = stream
+        raise
+    buf._last_stream = stream
+    return combined_x, combined_w, _ep.EventOverlap.__new__(_ep.EventOverlap)

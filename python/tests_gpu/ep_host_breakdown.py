@@ -1,0 +1,132 @@
+"""Where the host time of an eager ElasticBuffer dispatch + combine goes. One process per GPU (1 is enough):
+
+    torchrun --nproc-per-node 1 python/tests_gpu/ep_host_breakdown.py [--shape v3] [--tokens 128] [--sms 24]
+
+The case of ep_graph_timing.py (FP8 E4M3 x + fp32 scales, fresh non-expand dispatch with do_cpu_sync=False, bf16
+combine). CPU time per pair in us (median over --repeats loops of --iters pairs; the GPU is drained between loops
+and --iters is kept small so that the launch queue never fills and blocks the host):
+  python_pair       ElasticBuffer.dispatch + combine (ep_graph_timing's host_pair_us)
+  native_pair       symmoe._C dispatch_one + combine_one, addresses precomputed, outputs left in the buffer
+                    (ep_graph_timing's host_native_pair_us)
+  native_out_pair   the same into caller-owned outputs (tensors allocated once): the C++ work the Python path asks
+                    for, with the copies out of the symmetric buffer of a non-expand dispatch
+  torch_empty       the five torch.empty calls of a pair, alone
+  torch_reads       the tensor reads of a pair, alone (per input is_cuda, get_device, is_contiguous, dtype, shape,
+                    data_ptr; per output data_ptr; the raw current stream twice)
+  symmoe_python     python_pair - native_out_pair - torch_empty - torch_reads: symmoe's own Python
+and whether both calls took symmoe._ep_eager's fast path. Rank 0 prints.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import symmoe  # noqa: E402
+from symmoe import _ep_eager  # noqa: E402
+from ep_graph_timing import Case  # noqa: E402
+
+
+def host_us(fn, iters, repeats):
+    """Median over `repeats` loops of the CPU time of one fn() call (us); the GPU drained before each loop."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        times.append((time.perf_counter() - start) / iters * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="v3")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--sms", type=int, default=24)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--repeats", type=int, default=41)
+    args = ap.parse_args()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    shape = symmoe.named_shape(args.shape, world, args.tokens)
+    buf = symmoe.ElasticBuffer(dist.group.WORLD, num_max_tokens_per_rank=args.tokens, hidden=shape.hidden,
+                               num_topk=shape.num_topk, num_experts=shape.num_experts, use_fp8_dispatch=True)
+    case, sms, it, rep = Case(buf, rank, args.tokens), args.sms, args.iters, args.repeats
+    for _ in range(3):
+        case.pair(sms)
+    torch.cuda.synchronize()
+
+    used = []
+    real = (_ep_eager.dispatch, _ep_eager.combine)
+    _ep_eager.dispatch = lambda *a: used.append(real[0](*a)) or used[-1]
+    _ep_eager.combine = lambda *a: used.append(real[1](*a)) or used[-1]
+    case.pair(sms)
+    _ep_eager.dispatch, _ep_eager.combine = real
+    fast = len(used) == 2 and all(u is not None for u in used)
+    del used
+
+    t = {"python_pair": host_us(lambda: case.pair(sms), it, rep)}
+    _, _, _, handle, _ = case.dispatch(sms)
+    impl, native, T = buf._impl, handle.native, case.x.shape[0]
+    stream = torch.cuda.current_stream().cuda_stream or 1
+    ins = (T, case.x.data_ptr(), case.sf.data_ptr(), case.idx.data_ptr(), case.w.data_ptr(), stream, native)
+    y = case.y.data_ptr()
+
+    def native_pair():
+        impl.dispatch_one(*ins, False, 1, True, False, sms, False)
+        impl.combine_one(y, 0, 0, 0, stream, native, False, sms, False)
+    t["native_pair"] = host_us(native_pair, it, rep)
+
+    cap, H, K = impl.row_capacity(False, 1), buf.hidden, buf.num_topk
+    dev = case.x.device
+    shapes = (((cap, H), case.x.dtype), ((cap, case.sf.shape[1]), case.sf.dtype), ((cap, K), torch.int64),
+              ((cap, K), torch.float32), ((T, H), torch.bfloat16))
+    outs = [torch.empty(s, dtype=d, device=dev) for s, d in shapes]
+    out_ptrs = [o.data_ptr() for o in outs]
+
+    def native_out_pair():
+        impl.dispatch_one(*ins, False, 1, True, False, sms, False, *out_ptrs[:4], cap)
+        impl.combine_one(y, 0, 0, 0, stream, native, False, sms, False, out_ptrs[4], 0)
+    t["native_out_pair"] = host_us(native_out_pair, it, rep)
+
+    def torch_empty():
+        for s, d in shapes:
+            torch.empty(s, dtype=d, device=dev)
+    t["torch_empty"] = host_us(torch_empty, it, rep)
+
+    raw, d = torch._C._cuda_getCurrentRawStream, torch.cuda.current_device()
+    inputs = (case.x, case.sf, case.idx, case.w, case.y)
+
+    def torch_reads():
+        for x in inputs:
+            x.is_cuda, x.get_device(), x.is_contiguous(), x.dtype, x.shape, x.data_ptr()
+        for o in outs:
+            o.data_ptr()
+        raw(d), raw(d)
+    t["torch_reads"] = host_us(torch_reads, it, rep)
+    t["symmoe_python"] = t["python_pair"] - t["native_out_pair"] - t["torch_empty"] - t["torch_reads"]
+    del handle
+    torch.cuda.synchronize()
+    buf.synchronize()
+    dist.barrier()
+    if rank == 0:
+        print(f"ElasticBuffer host time, {args.shape} FP8, {args.tokens} tokens/rank, {world} ranks, {sms} SMs; "
+              f"fast path taken: {fast}")
+        for k, v in t.items():
+            print(f"  {k:<16} {v:8.2f} us")
+    dist.barrier()
+    buf.destroy()
+    dist.destroy_process_group()
+    sys.exit(0 if fast else 1)
+
+
+if __name__ == "__main__":
+    main()
