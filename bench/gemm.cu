@@ -5,7 +5,8 @@
 // NOTES: libcublasLt.so.13 is loaded with dlopen at run time (its header is used for types only), so the CLI
 // starts on machines without cuBLASLt or a GPU; without it the baseline columns are 0 and say so.
 // Metrics (DESIGN.md 8): tflops = 2 * rows * n * k / t over the experts' valid rows; weight_gbps = bytes of the
-// touched experts' FP8 weights / t.
+// touched experts' weights in the row's format / t (FP8: k per weight row; FP4, --weights fp4: k/2 packed + k/32
+// scale codes). Each format is its own row (JSON field weights), FP8 and FP4 of a case one after the other.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -136,8 +137,8 @@ struct LtGemm {
 
 // Median time of each function, timed round-robin (each round launches every function once), so all of them see
 // the same clock and thermal state. NOTES: why: timed one after the other, an identical kernel measured 16-18%
-// slower as the second of two variants on the compute-bound shapes (H200, 2026-11-30, l1_swiglu: 2674 vs 3142 us),
-// as the GPU lowers its clocks under sustained FP8 load; that biased every variant and baseline ratio.
+// slower as the second of two variants on the compute-bound shapes (docs/notes/gemm.md), as the GPU lowers its
+// clocks under sustained FP8 load; that biased every variant and baseline ratio.
 std::vector<double> interleaved_median_us(cudaStream_t stream, const std::vector<std::function<void()>>& fns,
                                           int warmup, int reps) {
   const size_t n = fns.size();
@@ -212,7 +213,7 @@ struct Case {
   float act_scale = 1.f / 64;
 };
 
-// One comparison variant of --alt: "cluster=1,block_n=128,unordered,direct".
+// One comparison variant of --alt (planner pins of compiled kernels): "block_n=128,no_tile_buffer".
 struct AltVariant {
   std::string spec;
   gemm::LaunchOptions opt;
@@ -226,19 +227,12 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const int value = eq == std::string::npos ? 0 : std::stoi(item.substr(eq + 1));
-    if (key == "cluster") v.opt.cluster_m = value;
-    else if (key == "block_n") v.opt.block_n = value;
+    if (key == "block_n") v.opt.block_n = value;
     else if (key == "block_m") v.opt.block_m = value;
-    else if (key == "unordered") v.opt.ordered_issue = false;
     else if (key == "tile_buffer") v.opt.tile_buffer = 1;
     else if (key == "no_tile_buffer") v.opt.tile_buffer = -1;
-    else if (key == "direct") v.opt.direct_store = true;
-    else if (key == "no_promotion") v.opt.skip_promotion = true;  // timing only: wrong results
-    else if (key == "no_epilogue") v.opt.skip_epilogue = true;    // timing only: nothing stored
-    else if (key == "no_store") v.opt.skip_store = true;          // timing only: tile buffer without its stores
     else SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                     "' (cluster=N, block_n=N, block_m=N, unordered, tile_buffer, no_tile_buffer, direct, ",
-                     "no_promotion, no_epilogue, no_store)");
+                     "' (block_n=N, block_m=N, tile_buffer, no_tile_buffer)");
     pos = end + 1;
   }
   return v;
@@ -255,16 +249,15 @@ int run_gemm_bench(int argc, char** argv) {
       .option("out", "bench/results", "directory of the JSON-lines result file")
       .option("block-m", "0", "force BLOCK_M 64 or 128 (0: planner)")
       .option("block-n", "0", "force BLOCK_N 128 or 256 (0: planner)")
-      .option("cluster", "0", "force cluster size 1 or 2 (0: planner)")
       .option("tile-buffer", "0", "1: whole-slice epilogue buffer kernel, -1: not, 0: planner")
       .option("solo-ms", "0", "then run ours and cuBLASLt each alone for this many ms (UTC window printed, for "
                               "an nvidia-smi clock/power log)")
-      .flag("unordered", "math warpgroups issue WGMMA without taking turns (comparison)")
-      .flag("direct-store", "epilogue stores from registers instead of staged bulk stores (comparison)")
-      .option("alt", "", "';'-separated variants timed in the same run, e.g. 'cluster=1;direct' (items: cluster=N, "
-                         "block_n=N, block_m=N, unordered, tile_buffer, no_tile_buffer, direct, no_promotion, "
-                         "no_epilogue, no_store (these three timing only)); columns alt/ours = variant time / ours")
+      .option("alt", "", "';'-separated variants timed in the same run, e.g. 'block_n=128;no_tile_buffer' (items: "
+                         "block_n=N, block_m=N, tile_buffer, no_tile_buffer); columns alt/ours = variant time / ours")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
+      .option("weights", "fp8", "comma list of weight formats, one row each per case in the same run: fp8, fp4 (E2M1 "
+                                "packed two per byte + UE8M0 codes per 32, upconverted in the kernel; JSON field "
+                                "'weights'; w GB/s counts the format's bytes: fp4 = k/2 + k/32 per weight row)")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
   if (!require_hopper_gpu()) return 1;
@@ -287,6 +280,11 @@ int run_gemm_bench(int argc, char** argv) {
   if (want("decode"))
     for (int t : args.int_list("decode-tokens")) cases.push_back({"decode", "masked", 128, t, 4096, 7168});
   const int reps = args.integer("reps");
+  const std::vector<std::string> formats = args.str_list("weights");
+  for (const std::string& f : formats)
+    SYMMOE_CHECK(f == "fp8" || f == "fp4", "bench", "--weights: unknown format '", f, "' (fp8, fp4)");
+  SYMMOE_CHECK(args.str("alt").empty() || formats == std::vector<std::string>{"fp8"}, "bench",
+               "--alt variants are FP8 kernel pins: use them with --weights fp8 only");
   for (Case& c : cases) {
     if (args.integer("k") > 0) c.k = args.integer("k");
     if (args.integer("n") > 0) c.n = args.integer("n");
@@ -306,9 +304,7 @@ int run_gemm_bench(int argc, char** argv) {
   {
     gemm::LaunchOptions base;
     base.block_m = args.integer("block-m"), base.block_n = args.integer("block-n");
-    base.cluster_m = args.integer("cluster"), base.ordered_issue = !args.has("unordered");
     base.tile_buffer = args.integer("tile-buffer");
-    base.direct_store = args.has("direct-store");
     const std::string list = args.str("alt");
     for (size_t pos = 0; pos < list.size();) {
       const size_t end = std::min(list.find(';', pos), list.size());
@@ -337,6 +333,17 @@ int run_gemm_bench(int argc, char** argv) {
     fill_value<<<256, 256, 0, stream>>>(sfb.ptr, size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096, 1.f / 256);
     fill_value<<<256, 256, 0, stream>>>(row_weights.ptr, total_rows, 0.5f);
     SYMMOE_CUDA_CHECK_LAUNCH("fill");
+    // FP4 weights (when timed): random packed E2M1 bytes, every UE8M0 code 119 = the base code of sfb's 2^-8, so
+    // every upconversion shift is 0 (the kernel's work does not depend on the values).
+    std::unique_ptr<Buffer<uint8_t>> b_fp4;
+    std::unique_ptr<Buffer<uint32_t>> b_codes;
+    if (std::find(formats.begin(), formats.end(), "fp4") != formats.end()) {
+      b_fp4 = std::make_unique<Buffer<uint8_t>>(size_t(c.experts) * c.n * c.k / 2);
+      b_codes = std::make_unique<Buffer<uint32_t>>(size_t(c.experts) * (c.k / 128) * c.n);
+      fill_e4m3<<<1024, 256, 0, stream>>>(b_fp4->ptr, size_t(c.experts) * c.n * c.k / 2, 3);
+      SYMMOE_CUDA_CHECK_LAUNCH("fill fp4");
+      SYMMOE_CUDA_CHECK(cudaMemsetAsync(b_codes->ptr, 0x77, size_t(c.experts) * (c.k / 128) * c.n * 4, stream));
+    }
     std::vector<int32_t> starts(c.experts + 1), counts(c.experts, c.tokens);
     for (int e = 0; e <= c.experts; ++e) starts[e] = e * rows_per_expert;
     Buffer<int32_t> d_starts(starts.size()), d_counts(counts.size());
@@ -356,86 +363,89 @@ int run_gemm_bench(int argc, char** argv) {
     opt.expected_rows_per_expert = masked ? 0 : c.tokens;
     opt.block_m = args.integer("block-m");
     opt.block_n = args.integer("block-n");
-    opt.ordered_issue = !args.has("unordered");
-    opt.cluster_m = args.integer("cluster");
     opt.tile_buffer = args.integer("tile-buffer");
-    opt.direct_store = args.has("direct-store");
     for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
-    const std::string config = gemm::describe_launch(in, swiglu, opt);
-    auto run_ours = [&](const gemm::LaunchOptions& o_opt) {
-      if (swiglu)
-        gemm::grouped_gemm_swiglu_fp8(in, o, stream, o_opt);
-      else
-        gemm::grouped_gemm_bf16(in, d.ptr, stream, o_opt);
-    };
-    // Ours, the --alt variants and cuBLASLt, timed round-robin (interleaved_median_us says why).
-    std::vector<std::function<void()>> timed{[&] { run_ours(opt); }};
-    for (const AltVariant& v : alts) timed.push_back([&run_ours, &v] { run_ours(v.opt); });
-    std::unique_ptr<LtGemm> lt_gemm;
-    int lt_rows = c.tokens;  // rows per expert cuBLASLt computes (FLOPs still count c.tokens)
-    if (lt && lt->ok()) {
-      // cuBLASLt's scale tensors: sized generously (values are all equal), one per expert.
-      lt_gemm = std::make_unique<LtGemm>(*lt, c.n, c.tokens, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
-      // Row counts it has no algorithm for (e.g. 386): the contiguous segment's padded rows (rows_per_expert, a
-      // multiple of 128) instead, so the baseline does at least the real work.
-      if (!lt_gemm->ok && !masked && rows_per_expert != c.tokens) {
-        std::printf("[bench gemm] cuBLASLt found no algorithm for %d rows per expert (status %d): timing it on the "
-                    "%d padded rows\n", c.tokens, int(lt_gemm->status), rows_per_expert);
-        lt_rows = rows_per_expert;
-        lt_gemm = std::make_unique<LtGemm>(*lt, c.n, lt_rows, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
+    for (const std::string& format : formats) {
+      const bool fp4 = format == "fp4";
+      gemm::GroupedGemmInput win = in;
+      if (fp4) win.weights = gemm::WeightFormat::kFp4, win.b = b_fp4->ptr, win.b_scale_codes = b_codes->ptr;
+      const std::string config = gemm::describe_launch(win, swiglu, opt);
+      auto run_ours = [&](const gemm::LaunchOptions& o_opt) {
+        if (swiglu)
+          gemm::grouped_gemm_swiglu_fp8(win, o, stream, o_opt);
+        else
+          gemm::grouped_gemm_bf16(win, d.ptr, stream, o_opt);
+      };
+      // Ours, the --alt variants and cuBLASLt, timed round-robin (interleaved_median_us says why).
+      std::vector<std::function<void()>> timed{[&] { run_ours(opt); }};
+      for (const AltVariant& v : alts) timed.push_back([&run_ours, &v] { run_ours(v.opt); });
+      std::unique_ptr<LtGemm> lt_gemm;
+      int lt_rows = c.tokens;  // rows per expert cuBLASLt computes (FLOPs still count c.tokens)
+      if (lt && lt->ok()) {
+        // cuBLASLt's scale tensors: sized generously (values are all equal), one per expert.
+        lt_gemm = std::make_unique<LtGemm>(*lt, c.n, c.tokens, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
+        // Row counts it has no algorithm for (e.g. 386): the contiguous segment's padded rows (rows_per_expert, a
+        // multiple of 128) instead, so the baseline does at least the real work.
+        if (!lt_gemm->ok && !masked && rows_per_expert != c.tokens) {
+          std::printf("[bench gemm] cuBLASLt found no algorithm for %d rows per expert (status %d): timing it on the "
+                      "%d padded rows\n", c.tokens, int(lt_gemm->status), rows_per_expert);
+          lt_rows = rows_per_expert;
+          lt_gemm = std::make_unique<LtGemm>(*lt, c.n, lt_rows, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
+        }
+        if (lt_gemm->ok) {
+          timed.push_back([&] {
+            for (int e = 0; e < c.experts; ++e)
+              lt_gemm->run(*lt, b.ptr + size_t(e) * c.n * c.k, sfb.ptr, a.ptr + size_t(e) * rows_per_expert * c.k,
+                           sfa.ptr, d.ptr + size_t(e) * rows_per_expert * c.n, workspace.ptr, workspace_bytes, stream);
+          });
+        } else {
+          std::printf("[bench gemm] cuBLASLt found no algorithm for n=%d tokens=%d k=%d (status %d)\n", c.n, lt_rows,
+                      c.k, int(lt_gemm->status));
+        }
       }
-      if (lt_gemm->ok) {
-        timed.push_back([&] {
-          for (int e = 0; e < c.experts; ++e)
-            lt_gemm->run(*lt, b.ptr + size_t(e) * c.n * c.k, sfb.ptr, a.ptr + size_t(e) * rows_per_expert * c.k,
-                         sfa.ptr, d.ptr + size_t(e) * rows_per_expert * c.n, workspace.ptr, workspace_bytes, stream);
-        });
-      } else {
-        std::printf("[bench gemm] cuBLASLt found no algorithm for n=%d tokens=%d k=%d (status %d)\n", c.n, lt_rows,
-                    c.k, int(lt_gemm->status));
+      const std::vector<double> times = interleaved_median_us(stream, timed, 3, reps);
+      const double t_ours = times[0];
+      const std::vector<double> t_alt(times.begin() + 1, times.begin() + 1 + alts.size());
+      const double t_lt = times.size() > alts.size() + 1 ? times.back() : 0.0;
+      SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
+      const double weight_bytes = double(c.experts) * c.n * (fp4 ? c.k / 2 + c.k / 32 : c.k);
+      const double tflops = flops / t_ours * 1e-6, gbps = weight_bytes / t_ours * 1e-3;
+      const double lt_tflops = t_lt > 0 ? flops / t_lt * 1e-6 : 0;
+      char row[512];
+      int len = std::snprintf(row, sizeof row, "%-14s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f",
+                              (fp4 ? c.name + "/fp4" : c.name).c_str(), c.op.c_str(), c.experts, c.tokens, c.n, c.k,
+                              t_ours, tflops, gbps, t_lt,
+                              lt_tflops, t_lt > 0 ? t_lt / t_ours : 0.0);
+      for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
+        len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
+      std::printf("%s   %s\n", row, config.c_str());
+      table.push_back(row);
+      JsonLine line = common_fields("gemm", argc, argv);
+      line.add("op", c.op).add("shape", c.name).add("ranks", 1).add("tokens", c.tokens).add("experts", c.experts)
+          .add("m", int(c.tokens)).add("n", c.n).add("k", c.k).add("time_us", t_ours).add("tflops", tflops)
+          .add("weight_gbps", gbps).add("baseline", "cublaslt").add("baseline_time_us", t_lt)
+          .add("baseline_tflops", lt_tflops).add("baseline_rows", lt_rows)
+          .add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
+          .add("kernel", config).add("variant", args.str("variant")).add("weights", format)
+          .add("act_scale", double(c.act_scale));
+      const double solo_ms = args.real("solo-ms");
+      if (solo_ms > 0) {  // each timed function alone in turn: ours, the --alt variants, cuBLASLt
+        for (size_t f = 0; f < timed.size(); ++f) {
+          const std::string who = f == 0 ? "ours" : f <= alts.size() ? "alt" + std::to_string(f - 1) : "baseline";
+          std::string begin, end;
+          const double us = solo_mean_us(stream, timed[f], solo_ms, begin, end);
+          std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), who.c_str(),
+                      f >= 1 && f <= alts.size() ? (" " + alts[f - 1].spec).c_str() : "", us, flops / us * 1e-6,
+                      begin.c_str(), end.c_str());
+          line.add("solo_" + who + "_time_us", us).add("solo_" + who + "_utc", begin + "-" + end);
+        }
       }
+      for (size_t i = 0; i < alts.size(); ++i)
+        line.add("alt" + std::to_string(i), alts[i].spec).add("alt" + std::to_string(i) + "_time_us", t_alt[i])
+            .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(win, swiglu, alts[i].opt));
+      append_result(args.str("out"), "gemm", line);
     }
-    const std::vector<double> times = interleaved_median_us(stream, timed, 3, reps);
-    const double t_ours = times[0];
-    const std::vector<double> t_alt(times.begin() + 1, times.begin() + 1 + alts.size());
-    const double t_lt = times.size() > alts.size() + 1 ? times.back() : 0.0;
-    SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
-    const double weight_bytes = double(c.experts) * c.n * c.k;
-    const double tflops = flops / t_ours * 1e-6, gbps = weight_bytes / t_ours * 1e-3;
-    const double lt_tflops = t_lt > 0 ? flops / t_lt * 1e-6 : 0;
-    char row[512];
-    int len = std::snprintf(row, sizeof row, "%-14s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f",
-                            c.name.c_str(), c.op.c_str(), c.experts, c.tokens, c.n, c.k, t_ours, tflops, gbps, t_lt,
-                            lt_tflops, t_lt > 0 ? t_lt / t_ours : 0.0);
-    for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
-      len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
-    std::printf("%s   %s\n", row, config.c_str());
-    table.push_back(row);
-    JsonLine line = common_fields("gemm", argc, argv);
-    line.add("op", c.op).add("shape", c.name).add("ranks", 1).add("tokens", c.tokens).add("experts", c.experts)
-        .add("m", int(c.tokens)).add("n", c.n).add("k", c.k).add("time_us", t_ours).add("tflops", tflops)
-        .add("weight_gbps", gbps).add("baseline", "cublaslt").add("baseline_time_us", t_lt)
-        .add("baseline_tflops", lt_tflops).add("baseline_rows", lt_rows)
-        .add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
-        .add("kernel", config).add("variant", args.str("variant")).add("direct_store", opt.direct_store ? 1 : 0)
-        .add("act_scale", double(c.act_scale));
-    const double solo_ms = args.real("solo-ms");
-    if (solo_ms > 0) {  // each timed function alone in turn: ours, the --alt variants, cuBLASLt
-      for (size_t f = 0; f < timed.size(); ++f) {
-        const std::string who = f == 0 ? "ours" : f <= alts.size() ? "alt" + std::to_string(f - 1) : "baseline";
-        std::string begin, end;
-        const double us = solo_mean_us(stream, timed[f], solo_ms, begin, end);
-        std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), who.c_str(),
-                    f >= 1 && f <= alts.size() ? (" " + alts[f - 1].spec).c_str() : "", us, flops / us * 1e-6,
-                    begin.c_str(), end.c_str());
-        line.add("solo_" + who + "_time_us", us).add("solo_" + who + "_utc", begin + "-" + end);
-      }
-    }
-    for (size_t i = 0; i < alts.size(); ++i)
-      line.add("alt" + std::to_string(i), alts[i].spec).add("alt" + std::to_string(i) + "_time_us", t_alt[i])
-          .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(in, swiglu, alts[i].opt));
-    append_result(args.str("out"), "gemm", line);
   }
   std::printf("\n== gemm summary (ratio = cuBLASLt time / ours; alt/ours = variant time / ours:");
   for (const AltVariant& v : alts) std::printf(" [%s]", v.spec.c_str());

@@ -7,13 +7,14 @@
 //   TIMEOUT_MS                            when a Communicator is created (Communicator::in_process / from_env)
 //   BLOCK_M, NUM_STAGES, EP_SMS,          as one plan::PlanOverrides snapshot (PlanOverrides::from_env) when a
 //   EXPERTS_PER_WAVE                      MegaMoe or EpBuffer is constructed, or by the caller of a planner function
-//                                         (the planner itself never reads the environment)
+//                                         (the planner itself never reads the environment); the grouped GEMM entry
+//                                         points (src/gemm/grouped_gemm.cpp) take one snapshot per process, at
+//                                         their first call
 //   UNIQUE_ID, BOOTSTRAP_DIR              when a multi-process Communicator bootstraps
 //   LOG_LEVEL                             at the first log line
 //   GPU_KIND, COMMIT                      by the benches, per result line
-// So a knob set after an object exists does not change it: construct a new one. Exception, to be removed: the grouped
-// GEMM entry points (src/gemm/grouped_gemm.cpp) still read the planner overrides at every call. The names are checked
-// once, at the first read (and at the start of the CLI and of the Python module).
+// So a knob set after an object exists (or after the first grouped GEMM call) does not change it: construct a new
+// one. The names are checked once, at the first read (and at the start of the CLI and of the Python module).
 #pragma once
 
 #include <limits>

@@ -13,7 +13,15 @@
 //   sfa  fp32 [k/128, sfa_stride]: A's scale of row r, K block kb at sfa[kb * sfa_stride + r] ("K-block major",
 //        so a tile's scales are one contiguous run). sfa_stride >= num_total_rows and a multiple of 4
 //        (sfa_stride_for()). UE8M0-valued (power-of-two) fp32 scales are accepted as they are.
-//   B    e4m3 [E, n, k]: expert weights; sfb fp32 [E, n/128, k/128] (one scale per 128x128 block).
+//   B    the expert weights, in one of two formats (GroupedGemmInput::weights):
+//        kFp8: b e4m3 [E, n, k]; sfb fp32 [E, n/128, k/128] (one scale per 128x128 block).
+//        kFp4: as transform_l2_weights_fp4 / transform_l1_weights_fp4 produce them (weight_transform_fp4.hpp):
+//              b E2M1 packed two per byte [E, n, k/2] (column 2j low nibble, 2j+1 high);
+//              b_scale_codes int32 [E, k/128, n] (MN-major; byte j of word (kb, r) is the UE8M0 code of row r,
+//              columns [128 kb + 32 j, +32));
+//              sfb fp32: the fold's base scales, in exactly the FP8 sfb layout (bf16 epilogue [E, n/128, k/128],
+//              L1 epilogue the (gate, up) pairs). The kernel upconverts B to E4M3 in shared memory (exact,
+//              fp4_fold.hpp), so the result is the FP8 path's on the expanded weights (expand_*_fp4), bit for bit.
 //   bf16 epilogue:  D bf16 [num_total_rows, n]; only the experts' valid rows are written.
 //   L1 epilogue (grouped_gemm_swiglu_fp8): B is the L1 weight after transform_l1_weights() (gate/up rows
 //        interleaved by 8, n = 2I columns) with its transformed scales; output
@@ -38,6 +46,7 @@
 namespace symmoe::gemm {
 
 enum class GroupLayout { kContiguous, kMasked };
+enum class WeightFormat { kFp8, kFp4 };
 
 struct GroupedGemmInput {
   GroupLayout layout = GroupLayout::kContiguous;
@@ -48,8 +57,10 @@ struct GroupedGemmInput {
   const uint8_t* a = nullptr;
   const float* sfa = nullptr;
   int sfa_stride = 0;
+  WeightFormat weights = WeightFormat::kFp8;
   const uint8_t* b = nullptr;
   const float* sfb = nullptr;
+  const uint32_t* b_scale_codes = nullptr;  // kFp4 only (required), 16-byte aligned
   int num_total_rows() const { return layout == GroupLayout::kMasked ? num_experts * num_rows : num_rows; }
 };
 
@@ -62,20 +73,14 @@ struct SwigluFp8Output {
 };
 
 // Launch choices; 0 = let the planner choose (plan::plan_grouped_gemm over the compiled kernels
-// plan::kGemmKernels; block_m / block_n / cluster_m are pins that must name a compiled kernel).
+// plan::kGemmKernels; block_m / block_n / tile_buffer are pins that must name a compiled kernel). The SYMMOE_
+// planner overrides (plan::PlanOverrides) are read once per process, on the first launch.
 struct LaunchOptions {
   int num_sms = 0;                   // persistent CTAs (default: all SMs of the current device)
-  int block_m = 0;                   // 64 or 128; 32: the swap-A/B kernel (tokens on WGMMA N)
+  int block_m = 0;                   // 64 or 128
   int block_n = 0;                   // 128 or 256 (128 only with block_m 128 and the bf16 epilogue)
-  int cluster_m = 0;                 // 1 or 2 (TMA multicast of B across 2 m-blocks)
   int tile_buffer = 0;               // 1: whole-slice epilogue buffer kernel, -1: not (plan::GemmKernelShape)
   int expected_rows_per_expert = 0;  // hint for the planner (default: contiguous num_rows / E, masked max_m / 2)
-  bool ordered_issue = true;         // math warpgroups take turns issuing WGMMA (false: for comparisons)
-  bool direct_store = false;         // epilogue stores from registers, not staged + bulk-stored (for comparisons)
-  // Timing only (leave-one-out in bench gemm; results are WRONG when set): no promotion FFMAs / no stores.
-  bool skip_promotion = false;
-  bool skip_epilogue = false;
-  bool skip_store = false;  // tile-buffer epilogue without its bulk stores
 };
 
 inline int sfa_stride_for(int num_total_rows) { return (num_total_rows + 3) / 4 * 4; }

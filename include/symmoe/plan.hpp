@@ -65,31 +65,43 @@ enum class GemmEpilogue : int {
   kSwigluFp8 = 1,  // L1: interleaved gate/up columns -> SwiGLU * top-k weight -> FP8 + scale per 128 channels
 };
 const char* gemm_epilogue_name(GemmEpilogue e);
+// The weight operand B as it sits in global memory: E4M3 [E, n, k] with fp32 128 x 128 block scales, or E2M1 packed
+// two per byte [E, n, k/2] with UE8M0 per-32 codes and fp32 128 x 128 base scales (weight_transform_fp4.hpp),
+// upconverted to E4M3 in shared memory by the kernel (kernels/gemm/fp4_converter.cuh).
+enum class GemmWeights : int { kFp8 = 0, kFp4 = 1 };
+constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights::kFp4 ? "fp4" : "fp8"; }
 
 // The grouped-GEMM kernels that exist: src/kernels/gemm/*.cu instantiate exactly these entries (and nothing else),
-// and plan_grouped_gemm only ever picks one of them. Two math warpgroups + one producer warpgroup each:
+// and plan_grouped_gemm picks among them (each is its choice for some problem or pin: tests/cpu/test_plan.cpp).
+// Two math warpgroups + one producer warpgroup each, cluster 1:
 //   128 x 128: the warpgroups split the token rows (64 x 128 each)
 //    64 x 256: they split the channels (64 x 128 each)
 //   128 x 256: they split the token rows (64 x 256 each, two m64n128 WGMMA passes sharing one partial accumulator)
-//    32 x 128 swap-A/B: tokens on WGMMA N (m64n32k32, weights on M); the warpgroups split the 128 weight rows
-//              (64 each); only where pinned (block_m 32), the planner's ladder does not pick it (gemm_plan.cpp)
-// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes).
+// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes). The kernels keep a cluster template
+// parameter (TMA multicast of the weight tile to 2 CTAs); no clustered kernel is compiled because none was faster
+// (docs/notes/gemm.md).
 // tile_buffer: the epilogue stages the warp's whole slice (16 rows x block_n bf16) in shared memory and bulk-stores
 // it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
+// weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
+// second ring of kGemmFp4ConvStages = num_stages / 2 (kernels/gemm/fp4_converter.cuh, math.cuh).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
   bool tile_buffer = false;
-  bool swap_ab = false;  // block_m = tokens on WGMMA N (kernels/gemm/grouped_gemm_swap_ab.cuh)
+  GemmWeights weights = GemmWeights::kFp8;
 };
 inline constexpr GemmKernelShape kGemmKernels[] = {
-    {128, 128, 6, 1, GemmEpilogue::kBf16},       {128, 128, 6, 2, GemmEpilogue::kBf16},
-    {64, 256, 5, 1, GemmEpilogue::kBf16},        {64, 256, 5, 2, GemmEpilogue::kBf16},
-    {128, 256, 4, 1, GemmEpilogue::kBf16},       {128, 256, 4, 2, GemmEpilogue::kBf16},
-    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},   {64, 256, 5, 2, GemmEpilogue::kSwigluFp8},
-    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},  {128, 256, 4, 2, GemmEpilogue::kSwigluFp8},
-    {128, 256, 3, 1, GemmEpilogue::kBf16, true},  {32, 128, 10, 1, GemmEpilogue::kBf16, false, true},
+    {128, 128, 6, 1, GemmEpilogue::kBf16},
+    {64, 256, 5, 1, GemmEpilogue::kBf16},
+    {128, 256, 4, 1, GemmEpilogue::kBf16},
+    {128, 256, 3, 1, GemmEpilogue::kBf16, true},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},
+    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},
+    {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
+    {128, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
+    {64, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
+    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -100,9 +112,16 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
 //              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
 //              whole bf16 slice) + 1 KiB to align the base to 1024 B (128B swizzle)
+//   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
+//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the converters write it into a separate ring of
+//              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
+//              tables and the stages' base-code slots (kGemmFp4TableBytes)
 constexpr int kGemmSfaBoxPad = 4;
-constexpr int gemm_stage_smem_bytes(int block_m, int block_n) {
-  return block_m * 128 + block_n * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16;
+constexpr int kGemmFp4TableBytes = 256;
+constexpr int kGemmFp4ConvStages = 2;
+constexpr int gemm_stage_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
+  return block_m * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16 +
+         (weights == GemmWeights::kFp4 ? block_n * 64 + block_n * 4 : block_n * 128);
 }
 constexpr int kGemmStagingRowBytes = 144;
 constexpr int kGemmStagingBytes = 8 * 16 * kGemmStagingRowBytes;
@@ -110,11 +129,15 @@ constexpr int gemm_tile_buffer_row_bytes(int block_n) { return 2 * block_n + 16;
 constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
   return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
 }
-constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false) {
-  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + 1024;
+constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false,
+                                    GemmWeights weights = GemmWeights::kFp8) {
+  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + 1024 +
+         (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
-constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer) + num_stages * gemm_stage_smem_bytes(block_m, block_n);
+constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
+                              GemmWeights weights = GemmWeights::kFp8) {
+  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights) +
+         num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
 }
 
 struct GemmPlan {
@@ -122,8 +145,8 @@ struct GemmPlan {
   double m_per_expert_expected = 0;  // tokens per expert (before kImbalanceFactor)
   int n = 0, k = 0, num_experts = 0;
   GemmEpilogue epilogue = GemmEpilogue::kBf16;
+  GemmWeights weights = GemmWeights::kFp8;
   // Tiles: one entry of kGemmKernels. block_m counts tokens, block_n output channels (weight rows).
-  bool swap_ab = false;  // tokens on WGMMA N (GemmKernelShape::swap_ab): wg_tile_m counts weights, wg_tile_n tokens
   int block_m = 0, block_n = 0, block_k = hopper::kBlockK;
   // Accumulator tile of one math warpgroup, in WGMMA terms (M = rows of the A operand, N = columns), and whether
   // the two warpgroups split the block's output channels (64 x 256 tiles) or its token rows (128-row tiles).
@@ -160,7 +183,8 @@ struct GemmPins {
 // unless pinned (src/plan/gemm_plan.cpp says why). Throws symmoe::Error naming the override or pin when no
 // compiled kernel matches it.
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
-                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins = {});
+                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins = {},
+                           GemmWeights weights = GemmWeights::kFp8);
 
 // Registers one math thread needs for a warpgroup accumulator tile of wg_m x wg_n fp32: the final accumulator,
 // the partial accumulator of the per-128-K promotion (same size, at most one m64n128 WGMMA: 64 registers) and ~40

@@ -1,6 +1,10 @@
 // Host side of the grouped GEMM: argument checks, the launch plan, tensor maps, launch.
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "common/nvtx.hpp"
 #include "gemm/tensor_map.hpp"
 #include "kernels/gemm/launch.hpp"
@@ -20,8 +24,36 @@ struct Launch {
   int num_ctas = 0;
 };
 
+// The SYMMOE_ planner overrides, read from the environment once per process (not per call).
+const plan::PlanOverrides& overrides_once() {
+  static const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();
+  return overrides;
+}
+
+// SMs of the current device, queried once per device.
+int device_sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  static int sms[kMaxDevices];
+  int device = 0;
+  SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
+  SYMMOE_CHECK(device >= 0 && device < kMaxDevices, "gemm", "device ordinal ", device, " over ", kMaxDevices);
+  std::call_once(once[device], [&] {
+    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device));
+  });
+  return sms[device];
+}
+
+// Plans already made, by everything a plan depends on (the overrides are fixed per process): a repeated call with
+// the same problem reuses its plan instead of running the planner again. Bounded: callers whose hint changes with
+// every batch size start over after kMaxCachedPlans distinct problems.
+constexpr size_t kMaxCachedPlans = 4096;
+using PlanKey = std::tuple<double, int, int, int, int, bool, int, int, int, bool>;
+std::mutex plan_cache_mutex;
+std::map<PlanKey, Launch> plan_cache;
+
 // The launch is the planner's choice (plan::plan_grouped_gemm over the compiled kernels plan::kGemmKernels), with
-// LaunchOptions' block_m / block_n / cluster_m as pins. Expected rows per expert: the caller's hint, else
+// LaunchOptions' block_m / block_n / tile_buffer as pins. Expected rows per expert: the caller's hint, else
 // num_rows / E (contiguous: the padded average); masked: max_m already bounds every expert (the caller sized it
 // with the imbalance headroom), so the planner gets max_m / kImbalanceFactor and a 64-row max_m keeps 64-row tiles.
 Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
@@ -29,23 +61,28 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                           : in.layout == GroupLayout::kMasked
                               ? double(in.num_rows) / plan::kImbalanceFactor
                               : double(in.num_rows) / in.num_experts;
-  int num_sms = opt.num_sms;
-  if (num_sms <= 0) {
-    int device = 0;
-    SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
-    SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  const int num_sms = opt.num_sms > 0 ? opt.num_sms : device_sm_count();
+  const bool fp4 = in.weights == WeightFormat::kFp4;
+  const PlanKey key{expected, in.n,          in.k,         in.num_experts,  num_sms,
+                    swiglu,   opt.block_m,   opt.block_n,  opt.tile_buffer, fp4};
+  {
+    std::lock_guard<std::mutex> lock(plan_cache_mutex);
+    const auto it = plan_cache.find(key);
+    if (it != plan_cache.end()) return it->second;
   }
   plan::GemmPins pins;
-  pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.cluster_size = opt.cluster_m;
-  pins.tile_buffer = opt.tile_buffer;
+  pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.tile_buffer = opt.tile_buffer;
   Launch launch;
   launch.plan = plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
                                         swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16,
-                                        plan::PlanOverrides::from_env(), pins);
+                                        overrides_once(), pins, fp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
   const plan::GemmPlan& p = launch.plan;
-  launch.kernel =
-      plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue, p.tile_buffer, p.swap_ab};
+  launch.kernel = plan::GemmKernelShape{p.block_m,  p.block_n,     p.num_stages, p.cluster_size,
+                                        p.epilogue, p.tile_buffer, p.weights};
   launch.num_ctas = p.num_sms;
+  std::lock_guard<std::mutex> lock(plan_cache_mutex);
+  if (plan_cache.size() >= kMaxCachedPlans) plan_cache.clear();
+  plan_cache.emplace(key, launch);
   return launch;
 }
 
@@ -65,15 +102,24 @@ kernel::GemmParams make_params(const GroupedGemmInput& in) {
 void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const Launch& l, cudaStream_t stream) {
   const plan::GemmKernelShape& c = l.kernel;
   const uint64_t rows = uint64_t(in.num_total_rows());
-  const CUtensorMap tmap_a = make_tensor_map_2d(in.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, rows, in.k, 128,
-                                                c.block_m, true, "a");
-  const CUtensorMap tmap_sfa = make_tensor_map_2d(in.sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, in.k / 128,
-                                                  uint64_t(in.sfa_stride) * 4, c.block_m + kernel::kSfaBoxPad, 1, false,
-                                                  "sfa");
-  const CUtensorMap tmap_b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k,
-                                                uint64_t(in.num_experts) * in.n, in.k, 128,
-                                                c.block_n / c.cluster_size, true, "b");
-  kernel::launch_grouped_gemm(c, params, tmap_a, tmap_sfa, tmap_b, l.num_ctas, stream);
+  const uint64_t weight_rows = uint64_t(in.num_experts) * in.n;
+  kernel::GemmTensorMaps maps{};
+  maps.a = make_tensor_map_2d(in.a, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, rows, in.k, 128, c.block_m, true, "a");
+  maps.sfa = make_tensor_map_2d(in.sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, in.k / 128,
+                                uint64_t(in.sfa_stride) * 4, c.block_m + kernel::kSfaBoxPad, 1, false, "sfa");
+  if (in.weights == WeightFormat::kFp4) {
+    // Packed rows of k/2 bytes, boxes of 64 B (128 K) x block_n rows, unswizzled (the converters read them); the
+    // codes' boxes are the tile's block_n words of one K block.
+    maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k / 2, weight_rows, in.k / 2, 64,
+                                c.block_n, false, "b (fp4)");
+    maps.b_codes = make_tensor_map_2d(in.b_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, in.n,
+                                      uint64_t(in.num_experts) * (in.k / 128), uint64_t(in.n) * 4, c.block_n, 1,
+                                      false, "b_scale_codes");
+  } else {
+    maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
+                                c.block_n / c.cluster_size, true, "b");
+  }
+  kernel::launch_grouped_gemm(c, params, maps, l.num_ctas, stream);
 }
 
 }  // namespace
@@ -94,6 +140,15 @@ void check_input(const GroupedGemmInput& in, bool swiglu_tile) {
   SYMMOE_CHECK(in.sfa && aligned(in.sfa, 16), "gemm", "sfa must be a non-null 16-byte aligned device pointer");
   SYMMOE_CHECK(in.b && aligned(in.b, 16), "gemm", "b must be a non-null 16-byte aligned device pointer");
   SYMMOE_CHECK(in.sfb && aligned(in.sfb, swiglu_tile ? 8 : 4), "gemm", "sfb must be a non-null aligned device pointer");
+  if (in.weights == WeightFormat::kFp4) {
+    SYMMOE_CHECK(in.b_scale_codes && aligned(in.b_scale_codes, 16), "gemm",
+                 "b_scale_codes must be a non-null 16-byte aligned device pointer for FP4 weights (int32 [E, k/128, n]"
+                 " UE8M0 codes, transform_l*_weights_fp4)");
+  } else {
+    SYMMOE_CHECK(in.weights == WeightFormat::kFp8, "gemm", "weights must be kFp8 or kFp4, got ", int(in.weights));
+    SYMMOE_CHECK(!in.b_scale_codes, "gemm",
+                 "b_scale_codes is set but weights is kFp8: FP4 weights need weights = WeightFormat::kFp4");
+  }
   SYMMOE_CHECK(in.sfa_stride >= in.num_total_rows() && in.sfa_stride % 4 == 0, "gemm",
                "sfa_stride must be a multiple of 4 and >= num_total_rows ", in.num_total_rows(), ", got ",
                in.sfa_stride);
@@ -107,15 +162,6 @@ void check_output(const GroupedGemmInput& in, const SwigluFp8Output& out) {
                in.num_total_rows(), ", got ", out.out_scale_stride);
 }
 
-// LaunchOptions' comparison and timing-only switches.
-static void set_comparison_options(kernel::GemmParams& params, const LaunchOptions& opt) {
-  params.ordered_issue = opt.ordered_issue;
-  params.direct_store = opt.direct_store;
-  params.skip_promotion = opt.skip_promotion;
-  params.skip_epilogue = opt.skip_epilogue;
-  params.skip_store = opt.skip_store;
-}
-
 void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t stream, const LaunchOptions& opt) {
   SYMMOE_NVTX_RANGE("gemm.grouped_bf16");
   check_input(in, false);
@@ -123,7 +169,6 @@ void grouped_gemm_bf16(const GroupedGemmInput& in, uint16_t* d, cudaStream_t str
   if (in.num_total_rows() == 0) return;
   kernel::GemmParams params = make_params(in);
   params.d = d;
-  set_comparison_options(params, opt);
   launch(in, params, plan_launch(in, false, opt), stream);
 }
 
@@ -139,7 +184,6 @@ void grouped_gemm_swiglu_fp8(const GroupedGemmInput& in, const SwigluFp8Output& 
   params.out_scale_stride = out.out_scale_stride;
   params.row_weights = out.row_weights;
   params.clamp = out.clamp;
-  set_comparison_options(params, opt);
   launch(in, params, plan_launch(in, true, opt), stream);
 }
 

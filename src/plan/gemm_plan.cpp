@@ -18,26 +18,35 @@ constexpr int kTileOverheadColumns = 32;
 // dense shapes; the stage it gives up costs nothing (docs/notes/plan.md has the measurement).
 constexpr bool kPreferTileBuffer = true;
 
+// The kernels of one (epilogue, weights) kind; the filters below apply within it.
+struct KernelKind {
+  GemmEpilogue epilogue;
+  GemmWeights weights;
+};
+std::string kind_name(const KernelKind& kind) {
+  return std::string(gemm_epilogue_name(kind.epilogue)) + "/" + gemm_weights_name(kind.weights);
+}
+
 // tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer.
-bool kernel_matches(const GemmKernelShape& kernel, GemmEpilogue epilogue, int block_m, int block_n, int cluster,
+bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m, int block_n, int cluster,
                     int stages, int tile_buffer = 0) {
-  return kernel.epilogue == epilogue && (!block_m || kernel.block_m == block_m) &&
+  return kernel.epilogue == kind.epilogue && kernel.weights == kind.weights && (!block_m || kernel.block_m == block_m) &&
          (!block_n || kernel.block_n == block_n) && (!cluster || kernel.cluster_size == cluster) &&
          (!stages || kernel.num_stages == stages) && (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0));
 }
 
-bool any_kernel(GemmEpilogue epilogue, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0) {
+bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0) {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (kernel_matches(kernel, epilogue, block_m, block_n, cluster, stages, tile_buffer)) return true;
+    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer)) return true;
   return false;
 }
 
-std::string compiled_list(GemmEpilogue epilogue) {
+std::string compiled_list(KernelKind kind) {
   std::ostringstream os;
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (kernel.epilogue == epilogue)
+    if (kernel.epilogue == kind.epilogue && kernel.weights == kind.weights)
       os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size
-         << (kernel.tile_buffer ? "/tb" : "") << (kernel.swap_ab ? "/swap" : "");
+         << (kernel.tile_buffer ? "/tb" : "");
   return os.str();
 }
 
@@ -48,15 +57,13 @@ long long expected_m_blocks(double m_expected, int block_m) {
 GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms, const GemmKernelShape& kernel) {
   GemmPlan p;
   p.m_per_expert_expected = m_expected;
-  p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue;
-  p.swap_ab = kernel.swap_ab;
+  p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue, p.weights = kernel.weights;
   p.block_m = kernel.block_m, p.block_n = kernel.block_n;
-  // Swap-A/B: the warpgroups split the weight rows (WGMMA M = 64 each), all block_m tokens on WGMMA N.
-  p.wg_split_channels = kernel.swap_ab || kernel.block_m == hopper::kWgmmaM;
+  p.wg_split_channels = kernel.block_m == hopper::kWgmmaM;
   p.wg_tile_m = hopper::kWgmmaM;
-  p.wg_tile_n = kernel.swap_ab ? kernel.block_m : p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
+  p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
-  p.producer_registers = 40;
+  p.producer_registers = 40;  // FP4: the converter warps too (kernels/gemm/grouped_gemm_fp4_kernel.cuh)
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
   p.math_registers_needed = math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
@@ -64,9 +71,9 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.tile_buffer = kernel.tile_buffer;
   p.num_sms = num_sms / p.cluster_size * p.cluster_size;
   p.num_stages = kernel.num_stages;
-  p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer);
-  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer);
+  p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
+  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights);
+  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights);
   p.num_tiles_expected =
       static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
@@ -76,7 +83,8 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
 }  // namespace
 
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
-                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins) {
+                           GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins,
+                           GemmWeights weights) {
   SYMMOE_CHECK(m_per_expert_expected >= 0, "plan", "grouped GEMM: m_per_expert_expected must be >= 0, got ",
                m_per_expert_expected);
   SYMMOE_CHECK(n > 0 && k > 0 && k % hopper::kBlockK == 0, "plan", "grouped GEMM: need n > 0 and k a positive ",
@@ -84,45 +92,48 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(num_experts >= 1, "plan", "grouped GEMM: num_experts must be >= 1, got ", num_experts);
   SYMMOE_CHECK(num_sms >= 1, "plan", "grouped GEMM: num_sms must be >= 1, got ", num_sms);
   const bool swiglu = epilogue == GemmEpilogue::kSwigluFp8;
+  const KernelKind kind{epilogue, weights};
   SYMMOE_CHECK(!swiglu || n % 256 == 0, "plan",
                "grouped GEMM: the SwiGLU epilogue needs n = 2 * intermediate a multiple of 256, got n=", n);
 
   // Pins and overrides: each must name a compiled kernel (the one place they apply).
   const int stages = detail::forced_stages(overrides);
-  SYMMOE_CHECK(!stages || any_kernel(epilogue, 0, 0, 0, stages), "plan", "SYMMOE_NUM_STAGES=", stages,
-               " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue), ":",
-               compiled_list(epilogue), ")");
+  SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages), "plan", "SYMMOE_NUM_STAGES=", stages,
+               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
+               compiled_list(kind), ")");
   const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
-  SYMMOE_CHECK(!forced_block_m || any_kernel(epilogue, forced_block_m, 0, 0, 0), "plan",
+  SYMMOE_CHECK(!forced_block_m || any_kernel(kind, forced_block_m, 0, 0, 0), "plan",
                pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
-               " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue), ":",
-               compiled_list(epilogue), ")");
-  SYMMOE_CHECK(!pins.block_n || any_kernel(epilogue, forced_block_m, pins.block_n, 0, stages), "plan",
-               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel (", gemm_epilogue_name(epilogue),
-               ":", compiled_list(epilogue), ")");
+               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
+               compiled_list(kind), ")");
+  SYMMOE_CHECK(!pins.block_n || any_kernel(kind, forced_block_m, pins.block_n, 0, stages), "plan",
+               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel (", kind_name(kind),
+               ":", compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
                "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
+  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0), "plan", "cluster_size=",
+               pins.cluster_size, " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
+               compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
   SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
                "tile_buffer must be 1 (on), -1 (off) or 0 (planner's choice), got ", pins.tile_buffer);
 
-  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first. The swap-A/B kernel (block_m 32) only
-  // where pinned: it is no faster than 64 x 256 on masked decode (NOTES in kernels/gemm/grouped_gemm_swap_ab.cuh).
+  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
   int block_m = forced_block_m;
   if (!block_m) {
     int ladder[kNumGemmKernels];
     int num_ladder = 0;
     for (const int candidate : {64, 128})
-      if (any_kernel(epilogue, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer))
+      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer))
         ladder[num_ladder++] = candidate;
-    SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", gemm_epilogue_name(epilogue),
-                 " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(epilogue), ")");
+    SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
+                 " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
   }
-  // Cluster: 1 unless pinned. NOTES: clusters of 2 (B multicast to two m-blocks) are 6-10% slower than single CTAs on
-  // the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs (launch_config clamps the grid), the pair's pipelines wait
-  // on each other, and an expert with an odd number of m-blocks runs an empty partner tile (docs/notes/plan.md). The
-  // cluster kernels stay compiled for pins and comparisons.
+  // Cluster: 1 unless pinned (only cluster-1 kernels are compiled: plan.hpp). NOTES: clusters of 2 (B multicast to
+  // two m-blocks) are 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs, the
+  // pair's pipelines wait on each other, and an expert with an odd number of m-blocks runs an empty partner tile
+  // (docs/notes/plan.md).
   const int cluster = pins.cluster_size ? pins.cluster_size : 1;
 
   // BLOCK_N: fewest (waves x tile cost) among the compiled kernels left; a tile costs ~ block_n +
@@ -131,7 +142,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   bool have_best = false;
   long long best_cost = 0;
   for (const GemmKernelShape& kernel : kGemmKernels) {
-    if (!kernel_matches(kernel, epilogue, block_m, pins.block_n, cluster, stages, pins.tile_buffer)) continue;
+    if (!kernel_matches(kernel, kind, block_m, pins.block_n, cluster, stages, pins.tile_buffer)) continue;
     GemmPlan p = make_plan(m_per_expert_expected, n, k, num_experts, num_sms, kernel);
     const long long cost = static_cast<long long>(p.num_waves_expected) * (p.block_n + kTileOverheadColumns);
     const bool same_tile_preferred = cost == best_cost && p.block_n == best.block_n &&
@@ -139,9 +150,9 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
     if (!have_best || cost < best_cost || (cost == best_cost && p.block_n > best.block_n) || same_tile_preferred)
       best = p, have_best = true, best_cost = cost;
   }
-  SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", gemm_epilogue_name(epilogue), " block_m=",
+  SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind), " block_m=",
                block_m, " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages,
-               " tile_buffer=", pins.tile_buffer, " (compiled:", compiled_list(epilogue), ")");
+               " tile_buffer=", pins.tile_buffer, " (compiled:", compiled_list(kind), ")");
   best.validate();
   return best;
 }
@@ -149,20 +160,18 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
 void GemmPlan::validate() const {
   const auto where = [&] { return " in grouped GEMM plan [" + to_string() + "]"; };
   SYMMOE_CHECK(block_k == hopper::kBlockK, "plan", "block_k must be 128 (one FP8 scale block), got ", block_k, where());
+  const KernelKind kind{epilogue, weights};
   bool compiled = false;
   for (const GemmKernelShape& kernel : kGemmKernels)
-    compiled = compiled || kernel_matches(kernel, epilogue, block_m, block_n, cluster_size, num_stages,
+    compiled = compiled || kernel_matches(kernel, kind, block_m, block_n, cluster_size, num_stages,
                                           tile_buffer ? 1 : -1);
   SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ",
-               cluster_size, " swap_ab=", swap_ab, " is not a compiled grouped-GEMM kernel (",
-               gemm_epilogue_name(epilogue), ":", compiled_list(epilogue), ")", where());
-  SYMMOE_CHECK(swap_ab == detail::block_m_is_swap_ab(block_m), "plan", "swap_ab=", swap_ab, " with block_m ", block_m,
-               ": swap-A/B is the kernel for block_m <= ", detail::kMaxSwapBlockM, where());
+               cluster_size, " is not a compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind),
+               ")", where());
   // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
   // accumulator (128 registers per thread) next to the 64-register partial accumulator.
-  const bool cover = swap_ab             ? (2 * wg_tile_m == block_n && wg_tile_n == block_m)
-                     : wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
-                                         : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
+  const bool cover = wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
+                                       : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
   SYMMOE_CHECK(cover && wg_tile_m == hopper::kWgmmaM && wg_tile_n % 8 == 0 && wg_tile_n >= 8 &&
                    wg_tile_n <= hopper::kMaxWgmmaN && num_math_warpgroups == 2,
                "plan", "the two math warpgroup tiles (", wg_tile_m, " x ", wg_tile_n,
@@ -180,8 +189,8 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(math_registers_needed <= math_registers, "plan", "math warpgroup tile needs ~", math_registers_needed,
                " registers per thread, only ", math_registers, " available", where());
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n) &&
-                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer) &&
+  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
+                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights) &&
                    smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
                "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
                " or disagrees with gemm_smem_bytes", where());
@@ -196,7 +205,7 @@ void GemmPlan::validate() const {
 // Every compiled kernel fits shared memory (checked once here, at compile time).
 static_assert([] {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer) >
+    if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights) >
         hopper::kMaxSmemPerBlock)
       return false;
   return true;
@@ -205,8 +214,8 @@ static_assert([] {
 std::string GemmPlan::to_string() const {
   std::ostringstream os;
   os << "gemm m_expected=" << m_per_expert_expected << " n=" << n << " k=" << k << " experts=" << num_experts
-     << " epilogue=" << gemm_epilogue_name(epilogue) << " | "
-     << (swap_ab ? "swap-A/B (tokens on WGMMA N)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
+     << " epilogue=" << gemm_epilogue_name(epilogue) << " weights=" << gemm_weights_name(weights) << " | "
+     << "tokens on WGMMA M BLOCK_M=" << block_m
      << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
      << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << " | regs math " << math_registers

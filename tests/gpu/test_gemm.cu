@@ -139,32 +139,24 @@ void concat_weights(const Problem& p, std::vector<uint8_t>& data, std::vector<fl
 }
 
 struct Config {
-  int block_m, block_n, cluster_m, num_sms;  // 0: planner's choice (num_sms 0: all SMs)
-  bool direct_store = false;                 // epilogue stores from registers instead of staged bulk stores
-  int tile_buffer = 0;                       // 1: whole-slice epilogue buffer kernel, -1: not, 0: planner's choice
+  int block_m, block_n, num_sms;  // 0: planner's choice (num_sms 0: all SMs)
+  int tile_buffer = 0;            // 1: whole-slice epilogue buffer kernel, -1: not, 0: planner's choice
 };
 std::string name(const Config& c) {
-  return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " cluster " + std::to_string(c.cluster_m) +
-         " sms " + std::to_string(c.num_sms) + (c.direct_store ? " direct-store" : "") +
+  return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " sms " + std::to_string(c.num_sms) +
          (c.tile_buffer ? c.tile_buffer > 0 ? " tile-buffer" : " no-tile-buffer" : "");
 }
 gemm::LaunchOptions launch_options(const Config& c) {
   gemm::LaunchOptions opt;
-  opt.block_m = c.block_m, opt.block_n = c.block_n, opt.cluster_m = c.cluster_m, opt.num_sms = c.num_sms;
-  opt.direct_store = c.direct_store;
+  opt.block_m = c.block_m, opt.block_n = c.block_n, opt.num_sms = c.num_sms;
   opt.tile_buffer = c.tile_buffer;
   return opt;
 }
 // Every compiled bf16 configuration, plus few-CTA runs (many tiles per CTA: the stage ring wraps across tiles).
-const std::vector<Config> kAllConfigs = {{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 256, 1, 0}, {64, 256, 2, 0},
-                                         {128, 256, 1, 0}, {128, 256, 2, 0}, {128, 256, 2, 6}, {64, 256, 1, 5},
-                                         {128, 128, 1, 3}, {128, 256, 2, 0, true}, {64, 256, 1, 5, true},
-                                         {128, 256, 1, 0, false, 1}, {128, 256, 1, 5, false, 1},
-                                         {128, 256, 1, 0, false, -1}, {32, 128, 1, 0}, {32, 128, 1, 5},
-                                         {0, 0, 0, 0}};
-const std::vector<Config> kL1Configs = {{64, 256, 1, 0}, {64, 256, 2, 0}, {128, 256, 1, 0}, {128, 256, 2, 0},
-                                        {64, 256, 2, 4}, {128, 256, 1, 3}, {128, 256, 2, 0, true},
-                                        {64, 256, 1, 0, true}, {0, 0, 0, 0}};
+const std::vector<Config> kAllConfigs = {{128, 128, 0}, {64, 256, 0},     {128, 256, 0, -1}, {128, 256, 6, -1},
+                                         {64, 256, 5},  {128, 128, 3},    {128, 256, 0, 1},  {128, 256, 5, 1},
+                                         {0, 0, 0}};
+const std::vector<Config> kL1Configs = {{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}};
 
 // Runs the bf16 GEMM and compares every expert's valid rows with the golden model; padding rows must keep the
 // poison. Tolerances: vs faithful rounded to bf16 <= 1e-3, vs exact <= 2e-3 (relative Frobenius).
@@ -235,8 +227,7 @@ TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
   // One hot expert, Zipf-like tail, an empty last expert; segments aligned to 64 only.
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {700, 150, 40, 9, 3, 1, 0}, 64, 256, 640,
                               fmt::ScaleFormat::kUe8m0, seed);
-  for (const auto& c : {Config{128, 256, 2, 0}, Config{64, 256, 1, 0}, Config{128, 128, 1, 3},
-                        Config{128, 256, 1, 3, false, 1}})
+  for (const auto& c : {Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3}, Config{128, 256, 3, 1}})
     check_bf16(p, c);
 }
 
@@ -269,7 +260,7 @@ TEST(GroupedGemm, MaskedOneTokenPerExpert) {
   std::printf("  seed %llu\n", (unsigned long long)seed);
   const auto p = make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 1, 0}, Config{64, 256, 2, 0}, Config{128, 256, 1, 7}, Config{32, 128, 1, 0}})
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}})
     check_bf16(p, c);
 }
 
@@ -278,8 +269,7 @@ TEST(GroupedGemm, MaskedDecodeSizes) {
   std::printf("  seed %llu\n", (unsigned long long)seed);
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 1, 0}, Config{64, 256, 2, 0}, Config{128, 128, 1, 0}, Config{32, 128, 1, 0},
-                        Config{32, 128, 1, 3}})
+  for (const auto& c : {Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0}})
     check_bf16(p, c);
 }
 
@@ -415,24 +405,23 @@ TEST(GroupedGemmL1, MaskedSwigluFp8) {
 
 // The golden model's FP8 accumulation (ref::gemm_faithful over reference/wgmma.hpp: the tensor core's 13-bit
 // aligned, truncated sums) on normal data, where plain fp32 partial sums miss the GPU on a few % of bf16 values:
-// bf16 D bitwise equal to bf16(ref::gemm_faithful) for every tile shape (swap-A/B included), and the L1 epilogue's
+// bf16 D bitwise equal to bf16(ref::gemm_faithful) for every tile shape, and the L1 epilogue's
 // codes held to the exact-accumulation bound (within one e4m3 ulp everywhere, >= 99.9% bitwise: expf ulps only).
 TEST(GroupedGemmFaithful, Bf16BitwiseOnNormalData) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 64}, 128, 384, 512,
                               fmt::ScaleFormat::kFp32, fresh_seed());
-  for (const auto& c : {Config{128, 256, 2, 0}, Config{64, 256, 1, 5}, Config{128, 128, 1, 3}, Config{32, 128, 1, 0},
-                        Config{0, 0, 0, 0}})
+  for (const auto& c : {Config{128, 256, 0, -1}, Config{64, 256, 5}, Config{128, 128, 3}, Config{0, 0, 0}})
     check_bf16(p, c, /*expect_bitwise=*/true);
   const auto m = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512,
                               fmt::ScaleFormat::kUe8m0, fresh_seed());
-  for (const auto& c : {Config{128, 256, 1, 0}, Config{0, 0, 0, 0}}) check_bf16(m, c, /*expect_bitwise=*/true);
+  for (const auto& c : {Config{128, 256, 0}, Config{0, 0, 0}}) check_bf16(m, c, /*expect_bitwise=*/true);
 }
 
 TEST(GroupedGemmFaithful, L1CodesOnNormalData) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 64, 300, 0}, 64, 512, 384,
                               fmt::ScaleFormat::kFp32, fresh_seed());
   for (float clamp : {0.f, 0.75f})
-    for (const auto& c : {Config{64, 256, 2, 0}, Config{128, 256, 1, 0}, Config{0, 0, 0, 0}})
+    for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}, Config{0, 0, 0}})
       check_l1(p, clamp, c, /*exact_acc=*/true);
 }
 

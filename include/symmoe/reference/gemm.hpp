@@ -17,8 +17,7 @@
 //             (reference/wgmma.hpp: each k32 step aligns its 32 products and the running partial to the largest
 //             exponent, truncates to 13 fractional bits, adds exactly, truncates the result to 13 fractional
 //             bits); the promotion is plain fp32 (the product sa * sb rounded first, then one fmaf), as the kernels
-//             run it. The swap-A/B kernel (math_swap_ab.cuh) computes the same products per k32 step, and a step
-//             depends only on the set of its products, so it gives the same bits.
+//             run it.
 //
 // L1 epilogue (kernel-faithful), input acc [M, 2I] fp32 in the ORIGINAL layout (columns 0..I-1 gate, I..2I-1 up;
 // the GPU's interleaved gate/up layout is data movement modelled by the GEMM's weight transform, not here):

@@ -1,6 +1,5 @@
 // Plain epilogue: the warpgroup's 64 x kWgN fp32 slice -> bf16 D rows (valid rows, columns < n only), through the
-// warp's staging rows and bulk stores (epilogue_staging.cuh), or straight from registers (params.direct_store, for
-// comparisons: each quad of lanes writes 16 contiguous bytes per row per 8-column chunk).
+// warp's staging rows and bulk stores (epilogue_staging.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,36 +9,12 @@
 
 namespace symmoe::gemm::kernel {
 
+// Per 64-column slab, the warp's 16 rows x 128 B go through its staging rows, one bulk store per row.
 template <int BLOCK_M, int BLOCK_N>
-__device__ __forceinline__ void epilogue_bf16_direct(const GemmParams& p, const Tile& tile,
+__device__ __forceinline__ void epilogue_bf16(const GemmParams& p, const Tile& tile,
                                               const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-                                              const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
-  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
-  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
-#pragma unroll
-  for (int h = 0; h < Slice::kNumHalves; ++h) {
-    const int col = tile.n_begin + slice.col0 + 128 * h;
-    if (col >= p.n) continue;  // half past n (partial last n-block)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
-      if (row_in_tile >= tile.num_rows) continue;
-      uint16_t* row = p.d + size_t(tile.row_begin + row_in_tile) * p.n + col + 2 * (lane % 4);
-#pragma unroll
-      for (int c = 0; c < 16; ++c) {
-        const float* v = acc + 64 * h + 4 * c + 2 * r;
-        *reinterpret_cast<__nv_bfloat162*>(row + 8 * c) = __floats2bfloat162_rn(v[0], v[1]);
-      }
-    }
-  }
-}
-
-// Staged: per 64-column slab, the warp's 16 rows x 128 B go through its staging rows, one bulk store per row.
-template <int BLOCK_M, int BLOCK_N>
-__device__ __forceinline__ void epilogue_bf16_staged(const GemmParams& p, const Tile& tile,
-                                                     const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-                                                     const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
-                                                     const WarpStaging& staging) {
+                                              const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+                                              const WarpStaging& staging) {
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   // Lane r < 16 stores row r of the warp's 16 rows.
@@ -56,17 +31,6 @@ __device__ __forceinline__ void epilogue_bf16_staged(const GemmParams& p, const 
       staging.publish(dst, 128);
     }
   }
-}
-
-template <int BLOCK_M, int BLOCK_N>
-__device__ __forceinline__ void epilogue_bf16(const GemmParams& p, const Tile& tile,
-                                              const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-                                              const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
-                                              const WarpStaging& staging) {
-  if (p.direct_store)
-    epilogue_bf16_direct(p, tile, slice, acc);
-  else
-    epilogue_bf16_staged(p, tile, slice, acc, staging);
 }
 
 }  // namespace symmoe::gemm::kernel

@@ -3,10 +3,10 @@
 // (cp.async.bulk shared -> global) per valid row. The warp goes back to the mainloop while the TMA engine drains
 // the rows; it only waits (wait_group.read) before it overwrites its staging rows with the next slab.
 // NOTES: why: storing from registers (16 B per quad per row, stalled on lg_throttle) kept both math warpgroups
-// busy several us per tile with the tensor cores idle (kernel NOTES). Rows are 144 B apart (128 + 16): the 8 rows one
-// store instruction touches then fall on distinct banks. Only valid rows (and columns < n) are stored, so partial
-// tiles and the masked layout need no special case. Per-warp: no named barrier, no cross-warp wait. Measured
-// (H200, 2026-11-29, same run): 1.06-1.18x over register stores on bf16 shapes, 1.12x on the L1 SwiGLU shape.
+// busy several us per tile with the tensor cores idle; staged, 1.06-1.18x faster on bf16 shapes, 1.12x on the L1
+// SwiGLU shape (docs/notes/gemm.md). Rows are 144 B apart (128 + 16): the 8 rows one store instruction touches then
+// fall on distinct banks. Only valid rows (and columns < n) are stored, so partial tiles and the masked layout need
+// no special case. Per-warp: no named barrier, no cross-warp wait.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -27,9 +27,10 @@ __device__ __forceinline__ uint16_t quantize_e4m3x2_pow2(float first, float seco
                                   __NV_E4M3);
 }
 
-template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, int kNumStages>
+// Layout: a GemmSmemLayout (FP8 or FP4 weights); only its amax exchange is used.
+template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
 __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
-                                                    const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+                                                    const Layout& smem,
                                                     const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                                     float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
                                                     const WarpStaging& staging) {
@@ -60,22 +61,18 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
       if (lane % 4 == 0) smem.amax(parity, wg)[row_in_tile] = amax[r];
   }
   if constexpr (Slice::kSplitN) ptx::named_barrier_sync(kNamedBarrier, 256);
-  // FP8 rows: kWgN / 2 channels = 128 (or 64, split N) bytes per row, staged (one bulk store per valid row) unless
-  // params.direct_store.
-  const bool staged = !p.direct_store;
-  if (staged) staging.acquire();
+  // FP8 rows: kWgN / 2 channels = 128 (or 64, split N) bytes per row, staged (one bulk store per valid row).
+  staging.acquire();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
     const bool valid = row_in_tile < tile.num_rows;
-    if (!staged && !valid) continue;
     float row_amax = amax[r];
     if constexpr (Slice::kSplitN) row_amax = fmaxf(row_amax, smem.amax(parity, wg ^ 1)[row_in_tile]);
     const float scale = fmt::scale_for_amax(row_amax, fmt::kE4M3Max, fmt::ScaleFormat::kUe8m0);
     const float inv_scale = 1.f / scale;  // exact: scale is a power of two
     const int row = tile.row_begin + row_in_tile;
-    uint8_t* out = staged ? staging.row(lane / 4 + 8 * r) + 2 * (lane % 4)
-                          : p.out + size_t(row) * inter + inter_begin + channel0 + 2 * (lane % 4);
+    uint8_t* out = staging.row(lane / 4 + 8 * r) + 2 * (lane % 4);
 #pragma unroll
     for (int q = 0; q < kPairs; ++q) {
       *reinterpret_cast<uint16_t*>(out + 8 * q) = quantize_e4m3x2_pow2(acc[8 * q + 2 * r], acc[8 * q + 2 * r + 1], inv_scale);
@@ -83,13 +80,11 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
     if (valid && (!Slice::kSplitN || wg == 0) && lane % 4 == 0)
       p.out_scales[size_t(inter_begin / 128) * p.out_scale_stride + row] = scale;
   }
-  if (staged) {
-    const int store_row = slice.row0 + warp * 16 + (lane % 16);
-    uint8_t* dst = lane < 16 && store_row < tile.num_rows
-                       ? p.out + size_t(tile.row_begin + store_row) * inter + inter_begin + channel0
-                       : nullptr;
-    staging.publish(dst, Slice::kWgN / 2);
-  }
+  const int store_row = slice.row0 + warp * 16 + (lane % 16);
+  uint8_t* dst = lane < 16 && store_row < tile.num_rows
+                     ? p.out + size_t(tile.row_begin + store_row) * inter + inter_begin + channel0
+                     : nullptr;
+  staging.publish(dst, Slice::kWgN / 2);
 }
 
 }  // namespace symmoe::gemm::kernel

@@ -22,7 +22,6 @@ __device__ __forceinline__ void epilogue_bf16_tile_buffer(
     const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc], const StagingRows<kRowBytes>& staging) {
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   static_assert(kRowBytes >= 2 * Slice::kWgN + 16 && kRowBytes % 16 == 0, "a staging row holds the slice's row");
-  if (p.direct_store) return epilogue_bf16_direct(p, tile, slice, acc);
   const int warp = (threadIdx.x % 128) / 32, lane = staging.lane;
   staging.acquire();
   // Fragment order: acc[4 c + 2 r + {0, 1}] is row lane / 4 + 8 r, columns 8 c + 2 (lane % 4) + {0, 1}.
@@ -39,7 +38,7 @@ __device__ __forceinline__ void epilogue_bf16_tile_buffer(
   const int store_row = slice.row0 + warp * 16 + (lane % 16);
   const int col = tile.n_begin + slice.col0;
   const int num_cols = min(Slice::kWgN, p.n - col);
-  const bool store_valid = lane < 16 && store_row < tile.num_rows && num_cols > 0 && !p.skip_store;
+  const bool store_valid = lane < 16 && store_row < tile.num_rows && num_cols > 0;
   uint16_t* dst = store_valid ? p.d + size_t(tile.row_begin + store_row) * p.n + col : nullptr;
   staging.publish(dst, uint32_t(max(num_cols, 0)) * 2);
 }

@@ -1,32 +1,33 @@
-// Compiled grouped GEMM kernels with the bf16 epilogue and 128-column warpgroup tiles (128 x 128, 64 x 256), the
-// swap-A/B kernel (32 x 128), and the dispatcher over all compiled kernels (plan::kGemmKernels).
+// Compiled grouped GEMM kernels with the bf16 epilogue and 128-column warpgroup tiles (128 x 128, 64 x 256), and the
+// dispatcher over all compiled kernels (plan::kGemmKernels).
 #include "kernels/gemm/launch.cuh"
 
 namespace symmoe::gemm::kernel {
 
 namespace {
 constexpr bool is_bf16_narrow(const plan::GemmKernelShape& s) {
-  return s.epilogue == EpilogueKind::kBf16 && !(s.block_m == 128 && s.block_n == 256);
+  return s.weights == plan::GemmWeights::kFp8 && s.epilogue == EpilogueKind::kBf16 &&
+         !(s.block_m == 128 && s.block_n == 256);
 }
 }  // namespace
 
-bool launch_bf16_narrow(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
-                        const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  return launch_one_of<is_bf16_narrow, 0, 1, 2, 3, 11>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+bool launch_bf16_narrow(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
+                        cudaStream_t stream) {
+  return launch_one_of<is_bf16_narrow, 0, 1>(index, params, maps, num_ctas, stream);
 }
 
-// The three files' shares cover the table: 5 narrow bf16 (0-3, 11), 3 wide bf16 (4-5, 10), 4 SwiGLU (6-9).
-static_assert(plan::kNumGemmKernels == 12, "plan::kGemmKernels changed: update the launch_one_of index lists");
+// The four files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5), 4 FP4 (6-9).
+static_assert(plan::kNumGemmKernels == 10, "plan::kGemmKernels changed: update the launch_one_of index lists");
 
 std::string kernel_name(const plan::GemmKernelShape& s) {
   return "GemmKernel{block " + std::to_string(s.block_m) + "x" + std::to_string(s.block_n) + "x128, stages " +
          std::to_string(s.num_stages) + ", cluster " + std::to_string(s.cluster_size) + ", epilogue " +
          plan::gemm_epilogue_name(s.epilogue) + (s.tile_buffer ? ", tile buffer" : "") +
-         (s.swap_ab ? ", swap-A/B" : "") + "}";
+         (s.weights == plan::GemmWeights::kFp4 ? ", fp4 weights" : "") + "}";
 }
 
-void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const CUtensorMap& tmap_a,
-                         const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
+void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const GemmTensorMaps& maps,
+                         int num_ctas, cudaStream_t stream) {
   SYMMOE_CHECK(num_ctas > 0 && num_ctas % shape.cluster_size == 0, "gemm",
                "num_ctas must be a positive multiple of ", shape.cluster_size, ", got ", num_ctas);
   int index = -1;
@@ -34,13 +35,14 @@ void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& p
     const plan::GemmKernelShape& k = plan::kGemmKernels[i];
     if (k.block_m == shape.block_m && k.block_n == shape.block_n && k.num_stages == shape.num_stages &&
         k.cluster_size == shape.cluster_size && k.epilogue == shape.epilogue && k.tile_buffer == shape.tile_buffer &&
-        k.swap_ab == shape.swap_ab)
+        k.weights == shape.weights)
       index = i;
   }
   SYMMOE_CHECK(index >= 0, "gemm", "no compiled kernel for ", kernel_name(shape));
-  const bool launched = launch_bf16_narrow(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream) ||
-                        launch_bf16_wide(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream) ||
-                        launch_swiglu(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+  const bool launched = launch_bf16_narrow(index, params, maps, num_ctas, stream) ||
+                        launch_bf16_wide(index, params, maps, num_ctas, stream) ||
+                        launch_swiglu(index, params, maps, num_ctas, stream) ||
+                        launch_fp4(index, params, maps, num_ctas, stream);
   SYMMOE_CHECK(launched, "gemm", "plan::kGemmKernels entry ", index, " (", kernel_name(shape),
                ") is compiled in no file");
 }

@@ -6,13 +6,14 @@ namespace symmoe::gemm::kernel {
 
 namespace {
 constexpr bool is_bf16_wide(const plan::GemmKernelShape& s) {
-  return s.epilogue == EpilogueKind::kBf16 && s.block_m == 128 && s.block_n == 256;
+  return s.weights == plan::GemmWeights::kFp8 && s.epilogue == EpilogueKind::kBf16 && s.block_m == 128 &&
+         s.block_n == 256;
 }
 }  // namespace
 
-bool launch_bf16_wide(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
-                      const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  return launch_one_of<is_bf16_wide, 4, 5, 10>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+bool launch_bf16_wide(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
+                      cudaStream_t stream) {
+  return launch_one_of<is_bf16_wide, 2, 3>(index, params, maps, num_ctas, stream);
 }
 
 }  // namespace symmoe::gemm::kernel

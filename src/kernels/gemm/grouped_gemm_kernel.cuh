@@ -1,21 +1,10 @@
 // The SM90 FP8 grouped GEMM kernel: wires the roles (producer.cuh, math.cuh, epilogue_*.cuh, scheduler.cuh).
 // 384 threads: warpgroups 0-1 math (setmaxnreg 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA).
 // Persistent: gridDim.x CTAs (a multiple of kClusterM) loop over the tiles of all experts.
-// NOTES (H200, one GPU of an x2 machine, 2026-11-29, bench/results/2026-11-29-nvidia-h200-x2-gemm.jsonl):
-// - First round: a K sweep (dense 8192 x 4096 x K, 128 x 256) fit ~0.95 us per K block + ~7.7 us per tile, the
-//   per-tile part being both math warpgroups storing from registers with the tensor cores idle.
-// - Epilogue through per-warp staging rows + bulk stores (epilogue_staging.cuh), cluster 1: the same sweep fits
-//   ~0.90 us per K block + ~3.5 us per tile (K 1024..8192: 801, 988, 1073, 1128 TFLOPS). Same-run speedups over
-//   the register stores: 1.06-1.18 (bf16), 1.12 (L1 SwiGLU).
-// - What is left is the mainloop: ~0.90 us per K block vs ~0.52 us of tensor-core work. ncu source sampling (L2
-//   shape) puts the math warps' stalls on the wgmma wait (WARPGROUP.DEPBAR), the issue-turn barrier and the
-//   fixed-latency promotion chain; the producer mostly waits for free stages (data is not the limit). Per warpgroup
-//   each 128-column half is issue -> wait -> promote with one 64-register partial accumulator, so the tensor core
-//   stays busy only while the other warpgroup's batch (256 cycles) covers wgmma latency + promotion + issue.
-//   Candidates: two partial accumulators per warpgroup (needs registers: 128 x 192 tiles with 2 x 48), or a third
-//   math warpgroup (192 x 128 tiles at <= 160 registers), each traded against shared-memory bandwidth: at full
-//   tensor-core rate the 128 x 256 tile would already need ~140 B/cycle of WGMMA operand reads + TMA writes
-//   against 128 B/cycle (a cap near 90% of peak); narrower WGMMA N needs more.
+// NOTES: per tile, the epilogue goes through per-warp staging rows and bulk stores (epilogue_staging.cuh), so the
+// math warps return to the mainloop while the TMA engine drains the rows. What is left is the mainloop: ~0.90 us per
+// K block vs ~0.52 us of tensor-core work on the L2 shape; the math warps' stalls sit on the wgmma wait, the
+// issue-turn barrier and the promotion chain (ncu, docs/notes/gemm.md).
 #pragma once
 
 #include "kernels/gemm/epilogue_bf16.cuh"
@@ -71,14 +60,13 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const WarpgroupSlice<BLOCK_M, BLOCK_N> slice(wg);
     PipelineState<kNumStages> pipe;
     float acc[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc];
-    if (params.ordered_issue && wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first
+    if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first
     const StagingRows<Layout::kStagingRowBytes> staging{smem.staging(wg * 4 + (threadIdx.x % 128) / 32),
                                                         int(threadIdx.x % 32)};
     Tile tile;
     for (int tile_count = 0; sched.next(tile); ++tile_count) {
       math_mainloop<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue, kTileBuffer>(params, smem, tile, slice, wg,
                                                                                      pipe, acc);
-      if (params.skip_epilogue) continue;  // timing only (GemmParams)
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc, staging);
       else if constexpr (kTileBuffer)
@@ -87,7 +75,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
         epilogue_bf16(params, tile, slice, acc, staging);
     }
     staging.drain();
-    if (params.ordered_issue && wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
+    if (wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
   }
   // No CTA may leave while its cluster peer can still multicast into it or arrive on its barriers.
   if constexpr (kClusterM > 1) {

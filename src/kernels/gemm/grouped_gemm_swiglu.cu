@@ -4,12 +4,13 @@
 namespace symmoe::gemm::kernel {
 
 namespace {
-constexpr bool is_swiglu(const plan::GemmKernelShape& s) { return s.epilogue == EpilogueKind::kSwigluFp8; }
+constexpr bool is_swiglu(const plan::GemmKernelShape& s) {
+  return s.weights == plan::GemmWeights::kFp8 && s.epilogue == EpilogueKind::kSwigluFp8;
+}
 }  // namespace
 
-bool launch_swiglu(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
-                   const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream) {
-  return launch_one_of<is_swiglu, 6, 7, 8, 9>(index, params, tmap_a, tmap_sfa, tmap_b, num_ctas, stream);
+bool launch_swiglu(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream) {
+  return launch_one_of<is_swiglu, 4, 5>(index, params, maps, num_ctas, stream);
 }
 
 }  // namespace symmoe::gemm::kernel

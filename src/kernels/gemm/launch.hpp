@@ -14,18 +14,25 @@ namespace symmoe::gemm::kernel {
 
 std::string kernel_name(const plan::GemmKernelShape& shape);
 
-// Launches `num_ctas` persistent CTAs (a multiple of the cluster size) of the compiled kernel `shape`; throws
-// symmoe::Error if it is not one of plan::kGemmKernels. Tensor maps as built by src/gemm/tensor_map.
-void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const CUtensorMap& tmap_a,
-                         const CUtensorMap& tmap_sfa, const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
+// The TMA descriptors of one launch (src/gemm/tensor_map): A, its scales, B (e4m3 [E n, k], 128B-swizzled boxes of
+// 128 x block_n; FP4: packed [E n, k/2], unswizzled boxes of 64 B x block_n) and, FP4 only, B's scale codes
+// (int32 [E k/128, n], boxes of block_n x 1).
+struct GemmTensorMaps {
+  CUtensorMap a, sfa, b, b_codes;
+};
 
-// This file's share of plan::kGemmKernels (grouped_gemm_bf16.cu, grouped_gemm_bf16_wide.cu,
-// grouped_gemm_swiglu.cu): launches entry `index` and returns true if the file compiled it.
-bool launch_bf16_narrow(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
-                        const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
-bool launch_bf16_wide(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
-                      const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
-bool launch_swiglu(int index, const GemmParams& params, const CUtensorMap& tmap_a, const CUtensorMap& tmap_sfa,
-                   const CUtensorMap& tmap_b, int num_ctas, cudaStream_t stream);
+// Launches `num_ctas` persistent CTAs (a multiple of the cluster size) of the compiled kernel `shape`; throws
+// symmoe::Error if it is not one of plan::kGemmKernels.
+void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const GemmTensorMaps& maps,
+                         int num_ctas, cudaStream_t stream);
+
+// This file's share of plan::kGemmKernels (grouped_gemm_bf16.cu, grouped_gemm_bf16_wide.cu, grouped_gemm_swiglu.cu,
+// grouped_gemm_fp4.cu): launches entry `index` and returns true if the file compiled it.
+bool launch_bf16_narrow(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
+                        cudaStream_t stream);
+bool launch_bf16_wide(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
+                      cudaStream_t stream);
+bool launch_swiglu(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream);
+bool launch_fp4(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream);
 
 }  // namespace symmoe::gemm::kernel

@@ -8,26 +8,12 @@
 //              partial accumulator (issue half, wait, promote, next half).
 // NOTES: registers: 64 partial + kWgN / 2 accumulators per thread (128 + 64 for 128 x 256). Each warp releases a
 // stage right after its last WGMMAs of the stage complete, before the last promotion.
-// NOTES: two partial accumulators for 64 x 128 slices (K block kb + 1 issued before kb is promoted, so the tensor
-// core always holds the warpgroup's next batch) were built and measured against this loop (H200, 2026-11-30,
-// same device call, old/new time): 128 x 128 0.97-0.99x on four shapes (1.14x on one), 64 x 256 0.84-1.08x,
-// decode 1.00-1.03x: no consistent gain, so the issue -> wait -> promote latency is not what limits; not kept.
-// Also measured and not kept (same device call, round-robin timing, 2026-11-30): an issue lag (warpgroup 1 trailing
-// by 1-3 K blocks, so the two epilogues do not coincide): 0.90-1.0x of lockstep turns; skipping the WGMMAs of a
-// warpgroup whose 64 rows are all padding (an expert's last m-block with <= 64 rows): 0.99-1.00x on 128 experts x
-// 386 rows, i.e. one warpgroup alone takes as long per tile as two. Under this load the H200 runs at its 700 W cap
-// (nvidia-smi: 690 W, SM clock 1455-1770 MHz of 1980, throttle reason SW power cap).
-// NOTES: what the power cap leaves (H200, 2026-11-30, bench gemm --solo-ms, each kernel alone 1.5 s with an
-// nvidia-smi log, 691-693 W in every run): l1 ours 1005 TFLOPS at 1485 MHz (677 TFLOPS/GHz, 68% of the tensor peak
-// per cycle), without promotion 1160 at 1388 MHz (836/GHz), cuBLASLt 1035 at 1455 MHz (711/GHz); l2 ours 913 at 1530
-// (597/GHz), without promotion 1049 at 1455, without the bulk stores 1005 at 1500, cuBLASLt 879 at 1740 (505/GHz).
-// Removing work lowers the clock (more tensor work per second draws more power): the promotion costs ~15% of
-// cycles, not of power.
 // NOTES: issue order. Both warpgroups wake on the same full barrier; issuing their WGMMA batches at the same time
-// makes them finish together and then promote together, leaving the tensor cores idle. With ordered_issue they
-// take turns (named barriers kIssueBarrier0/1: warpgroup w waits for its turn, issues its batch, hands the turn
-// over), so one warpgroup's promotion overlaps the other's batch. Measured (H200, 2026-11-29, same run, staged
-// epilogue): 1.05-1.15x faster than issuing without turns.
+// makes them finish together and then promote together, leaving the tensor cores idle. So they take turns (named
+// barriers kIssueBarrier0/1: warpgroup w waits for its turn, issues its batch, hands the turn over), and one
+// warpgroup's promotion overlaps the other's batch (1.05-1.15x over issuing without turns; docs/notes/gemm.md).
+// The promotion costs ~15% of the mainloop's cycles on the L1/L2 shapes (docs/notes/gemm.md: what the power cap
+// leaves); two partial accumulators per warpgroup and an issue lag between the warpgroups measured no gain.
 #pragma once
 
 #include "kernels/gemm/params.hpp"
@@ -84,25 +70,22 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
   }
 }
 
-// One 64 x 128 x 128 WGMMA batch (4 x k32) into `partial` (zeroed by the first), in this warpgroup's issue turn
-// (when turns are taken).
-__device__ __forceinline__ void issue_batch(bool turns, int wg, float (&partial)[64], uint64_t desc_a,
-                                            uint64_t desc_b) {
+// One 64 x 128 x 128 WGMMA batch (4 x k32) into `partial` (zeroed by the first), in this warpgroup's issue turn.
+__device__ __forceinline__ void issue_batch(int wg, float (&partial)[64], uint64_t desc_a, uint64_t desc_b) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
-  if (turns) wait_issue_turn(wg);
+  wait_issue_turn(wg);
   ptx::wgmma_fence();
 #pragma unroll
   for (int k = 0; k < 4; ++k) ptx::wgmma_m64n128k32_e4m3(partial, desc_a + 2 * k, desc_b + 2 * k, k > 0);
   ptx::wgmma_commit_group();
-  if (turns) pass_issue_turn(wg);
+  pass_issue_turn(wg);
 }
 
 // acc += scale * partial for one 128-column half; scale[r] per thread row r, chunk c (8 columns) of the SwiGLU tile
 // is gate when c is even, up when odd (interleave by 8); for bf16 gate == up.
-__device__ __forceinline__ void promote(const GemmParams& p, float* acc_half, const float (&partial)[64],
-                                        const float (&s_gate)[2], const float (&s_up)[2]) {
-  if (p.skip_promotion) return;  // timing only (GemmParams)
+__device__ __forceinline__ void promote(float* acc_half, const float (&partial)[64], const float (&s_gate)[2],
+                                        const float (&s_up)[2]) {
 #pragma unroll
   for (int c = 0; c < 16; ++c)
 #pragma unroll
@@ -116,12 +99,19 @@ __device__ __forceinline__ void promote(const GemmParams& p, float* acc_half, co
 
 // Runs the K loop of one tile for this warpgroup; acc holds the promoted fp32 result on return. A 64 x 256 slice
 // is two 128-column halves sharing one partial accumulator (issue half, wait, promote, next half).
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false>
+// kFp4 (fp4_converter.cuh): the B tile of K block j is E4M3 tile j % C of the converters' ring (full completes on
+// their arrives, conv_empty is released with the raw stage); with R = 2C raw stages, j % C = stage % C and the
+// tile's phase is (stage / C) & 1, so no second ring position is kept (its registers spilled the 128 x 256 tile).
+// The raw stage's raw_full is waited on too, so that this thread acquires the A tile and scales that TMA wrote.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false,
+          bool kFp4 = false>
 __device__ __forceinline__ void math_mainloop(const GemmParams& p,
-                                              const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>& smem,
+                                              const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>& smem,
                                               const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                               int wg, PipelineState<kNumStages>& pipe,
                                               float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+  constexpr int kConvStages = plan::kGemmFp4ConvStages;
+  static_assert(!kFp4 || kNumStages == 2 * kConvStages, "FP4: the E4M3 ring position is derived from R = 2C");
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const int sfa_row = slice.row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
@@ -132,26 +122,36 @@ __device__ __forceinline__ void math_mainloop(const GemmParams& p,
 #pragma unroll
   for (int i = 0; i < 64; ++i) partial[i] = 0.f;
   // NOTES: the B-scale loads are issued per K block and used after the first WGMMA batch (ptxas places them
-  // inside it). Prefetching them one K block ahead measured 5-15% slower on the L1 shape (2026-11-29), so no.
+  // inside it); prefetching them one K block ahead measured slower (docs/notes/gemm.md).
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     float2 sb[Slice::kNumHalves];
 #pragma unroll
     for (int h = 0; h < Slice::kNumHalves; ++h) sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
-    ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+    int b_stage = pipe.stage;
+    if constexpr (kFp4) {
+      b_stage = pipe.stage % kConvStages;
+      ptx::mbarrier_wait_parity(smem.full(b_stage), uint32_t(pipe.stage / kConvStages) & 1);
+      ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
+    } else {
+      ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+    }
     const float sa0 = smem.sfa(pipe.stage)[sfa_row];
     const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
     const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + slice.row0 * 128));
 #pragma unroll
     for (int h = 0; h < Slice::kNumHalves; ++h) {
-      issue_batch(p.ordered_issue, wg, partial, desc_a,
-                  ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage) + (slice.col0 + 128 * h) * 128)));
+      issue_batch(wg, partial, desc_a,
+                  ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(b_stage) + (slice.col0 + 128 * h) * 128)));
       ptx::wgmma_wait_group<0>();
 #pragma unroll
       for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
-      if (h == Slice::kNumHalves - 1) release_stage<kClusterM>(smem.empty(pipe.stage), lane);
+      if (h == Slice::kNumHalves - 1) {
+        release_stage<kClusterM>(smem.empty(pipe.stage), lane);
+        if constexpr (kFp4) release_stage<1>(smem.conv_empty(b_stage), lane);
+      }
       const float s_gate[2] = {sa0 * sb[h].x, sa1 * sb[h].x};
       const float s_up[2] = {sa0 * sb[h].y, sa1 * sb[h].y};
-      promote(p, acc + 64 * h, partial, s_gate, s_up);
+      promote(acc + 64 * h, partial, s_gate, s_up);
     }
     pipe.advance();
   }

@@ -43,17 +43,6 @@ struct GemmParams {
   int out_scale_stride = 0;
   const float* row_weights = nullptr;
   float clamp = 0.f;
-  // Math warpgroups take turns issuing their WGMMA batches (math.cuh, "NOTES: issue order").
-  bool ordered_issue = true;
-  // Epilogue stores straight from registers instead of staging rows in shared memory and bulk-storing them
-  // (epilogue_staging.cuh); for comparisons.
-  bool direct_store = false;
-  // Timing only (bench gemm --alt, leave-one-out): results are wrong when set. skip_promotion: no promotion FFMAs
-  // (the WGMMAs, waits and scale loads stay); skip_epilogue: tiles are computed and never stored; skip_store (tile
-  // buffer epilogue only): the epilogue runs up to the bulk stores and issues none.
-  bool skip_promotion = false;
-  bool skip_epilogue = false;
-  bool skip_store = false;
 };
 
 }  // namespace symmoe::gemm::kernel

@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const GemmParams& l2 = p.l2;
     PipelineState<kNumStages> pipe;
     float acc[Slice::kNumAcc];
-    if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (ordered_issue, math.cuh)
+    if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (issue turns, math.cuh)
     const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
     Scheduler sched(p, counts, blockIdx.x);
     MegaTile t;

@@ -61,8 +61,6 @@ inline gemm::kernel::GemmParams make_phase_params(const MegaParams& p, bool l2) 
     g.row_weights = p.ws.get_l1_pool_weight(0);
     g.clamp = p.clamp;
   }
-  g.ordered_issue = true;   // math.cuh's issue turns, as the grouped GEMM
-  g.direct_store = false;   // staged bulk stores
   return g;
 }
 

@@ -53,9 +53,6 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   opt.tile_buffer = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
-  opt.cluster_m = 2;
-  opt.num_sms = 131;
-  EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 128x256x128, stages 4, cluster 2, epilogue bf16} x 130 CTAs");
   opt = {};
   opt.num_sms = 132, opt.block_m = 64, opt.block_n = 128;
   try {
@@ -69,9 +66,6 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   opt = {};
   opt.num_sms = 132;
   EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
-  opt.block_m = 32;  // swap-A/B only where pinned
-  EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 32x128x128, stages 10, cluster 1, epilogue bf16, swap-A/B} x 132 CTAs");
 }
 
 TEST(GemmHost, BadArgumentsAreNamed) {
@@ -100,6 +94,45 @@ TEST(GemmHost, BadArgumentsAreNamed) {
   in = valid_input();
   in.num_experts = 0;
   expect_error_naming(in, false, "num_experts");
+}
+
+// FP4 weights: the codes pointer is required (and only allowed) with WeightFormat::kFp4, and the plan is one of the
+// compiled FP4 kernels.
+TEST(GemmHost, Fp4WeightsAreCheckedAndPlanned) {
+  GroupedGemmInput in = valid_input();
+  in.weights = WeightFormat::kFp4;
+  expect_error_naming(in, false, "b_scale_codes");
+  in.b_scale_codes = reinterpret_cast<const uint32_t*>(uintptr_t(0x6004));
+  expect_error_naming(in, false, "b_scale_codes");  // not 16-byte aligned
+  in.b_scale_codes = reinterpret_cast<const uint32_t*>(uintptr_t(0x6000));
+  EXPECT_NO_THROW(check_input(in, false));
+  EXPECT_NO_THROW(check_input(in, true));
+  in.weights = WeightFormat::kFp8;
+  expect_error_naming(in, false, "b_scale_codes");
+  in.weights = static_cast<WeightFormat>(5);
+  in.b_scale_codes = nullptr;
+  expect_error_naming(in, false, "weights");
+
+  in = valid_input();
+  in.weights = WeightFormat::kFp4;
+  in.b_scale_codes = reinterpret_cast<const uint32_t*>(uintptr_t(0x6000));
+  in.num_experts = 32, in.n = 4096, in.k = 7168, in.num_rows = 32 * 1536, in.sfa_stride = sfa_stride_for(32 * 1536);
+  LaunchOptions opt;
+  opt.num_sms = 132;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
+  EXPECT_EQ(describe_launch(in, true, opt),
+            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8, fp4 weights} x 132 CTAs");
+  in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 64x256x128, stages 4, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
+  opt.tile_buffer = 1;  // no FP4 tile-buffer kernel
+  try {
+    describe_launch(in, false, opt);
+    ADD_FAILURE() << "no FP4 tile-buffer kernel is compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GemmHost, SwigluOutputChecks) {

@@ -1,0 +1,66 @@
+// FP4 -> E4M3 upconversion of packed weights, four elements per instruction pair (host and device: the CPU test
+// tests/cpu/test_fp4_upconvert.cpp checks every nibble x shift against fold_fp4_element, the host fold).
+//
+// Element (r, c) of a transformed FP4 weight becomes fmt::e2m1_times_pow2_to_e4m3(nibble, shift) with
+// shift = code(r, c / 32) - base_code(r, c / 128) in [fmt::kFoldExactMinShift, fmt::kFoldExactMaxShift]
+// (fp4_fold.hpp; exact there by construction, out-of-range blocks are refused by the host transform).
+// For a fixed shift the 8 E2M1 magnitudes map to 8 E4M3 magnitude codes: a table of two words (Fp4ShiftTable,
+// built with the same fmt function as the host fold). One byte permute (PRMT) with the 4 magnitudes as selector
+// converts 4 elements; a second one with the 4 sign bits as selector (0x00 or 0x80) gives their signs.
+#pragma once
+
+#include <cstdint>
+
+#include "symmoe/formats.hpp"
+
+namespace symmoe::gemm::kernel {
+
+constexpr int kFp4NumShifts = fmt::kFoldExactMaxShift - fmt::kFoldExactMinShift + 1;  // 15 tables
+
+struct Fp4ShiftTable {
+  uint32_t lo, hi;  // byte m of (lo, hi): E4M3 magnitude code of E2M1 magnitude m (0..7) times 2^shift
+};
+
+SYMMOE_HD Fp4ShiftTable fp4_shift_table(int shift) {
+  uint32_t w[2] = {0, 0};
+  for (int m = 0; m < 8; ++m) {
+    uint8_t code = 0;
+    fmt::e2m1_times_pow2_to_e4m3(uint8_t(m), shift, &code);
+    w[m / 4] |= uint32_t(code) << (8 * (m % 4));
+  }
+  return {w[0], w[1]};
+}
+
+// PRMT (default mode): byte i of the result is byte (s >> 4i) & 7 of the 8-byte value (y:x); selector bit 3 of a
+// nibble would replicate that byte's sign bit instead (the callers keep it clear).
+SYMMOE_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t v = (uint64_t(y) << 32) | x;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t sel = (s >> (4 * i)) & 0xF;
+    uint32_t b = uint32_t(v >> (8 * (sel & 7))) & 0xFF;
+    if (sel & 8) b = (b & 0x80) ? 0xFF : 0;
+    r |= b << (8 * i);
+  }
+  return r;
+#endif
+}
+
+// Four E2M1 codes (element i in nibble i of the low 16 bits of `nibbles`) -> four E4M3 codes (element i in byte i).
+SYMMOE_HD uint32_t fp4x4_to_e4m3x4(uint32_t nibbles, const Fp4ShiftTable& t) {
+  const uint32_t magnitude = byte_perm(t.lo, t.hi, nibbles & 0x7777u);
+  const uint32_t sign = byte_perm(0x8000u, 0u, (nibbles >> 3) & 0x1111u);  // byte 0: 0x00, byte 1: 0x80
+  return magnitude | sign;
+}
+
+// Index of shift's table, clamped into the table range: a shift outside it only comes from weights the host
+// transform refuses, and the clamp keeps the table read in bounds.
+SYMMOE_HD int fp4_table_index(int shift) {
+  const int i = shift - fmt::kFoldExactMinShift;
+  return i < 0 ? 0 : (i >= kFp4NumShifts ? kFp4NumShifts - 1 : i);
+}
+
+}  // namespace symmoe::gemm::kernel
