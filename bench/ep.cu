@@ -11,10 +11,10 @@
 //   ceiling_at_sms_gbps  the same peer copy on only the point's SM count (what SM stores can reach with those SMs)
 //   baseline      NCCL send/recv all-to-all (ncclGroupStart + ncclSend/ncclRecv to every rank incl. self) of the
 //                 same logical bytes per rank pair, on the same streams
-// --skip: phase-skip masks (ep::SkipPhase bits, src/ep/bench_access.hpp) timed at every point, to see where the time goes (outputs wrong).
-// Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls captured per graph
-// (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is the
-// collective's). NCCL is timed the same way (its group captured into the graphs: baseline_timing "cuda_graph");
+// --skip: phase-skip masks (ep::SkipPhase bits, src/ep/bench_access.hpp) timed at every point, to see where the time
+// goes (outputs wrong). Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls
+// captured per graph (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is
+// the collective's). NCCL is timed the same way (its group captured into the graphs: baseline_timing "cuda_graph");
 // should capture fail, the eager time (host launch included) is reported instead ("eager"). baseline_eager_us
 // is always reported.
 #include <nccl.h>
@@ -40,14 +40,14 @@
 namespace symmoe::bench {
 namespace {
 
-#define SYMMOE_NCCL_CHECK(call)                                                                        \
-  do {                                                                                                 \
-    const ncclResult_t r_ = (call);                                                                    \
-    SYMMOE_CHECK(r_ == ncclSuccess, "bench", #call, " failed: ", ncclGetErrorString(r_));              \
+#define SYMMOE_NCCL_CHECK(call)                                                           \
+  do {                                                                                    \
+    const ncclResult_t r_ = (call);                                                       \
+    SYMMOE_CHECK(r_ == ncclSuccess, "bench", #call, " failed: ", ncclGetErrorString(r_)); \
   } while (0)
 
-__global__ void __launch_bounds__(512) peer_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                                                        size_t num_vec) {
+__global__ void __launch_bounds__(512)
+    peer_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t num_vec) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + 3 * stride < num_vec; i += 4 * stride) {
@@ -89,8 +89,8 @@ struct EpBench {
   int R = 0, T_max = 0;
   std::vector<ncclComm_t> nccl;
   std::vector<int> devs;
-  double ceiling = 0;               // peer copy, all SMs
-  std::map<int, double> ceiling_at; // peer copy at each SM count of the sweep
+  double ceiling = 0;                // peer copy, all SMs
+  std::map<int, double> ceiling_at;  // peer copy at each SM count of the sweep
   void on(int rank) const { SYMMOE_CUDA_CHECK(cudaSetDevice(comm->placement(rank).device)); }
 };
 
@@ -126,18 +126,22 @@ void measure_ceilings(EpBench& b) {
   }
   b.on(0);
   const auto peer_copy_gbps = [&](int ctas) {  // ctas <= 0: all SMs
-    const double us = median_time_us(comm.stream(0), [&] {
-      for (int r = 0; r < R; ++r) {
-        b.on(r);
-        const comm::SymBuffer sym = comm::make_sym_buffer(dst, r);
-        int sms = 0;
-        SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, b.devs[r]));
-        peer_copy_kernel<<<ctas > 0 ? std::min(ctas, sms) : sms, 512, 0, comm.stream(r)>>>(
-            static_cast<const uint4*>(src[r]), sym.map(static_cast<uint4*>(dst.ptr(r)), (r + 1) % R), bytes / 16);
-        SYMMOE_CUDA_CHECK_LAUNCH("peer_copy_kernel");
-      }
-      b.on(0);
-    }, 3, 20);
+    const double us = median_time_us(
+        comm.stream(0),
+        [&] {
+          for (int r = 0; r < R; ++r) {
+            b.on(r);
+            const comm::SymBuffer sym = comm::make_sym_buffer(dst, r);
+            int sms = 0;
+            SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, b.devs[r]));
+            const int grid = ctas > 0 ? std::min(ctas, sms) : sms;
+            peer_copy_kernel<<<grid, 512, 0, comm.stream(r)>>>(
+                static_cast<const uint4*>(src[r]), sym.map(static_cast<uint4*>(dst.ptr(r)), (r + 1) % R), bytes / 16);
+            SYMMOE_CUDA_CHECK_LAUNCH("peer_copy_kernel");
+          }
+          b.on(0);
+        },
+        3, 20);
     comm.synchronize();
     return double(bytes) / us / 1e3;
   };
@@ -238,10 +242,10 @@ NcclTime time_nccl(const EpBench& b, const std::vector<RankData>& data, const Po
       size_t off_s = 0, off_r = 0;
       for (int p = 0; p < R; ++p) {
         const size_t bs = size_t(tr.sent[r][p]) * logical_row, br = size_t(tr.sent[p][r]) * logical_row;
-        SYMMOE_NCCL_CHECK(ncclSend(static_cast<uint8_t*>(data[r].nccl_send) + off_s, bs, ncclUint8, p, b.nccl[r],
-                                   comm.stream(r)));
-        SYMMOE_NCCL_CHECK(ncclRecv(static_cast<uint8_t*>(data[r].nccl_recv) + off_r, br, ncclUint8, p, b.nccl[r],
-                                   comm.stream(r)));
+        SYMMOE_NCCL_CHECK(
+            ncclSend(static_cast<uint8_t*>(data[r].nccl_send) + off_s, bs, ncclUint8, p, b.nccl[r], comm.stream(r)));
+        SYMMOE_NCCL_CHECK(
+            ncclRecv(static_cast<uint8_t*>(data[r].nccl_recv) + off_r, br, ncclUint8, p, b.nccl[r], comm.stream(r)));
         off_s += bs, off_r += br;
       }
     }
@@ -279,9 +283,8 @@ struct Point {
 };
 
 // Dispatch and combine at `sms` SMs with phase-skip mask `skip`: timed, two result lines, two table rows.
-void time_ep_point(EpBench& b, EpBuffer& buffer, const std::vector<RankData>& data, const Point& pt, int sms,
-                   int skip, std::vector<EpDispatchArgs>& dargs, std::vector<EpHandle>& handles,
-                   std::vector<Row>& rows) {
+void time_ep_point(EpBench& b, EpBuffer& buffer, const std::vector<RankData>& data, const Point& pt, int sms, int skip,
+                   std::vector<EpDispatchArgs>& dargs, std::vector<EpHandle>& handles, std::vector<Row>& rows) {
   const int R = b.R, T = pt.T, H = pt.H;
   Communicator& comm = *b.comm;
   // Read by every call while it launches (the graphs below capture it at capture time).
@@ -290,12 +293,14 @@ void time_ep_point(EpBench& b, EpBuffer& buffer, const std::vector<RankData>& da
   EpDispatchOptions opt;
   opt.cpu_sync = false, opt.num_sms = sms;
   const int calls = T >= 4096 ? 4 : 20, reps = b.config.reps;
-  const double d_us = graph_time_all_ranks_us(comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
+  const double d_us = graph_time_all_ranks_us(
+      comm, [&] { buffer.dispatch(dargs, opt, handles); }, calls, reps);
   std::vector<EpCombineArgs> cargs(R);
   for (int r = 0; r < R; ++r) cargs[r].x = data[r].combine_x;
   EpCombineOptions co;
   co.cpu_sync = false, co.num_sms = sms;
-  const double c_us = graph_time_all_ranks_us(comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
+  const double c_us = graph_time_all_ranks_us(
+      comm, [&] { buffer.combine(cargs, co, handles); }, calls, reps);
   comm.synchronize();
   buffer.synchronize();
   const PointTraffic& tr = pt.traffic;
@@ -363,8 +368,8 @@ void run_shape(EpBench& b, const std::string& shape_name, std::vector<Row>& rows
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("\n%-6s %-9s %6s %4s %4s %10s %9s %9s %7s %8s %10s\n", "shape", "op", "tokens", "sms", "skip",
-              "time_us", "GB/s", "nvl_GB/s", "%ceil", "%ceilSM", "nccl_us");
+  std::printf("\n%-6s %-9s %6s %4s %4s %10s %9s %9s %7s %8s %10s\n", "shape", "op", "tokens", "sms", "skip", "time_us",
+              "GB/s", "nvl_GB/s", "%ceil", "%ceilSM", "nccl_us");
   for (const auto& r : rows)
     std::printf("%-6s %-9s %6d %4d %4d %10.2f %9.1f %9.1f %6.1f%% %7.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(),
                 r.tokens, r.sms, r.skip, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling,
@@ -375,9 +380,12 @@ int run_ep_bench(int argc, char** argv) {
   cli::Args args("bench ep", "EP dispatch/combine vs the peer-copy ceiling and NCCL all-to-all");
   args.option("out", "bench/results", "directory of the JSON-lines result file")
       .option("shapes", "v3,flash", "shapes (v3, flash, pro, tiny)")
-      .option("tokens", "128,512,4096,8192", "tokens per rank").list_range(1, cli::kMaxTokensPerRank)
-      .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine").list_range(1, 1024)
-      .option("reps", "30", "timed repetitions per point").int_range(1, 100000)
+      .option("tokens", "128,512,4096,8192", "tokens per rank")
+      .list_range(1, cli::kMaxTokensPerRank)
+      .option("sms", "8,16,24,32", "SMs (CTAs) per rank for dispatch and combine")
+      .list_range(1, 1024)
+      .option("reps", "30", "timed repetitions per point")
+      .int_range(1, 100000)
       .option("variant", "ep4", "variant tag written to every result line (kernel generation)")
       .option("skip", "0",
               "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/skip.hpp; 0 = full "

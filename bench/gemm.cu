@@ -87,10 +87,10 @@ struct CublasLt {
   bool ok() const { return error.empty(); }
 };
 
-#define LT_CHECK(call)                                                                                   \
-  do {                                                                                                   \
-    const cublasStatus_t s_ = (call);                                                                    \
-    SYMMOE_CHECK(s_ == CUBLAS_STATUS_SUCCESS, "bench", #call, " failed with cublasStatus ", int(s_));   \
+#define LT_CHECK(call)                                                                                \
+  do {                                                                                                \
+    const cublasStatus_t s_ = (call);                                                                 \
+    SYMMOE_CHECK(s_ == CUBLAS_STATUS_SUCCESS, "bench", #call, " failed with cublasStatus ", int(s_)); \
   } while (0)
 
 // One FP8 block-scaled matmul of X[tokens, k] and W[n, k] in cuBLASLt's column-major terms, activations as A
@@ -108,7 +108,8 @@ struct LtGemm {
     const cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
     LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
     LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn));
-    const int32_t mode_x = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, mode_w = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t mode_x = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                  mode_w = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode_x, sizeof mode_x));
     LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_w, sizeof mode_w));
     LT_CHECK(lt.desc_set(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sx, sizeof sx));
@@ -227,12 +228,17 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const int value = eq == std::string::npos ? 0 : std::stoi(item.substr(eq + 1));
-    if (key == "block_n") v.opt.block_n = value;
-    else if (key == "block_m") v.opt.block_m = value;
-    else if (key == "tile_buffer") v.opt.tile_buffer = 1;
-    else if (key == "no_tile_buffer") v.opt.tile_buffer = -1;
-    else SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                     "' (block_n=N, block_m=N, tile_buffer, no_tile_buffer)");
+    if (key == "block_n")
+      v.opt.block_n = value;
+    else if (key == "block_m")
+      v.opt.block_m = value;
+    else if (key == "tile_buffer")
+      v.opt.tile_buffer = 1;
+    else if (key == "no_tile_buffer")
+      v.opt.tile_buffer = -1;
+    else
+      SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
+                  "' (block_n=N, block_m=N, tile_buffer, no_tile_buffer)");
     pos = end + 1;
   }
   return v;
@@ -240,24 +246,29 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
 
 int run_gemm_bench(int argc, char** argv) {
   cli::Args args("bench gemm", "grouped FP8 GEMM vs cuBLASLt (same run)");
-  args.option("cases", "all", "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode "
-                      "(or all)")
+  args.option("cases", "all",
+              "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode "
+              "(or all)")
       .option("decode-tokens", "1,8,16,64", "tokens per expert of the masked decode cases")
-      .option("reps", "30", "timed repetitions (median)").int_range(1, 100000)
+      .option("reps", "30", "timed repetitions (median)")
+      .int_range(1, 100000)
       .option("k", "0", "override k of every case (0: the case's own)")
       .option("n", "0", "override n of every case (0: the case's own)")
       .option("out", "bench/results", "directory of the JSON-lines result file")
       .option("block-m", "0", "force BLOCK_M 64 or 128 (0: planner)")
       .option("block-n", "0", "force BLOCK_N 128 or 256 (0: planner)")
       .option("tile-buffer", "0", "1: whole-slice epilogue buffer kernel, -1: not, 0: planner")
-      .option("solo-ms", "0", "then run ours and cuBLASLt each alone for this many ms (UTC window printed, for "
-                              "an nvidia-smi clock/power log)")
-      .option("alt", "", "';'-separated variants timed in the same run, e.g. 'block_n=128;no_tile_buffer' (items: "
-                         "block_n=N, block_m=N, tile_buffer, no_tile_buffer); columns alt/ours = variant time / ours")
+      .option("solo-ms", "0",
+              "then run ours and cuBLASLt each alone for this many ms (UTC window printed, for "
+              "an nvidia-smi clock/power log)")
+      .option("alt", "",
+              "';'-separated variants timed in the same run, e.g. 'block_n=128;no_tile_buffer' (items: "
+              "block_n=N, block_m=N, tile_buffer, no_tile_buffer); columns alt/ours = variant time / ours")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
-      .option("weights", "fp8", "comma list of weight formats, one row each per case in the same run: fp8, fp4 (E2M1 "
-                                "packed two per byte + UE8M0 codes per 32, upconverted in the kernel; JSON field "
-                                "'weights'; w GB/s counts the format's bytes: fp4 = k/2 + k/32 per weight row)")
+      .option("weights", "fp8",
+              "comma list of weight formats, one row each per case in the same run: fp8, fp4 (E2M1 "
+              "packed two per byte + UE8M0 codes per 32, upconverted in the kernel; JSON field "
+              "'weights'; w GB/s counts the format's bytes: fp4 = k/2 + k/32 per weight row)")
       .flag("no-baseline", "skip cuBLASLt");
   if (!args.parse(argc, argv)) return 0;
   if (!require_hopper_gpu()) return 1;
@@ -312,8 +323,8 @@ int run_gemm_bench(int argc, char** argv) {
       pos = end + 1;
     }
   }
-  std::printf("%-14s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s", "case", "op", "experts", "tokens", "n",
-              "k", "us", "TFLOPS", "w GB/s", "lt us", "lt TFLOP", "ratio");
+  std::printf("%-14s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s", "case", "op", "experts", "tokens", "n", "k",
+              "us", "TFLOPS", "w GB/s", "lt us", "lt TFLOP", "ratio");
   for (const AltVariant& v : alts) std::printf(" | alt/ours %s", v.spec.c_str());
   std::printf("\n");
   std::vector<std::string> table;
@@ -387,8 +398,10 @@ int run_gemm_bench(int argc, char** argv) {
         // Row counts it has no algorithm for (e.g. 386): the contiguous segment's padded rows (rows_per_expert, a
         // multiple of 128) instead, so the baseline does at least the real work.
         if (!lt_gemm->ok && !masked && rows_per_expert != c.tokens) {
-          std::printf("[bench gemm] cuBLASLt found no algorithm for %d rows per expert (status %d): timing it on the "
-                      "%d padded rows\n", c.tokens, int(lt_gemm->status), rows_per_expert);
+          std::printf(
+              "[bench gemm] cuBLASLt found no algorithm for %d rows per expert (status %d): timing it on the "
+              "%d padded rows\n",
+              c.tokens, int(lt_gemm->status), rows_per_expert);
           lt_rows = rows_per_expert;
           lt_gemm = std::make_unique<LtGemm>(*lt, c.n, lt_rows, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
         }
@@ -415,19 +428,31 @@ int run_gemm_bench(int argc, char** argv) {
       char row[512];
       int len = std::snprintf(row, sizeof row, "%-14s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f",
                               (fp4 ? c.name + "/fp4" : c.name).c_str(), c.op.c_str(), c.experts, c.tokens, c.n, c.k,
-                              t_ours, tflops, gbps, t_lt,
-                              lt_tflops, t_lt > 0 ? t_lt / t_ours : 0.0);
+                              t_ours, tflops, gbps, t_lt, lt_tflops, t_lt > 0 ? t_lt / t_ours : 0.0);
       for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
         len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
       std::printf("%s   %s\n", row, config.c_str());
       table.push_back(row);
       JsonLine line = common_fields("gemm", argc, argv);
-      line.add("op", c.op).add("shape", c.name).add("ranks", 1).add("tokens", c.tokens).add("experts", c.experts)
-          .add("m", int(c.tokens)).add("n", c.n).add("k", c.k).add("time_us", t_ours).add("tflops", tflops)
-          .add("weight_gbps", gbps).add("baseline", "cublaslt").add("baseline_time_us", t_lt)
-          .add("baseline_tflops", lt_tflops).add("baseline_rows", lt_rows)
+      line.add("op", c.op)
+          .add("shape", c.name)
+          .add("ranks", 1)
+          .add("tokens", c.tokens)
+          .add("experts", c.experts)
+          .add("m", int(c.tokens))
+          .add("n", c.n)
+          .add("k", c.k)
+          .add("time_us", t_ours)
+          .add("tflops", tflops)
+          .add("weight_gbps", gbps)
+          .add("baseline", "cublaslt")
+          .add("baseline_time_us", t_lt)
+          .add("baseline_tflops", lt_tflops)
+          .add("baseline_rows", lt_rows)
           .add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
-          .add("kernel", config).add("variant", args.str("variant")).add("weights", format)
+          .add("kernel", config)
+          .add("variant", args.str("variant"))
+          .add("weights", format)
           .add("act_scale", double(c.act_scale));
       const double solo_ms = args.real("solo-ms");
       if (solo_ms > 0) {  // each timed function alone in turn: ours, the --alt variants, cuBLASLt
@@ -442,7 +467,8 @@ int run_gemm_bench(int argc, char** argv) {
         }
       }
       for (size_t i = 0; i < alts.size(); ++i)
-        line.add("alt" + std::to_string(i), alts[i].spec).add("alt" + std::to_string(i) + "_time_us", t_alt[i])
+        line.add("alt" + std::to_string(i), alts[i].spec)
+            .add("alt" + std::to_string(i) + "_time_us", t_alt[i])
             .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(win, swiglu, alts[i].opt));
       append_result(args.str("out"), "gemm", line);
     }
@@ -458,4 +484,5 @@ int run_gemm_bench(int argc, char** argv) {
 }  // namespace
 }  // namespace symmoe::bench
 
-SYMMOE_BENCH(gemm, "gemm", "grouped FP8 GEMM (contiguous, masked, L1 SwiGLU) vs cuBLASLt", symmoe::bench::run_gemm_bench);
+SYMMOE_BENCH(gemm, "gemm", "grouped FP8 GEMM (contiguous, masked, L1 SwiGLU) vs cuBLASLt",
+             symmoe::bench::run_gemm_bench);

@@ -45,13 +45,13 @@ struct Row {
   int tokens = 0;
   cli::RankTraffic traffic;
   double forward_us = 0, dispatch_us = 0, l1_us = 0, l2_us = 0, combine_us = 0;  // composed (0: not timed)
-  double fused_us = 0;                                                            // 0: not timed
+  double fused_us = 0;                                                           // 0: not timed
   bool fused_equal = false;
 };
 
 // "" when equal, else where the first bf16 differs and how many do.
-std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
-                           const Communicator& comm, int H) {
+std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want,
+                           const std::vector<std::vector<uint16_t>>& got, const Communicator& comm, int H) {
   std::string first;
   size_t count = 0;
   for (size_t r = 0; r < want.size(); ++r)
@@ -94,8 +94,10 @@ void write_trace_csv(const std::string& raw_path, const std::vector<unsigned lon
       const unsigned long long raw = word(c, i);
       const bool stamp = i < kNumTracePoints ? i != kTraceNumTiles && i != kTraceProducerWaitNs
                                              : (i - kNumTracePoints) % kTraceTileWords != kTileId;
-      if (!stamp) std::fprintf(f, ",%llu", raw);
-      else std::fprintf(f, ",%.2f", raw == 0 ? 0.0 : (raw - start) / 1e3);
+      if (!stamp)
+        std::fprintf(f, ",%llu", raw);
+      else
+        std::fprintf(f, ",%.2f", raw == 0 ? 0.0 : (raw - start) / 1e3);
     }
     std::fprintf(f, "\n");
   }
@@ -113,7 +115,8 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
                  const MoeShape& shape, const std::string& raw_path) {
   using namespace mega;
   fused.set_trace(true);
-  graph_time_all_ranks_us(comm, [&] { fused.forward(margs); }, 3, 1);
+  graph_time_all_ranks_us(
+      comm, [&] { fused.forward(margs); }, 3, 1);
   fused.synchronize();
   const std::vector<unsigned long long> v = fused.trace(0);
   fused.set_trace(false);
@@ -128,17 +131,20 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
     std::vector<double> x;
     for (int c = 0; c < num_ctas; ++c) {
       const unsigned long long raw = word(c, point);
-      if (point == kTraceNumTiles) x.push_back(double(raw));
-      else if (point == kTraceProducerWaitNs) x.push_back(raw / 1e3);
-      else if (raw != 0) x.push_back((raw - start) / 1e3);
+      if (point == kTraceNumTiles)
+        x.push_back(double(raw));
+      else if (point == kTraceProducerWaitNs)
+        x.push_back(raw / 1e3);
+      else if (raw != 0)
+        x.push_back((raw - start) / 1e3);
     }
     std::printf("  %-18s %s\n", kTracePointNames[point], spread(x).c_str());
   }
   for (int l2 = 0; l2 < 2; ++l2) {
     // B bytes (FP8) of the k-blocks after the first kNumStages (those wait for a stage the math warps freed)
     const int k_blocks = (l2 ? shape.intermediate : shape.hidden) / 128;
-    const double weight_bytes = double(l2 ? plan.l2_block_n : plan.l1_block_n) * 128 *
-                                std::max(k_blocks - plan.num_stages, 0);
+    const double weight_bytes =
+        double(l2 ? plan.l2_block_n : plan.l1_block_n) * 128 * std::max(k_blocks - plan.num_stages, 0);
     std::vector<double> wait, run, gbps, epilogue;
     for (int c = 0; c < num_ctas; ++c)
       for (int s = 0; s < int(std::min<unsigned long long>(word(c, kTraceNumTiles), kTraceTileSlots)); ++s) {
@@ -151,10 +157,11 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
         if (tile(kTileMathDone) != 0 && tile(kTileMainloopDone) != 0)
           epilogue.push_back((tile(kTileMathDone) - tile(kTileMainloopDone)) / 1e3);
       }
-    std::printf("  %s tiles (%zu of the CTAs' first %d): wait_us %s | ready->last load us %s | weight GB/s per SM %s"
-                " | epilogue us %s\n",
-                l2 ? "L2" : "L1", run.size(), kTraceTileSlots, spread(wait).c_str(), spread(run).c_str(),
-                spread(gbps).c_str(), spread(epilogue).c_str());
+    std::printf(
+        "  %s tiles (%zu of the CTAs' first %d): wait_us %s | ready->last load us %s | weight GB/s per SM %s"
+        " | epilogue us %s\n",
+        l2 ? "L2" : "L1", run.size(), kTraceTileSlots, spread(wait).c_str(), spread(run).c_str(), spread(gbps).c_str(),
+        spread(epilogue).c_str());
   }
 }
 
@@ -170,14 +177,16 @@ struct MoeBenchConfig {
 void declare_flags(cli::Args& args) {
   args.option("out", "bench/results", "directory of the JSON-lines result file")
       .option("shape", "flash", "flash | pro | v3 | tiny")
-      .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank").list_range(1, cli::kMaxTokensPerRank)
+      .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank")
+      .list_range(1, cli::kMaxTokensPerRank)
       .option("layers", "composed,fused", "layers to time: composed | fused | composed,fused")
       .option("ranks", "0", "EP ranks (0: one per visible GPU; more: virtual ranks, round-robin over the GPUs)")
       .int_range(0, cli::kMaxRanks)
       .option("routing", "uniform", "uniform | zipf | hot")
       .option("alignment", "128", "expert alignment of the expand layout")
       .option("ep-sms", "0", "CTAs of dispatch/combine per rank (0: the EP plan)")
-      .option("reps", "20", "timed repetitions per point").int_range(1, 100000)
+      .option("reps", "20", "timed repetitions per point")
+      .int_range(1, 100000)
       .option("seed", "1", "seed of weights, inputs and routing")
       .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)")
       .option("trace-raw", "", "with --trace: directory for every CTA's raw stamps, trace-<shape>-<tokens>.csv");
@@ -233,8 +242,8 @@ void set_up(MoeBench& b) {
   b.hbm_ceiling = hbm_read_ceiling_gbps();  // rank 0's GPU, before the layers take their memory
   std::printf("HBM streaming-read ceiling (same run, GPU 0): %.0f GB/s\n", b.hbm_ceiling);
   b.comm = Communicator::in_process(b.R);
-  std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic weights (%.2f GB per rank)\n",
-              c.shape_name.c_str(), b.shape.to_string().c_str(), b.R, b.num_gpus,
+  std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic weights (%.2f GB per rank)\n", c.shape_name.c_str(),
+              b.shape.to_string().c_str(), b.R, b.num_gpus,
               double(MoeWeightStore::expert_bytes(b.shape)) * b.shape.num_local_experts() / 1e9);
   b.weights = MoeWeightStore::synthetic(*b.comm, b.shape, c.seed);
   b.opt.expert_alignment = c.alignment, b.opt.ep_sms = c.ep_sms;
@@ -295,7 +304,8 @@ JsonLine layer_line(const MoeBench& b, const Row& row, const char* op, double t)
 void time_fused(MoeBench& b, const std::vector<MoeForwardArgs>& margs, int calls, Row& row) {
   const MoeBenchConfig& c = b.config;
   const int T = row.tokens;
-  row.fused_us = graph_time_all_ranks_us(*b.comm, [&] { b.fused->forward(margs); }, calls, c.reps);
+  row.fused_us = graph_time_all_ranks_us(
+      *b.comm, [&] { b.fused->forward(margs); }, calls, c.reps);
   b.fused->synchronize();
   const double t = row.fused_us;
   JsonLine line = layer_line(b, row, "fused", t);
@@ -349,11 +359,16 @@ Row measure_point(MoeBench& b, int T) {
   std::vector<MoeForwardArgs> margs;
   if (b.fused) margs = check_fused(b, fargs, composed_ptrs, row);
   if (c.time_composed) {
-    row.forward_us = graph_time_all_ranks_us(*b.comm, [&] { layer.forward(fargs); }, calls, c.reps);
-    row.dispatch_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_dispatch(fargs); }, calls, c.reps);
-    row.l1_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_experts_l1(fargs); }, calls, c.reps);
-    row.l2_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_experts_l2(fargs); }, calls, c.reps);
-    row.combine_us = graph_time_all_ranks_us(*b.comm, [&] { layer.stage_combine(fargs); }, calls, c.reps);
+    row.forward_us = graph_time_all_ranks_us(
+        *b.comm, [&] { layer.forward(fargs); }, calls, c.reps);
+    row.dispatch_us = graph_time_all_ranks_us(
+        *b.comm, [&] { layer.stage_dispatch(fargs); }, calls, c.reps);
+    row.l1_us = graph_time_all_ranks_us(
+        *b.comm, [&] { layer.stage_experts_l1(fargs); }, calls, c.reps);
+    row.l2_us = graph_time_all_ranks_us(
+        *b.comm, [&] { layer.stage_experts_l2(fargs); }, calls, c.reps);
+    row.combine_us = graph_time_all_ranks_us(
+        *b.comm, [&] { layer.stage_combine(fargs); }, calls, c.reps);
     layer.synchronize();
   }
   if (b.fused) time_fused(b, margs, calls, row);
@@ -387,8 +402,9 @@ void print_table(const MoeBench& b, const std::vector<Row>& rows) {
 }
 
 int run_moe_bench(int argc, char** argv) {
-  cli::Args args("bench moe", "the MoE layer: composed (dispatch -> L1 -> L2 -> combine, with its stage breakdown) "
-                              "and fused (one kernel), checked bitwise against each other");
+  cli::Args args("bench moe",
+                 "the MoE layer: composed (dispatch -> L1 -> L2 -> combine, with its stage breakdown) "
+                 "and fused (one kernel), checked bitwise against each other");
   declare_flags(args);
   if (!args.parse(argc, argv)) return 0;
   if (!require_hopper_gpu()) return 1;

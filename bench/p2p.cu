@@ -25,8 +25,8 @@ constexpr int kCopyThreads = 512;
 constexpr int kUnroll = 4;  // 16-byte accesses in flight per thread (pull is latency bound)
 
 // dst[i] = src[i] over `num_vec` uint4; one of src/dst is a peer pointer (already mapped).
-__global__ void __launch_bounds__(kCopyThreads) copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
-                                                           size_t num_vec) {
+__global__ void __launch_bounds__(kCopyThreads)
+    copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t num_vec) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + (kUnroll - 1) * stride < num_vec; i += kUnroll * stride) {
@@ -66,8 +66,10 @@ __global__ void flag_pingpong_kernel(comm::SymBuffer flags, layout::WaitContext 
   const bool initiator = flags.rank == 0;
   const uint32_t peer = initiator ? 1 : 0;
   auto send = [&](uint32_t v) {
-    if (kRelease) ptx::st_release_sys(flags.map(mailbox, peer), v);
-    else ptx::st_relaxed_sys(flags.map(mailbox, peer), v);
+    if (kRelease)
+      ptx::st_release_sys(flags.map(mailbox, peer), v);
+    else
+      ptx::st_relaxed_sys(flags.map(mailbox, peer), v);
   };
   const uint64_t t0 = ptx::globaltimer_ns();
   for (uint32_t i = 1; i <= uint32_t(iters); ++i) {
@@ -175,15 +177,15 @@ void latencies(P2pBench& b) {
   const int iters = b.iters;
   latency(b, "barrier", 1, iters, [&](int rank) {
     barrier_block_kernel<<<1, 32, 0, comm.stream(rank)>>>(comm::make_sym_buffer(comm.sync_buffer(), rank),
-                                                        comm.sync_area(rank), comm.wait_context(rank), iters,
-                                                        b.timing_word(rank));
+                                                          comm.sync_area(rank), comm.wait_context(rank), iters,
+                                                          b.timing_word(rank));
     SYMMOE_CUDA_CHECK_LAUNCH("barrier_block_kernel");
   });
   const int share = comm.placement(comm.local_ranks()[0].rank).num_sms;
   latency(b, "barrier_grid", share, iters / 4, [&](int rank) {
     barrier_grid_kernel<<<comm.placement(rank).num_sms, 32, 0, comm.stream(rank)>>>(
-        comm::make_sym_buffer(comm.sync_buffer(), rank), comm.sync_area(rank), comm.wait_context(rank),
-        iters / 4, b.timing_word(rank));
+        comm::make_sym_buffer(comm.sync_buffer(), rank), comm.sync_area(rank), comm.wait_context(rank), iters / 4,
+        b.timing_word(rank));
     SYMMOE_CUDA_CHECK_LAUNCH("barrier_grid_kernel");
   });
   for (const bool release : {false, true}) {
@@ -193,11 +195,11 @@ void latencies(P2pBench& b) {
       comm::SymBuffer flags = comm::make_sym_buffer(b.data, rank);
       flags.base += int64_t(2 * b.bytes);
       if (release)
-        flag_pingpong_kernel<true><<<1, 1, 0, comm.stream(rank)>>>(flags, comm.wait_context(rank), iters,
-                                                                    b.timing_word(rank));
+        flag_pingpong_kernel<true>
+            <<<1, 1, 0, comm.stream(rank)>>>(flags, comm.wait_context(rank), iters, b.timing_word(rank));
       else
-        flag_pingpong_kernel<false><<<1, 1, 0, comm.stream(rank)>>>(flags, comm.wait_context(rank), iters,
-                                                                     b.timing_word(rank));
+        flag_pingpong_kernel<false>
+            <<<1, 1, 0, comm.stream(rank)>>>(flags, comm.wait_context(rank), iters, b.timing_word(rank));
       SYMMOE_CUDA_CHECK_LAUNCH("flag_pingpong_kernel");
     });
   }
@@ -209,8 +211,10 @@ int run_p2p(int argc, char** argv) {
       .int_range(0, cli::kMaxRanks)
       .option("sms", "8,16,32,64,132", "SM counts (CTAs) for push/pull; capped at the rank's SM share")
       .option("bytes", "268435456", "bytes per push/pull")
-      .option("reps", "20", "timed repetitions (median)").int_range(1, 100000)
-      .option("iters", "20000", "barriers / round trips per latency kernel").int_range(1, 100000000)
+      .option("reps", "20", "timed repetitions (median)")
+      .int_range(1, 100000)
+      .option("iters", "20000", "barriers / round trips per latency kernel")
+      .int_range(1, 100000000)
       .option("out", "bench/results", "directory of the JSON-lines result file");
   if (!args.parse(argc, argv)) return 0;
   if (!require_hopper_gpu()) return 1;
@@ -237,4 +241,5 @@ int run_p2p(int argc, char** argv) {
 }  // namespace
 }  // namespace symmoe::bench
 
-SYMMOE_BENCH(p2p, "p2p", "NVLink push/pull bandwidth per rank pair vs SMs, barrier and flag latency", symmoe::bench::run_p2p);
+SYMMOE_BENCH(p2p, "p2p", "NVLink push/pull bandwidth per rank pair vs SMs, barrier and flag latency",
+             symmoe::bench::run_p2p);

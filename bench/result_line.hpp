@@ -18,11 +18,10 @@ class JsonLine {
   JsonLine& add(const std::string& key, double value);  // NaN and +-Inf are written as null
   JsonLine& add(const std::string& key, bool value);
   template <typename T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  JsonLine& add(const std::string& key, T value) {
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) JsonLine& add(const std::string& key, T value) {
     return add_integer(key, static_cast<long long>(value));
   }
-  JsonLine& add(const std::string& key, const std::optional<std::string>& value);       // nullopt -> null
+  JsonLine& add(const std::string& key, const std::optional<std::string>& value);           // nullopt -> null
   JsonLine& add(const std::string& key, const std::vector<std::optional<double>>& values);  // nullopt -> null
   JsonLine& add_null(const std::string& key);
 

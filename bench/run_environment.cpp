@@ -44,17 +44,20 @@ struct SmiRow {
 // nvidia-smi's view of every GPU (all of them: it ignores CUDA_VISIBLE_DEVICES), keyed by PCI id.
 std::map<PciId, SmiRow> query_nvidia_smi() {
   std::map<PciId, SmiRow> rows;
-  FILE* pipe = popen("nvidia-smi --query-gpu=pci.bus_id,driver_version,clocks.sm,power.draw "
-                     "--format=csv,noheader,nounits 2>/dev/null",
-                     "r");
+  FILE* pipe = popen(
+      "nvidia-smi --query-gpu=pci.bus_id,driver_version,clocks.sm,power.draw "
+      "--format=csv,noheader,nounits 2>/dev/null",
+      "r");
   if (!pipe) return rows;
   char buf[512];
   while (std::fgets(buf, sizeof buf, pipe)) {
     std::vector<std::string> cols;
     std::string cur;
     for (const char* c = buf; *c; ++c) {
-      if (*c == ',') cols.push_back(trim(cur)), cur.clear();
-      else cur += *c;
+      if (*c == ',')
+        cols.push_back(trim(cur)), cur.clear();
+      else
+        cur += *c;
     }
     cols.push_back(trim(cur));
     if (cols.size() != 4) continue;

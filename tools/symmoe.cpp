@@ -14,7 +14,8 @@ void print_usage() {
       "symmoe - expert-parallel MoE on Hopper (dispatch/combine over NVLink, fused MoE layer)\n\n"
       "usage: symmoe <command> [options]     (symmoe <command> --help for its flags)\n"
       "       symmoe --version\n\ncommands:\n");
-  for (const auto& [name, cmd] : symmoe::cli::registry()) std::printf("  %-10s %s\n", name.c_str(), cmd.summary.c_str());
+  for (const auto& [name, cmd] : symmoe::cli::registry())
+    std::printf("  %-10s %s\n", name.c_str(), cmd.summary.c_str());
 }
 }  // namespace
 

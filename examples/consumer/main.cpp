@@ -13,8 +13,7 @@ int main() {
   // overrides of this environment (PlanOverrides{} plans without them).
   const symmoe::MoeShape shape = symmoe::named_shape("v3", 8, 4096);
   shape.validate();
-  const symmoe::plan::MegaPlan plan =
-      symmoe::plan::plan_mega_moe(shape, 132, symmoe::plan::PlanOverrides::from_env());
+  const symmoe::plan::MegaPlan plan = symmoe::plan::plan_mega_moe(shape, 132, symmoe::plan::PlanOverrides::from_env());
   std::printf("MegaMoE plan: %s\n", plan.to_string().c_str());
 
   // The golden model: a tiny layer on 2 ranks, dispatched with the full routing metadata.

@@ -23,7 +23,8 @@ class Error : public std::runtime_error {
  public:
   Error(std::string component, std::string site, const std::string& message)
       : std::runtime_error("symmoe[" + component + "] " + message + " (at " + site + ")"),
-        component_(std::move(component)), site_(std::move(site)) {}
+        component_(std::move(component)),
+        site_(std::move(site)) {}
   const std::string& component() const { return component_; }
   const std::string& site() const { return site_; }
 
@@ -49,21 +50,24 @@ std::string concat(const Args&... args) {
 }  // namespace symmoe
 
 // SYMMOE_CHECK(cond, "component", message pieces...): throws symmoe::Error when cond is false.
-#define SYMMOE_CHECK(cond, component, ...)                                                          \
-  do {                                                                                              \
-    if (!(cond))                                                                                    \
-      throw ::symmoe::Error(component, ::symmoe::detail::site(__FILE__, __LINE__),                 \
-                            ::symmoe::detail::concat(__VA_ARGS__));                                 \
+#define SYMMOE_CHECK(cond, component, ...)                                         \
+  do {                                                                             \
+    if (!(cond))                                                                   \
+      throw ::symmoe::Error(component, ::symmoe::detail::site(__FILE__, __LINE__), \
+                            ::symmoe::detail::concat(__VA_ARGS__));                \
   } while (0)
 
-#define SYMMOE_FAIL(component, ...)                                                                 \
-  throw ::symmoe::Error(component, ::symmoe::detail::site(__FILE__, __LINE__),                     \
-                        ::symmoe::detail::concat(__VA_ARGS__))
+#define SYMMOE_FAIL(component, ...) \
+  throw ::symmoe::Error(component, ::symmoe::detail::site(__FILE__, __LINE__), ::symmoe::detail::concat(__VA_ARGS__))
 
 // Plain integer helpers shared by host, device and golden model.
 namespace symmoe {
 template <typename T>
-SYMMOE_HD constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
+SYMMOE_HD constexpr T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
 template <typename T>
-SYMMOE_HD constexpr T align_up(T a, T b) { return ceil_div(a, b) * b; }
+SYMMOE_HD constexpr T align_up(T a, T b) {
+  return ceil_div(a, b) * b;
+}
 }  // namespace symmoe

@@ -39,8 +39,9 @@
 // - deterministic: the GPU order always equals the golden model's (slots are token-order scans), so the flag is
 //   honoured in both settings; it is kept for API compatibility.
 // - Combine does not weight (DESIGN.md 4.2). Biases start the fp32 sum (bias_0 + bias_1, then the rows in
-//   ascending lane order, one bf16 rounding: DeepEP V2's order). Backward duality: dispatch's backward is combine with the same handle
-//   (gradients of recv_x summed back per token); combine's backward is a cached dispatch of the gradient.
+//   ascending lane order, one bf16 rounding: DeepEP V2's order). Backward duality: dispatch's backward is combine with
+//   the same handle (gradients of recv_x summed back per token); combine's backward is a cached dispatch of the
+//   gradient.
 // NOTES: the first dispatch in expand mode (or with a larger expert_alignment) allocates the expand outputs; do it
 // once outside CUDA-graph capture.
 #pragma once
@@ -68,7 +69,7 @@ struct EpBufferConfig {
   int num_topk = 0;                 // K in [1, 32]
   int num_experts = 0;              // E, multiple of R
   EpDtype dtype = EpDtype::kBf16;
-  EpScales scales = EpScales::kNone;  // kNone iff dtype == kBf16
+  EpScales scales = EpScales::kNone;   // kNone iff dtype == kBf16
   void validate(int num_ranks) const;  // throws symmoe::Error naming the bad field
 };
 
@@ -111,8 +112,8 @@ class EpHandle {
   int rank = -1, num_ranks = 0;
   bool do_expand = false;
   int num_experts = 0, num_topk = 0, expert_alignment = 1, num_max_tokens_per_rank = 0;
-  int num_tokens = 0;            // T of this rank as a source
-  int num_recv_tokens = -1;      // host copies (cpu_sync); -1 until known
+  int num_tokens = 0;        // T of this rank as a source
+  int num_recv_tokens = -1;  // host copies (cpu_sync); -1 until known
   int num_expanded_tokens = -1;
   std::vector<int32_t> num_recv_tokens_per_expert_list;  // [El] aligned counts (cpu_sync host list)
 
@@ -156,9 +157,9 @@ struct EpCombineOptions {
 };
 
 struct EpCombineArgs {
-  const uint16_t* x = nullptr;             // bf16 rows shaped like recv_x of the handle's dispatch
-  const float* topk_weights = nullptr;     // optional, shaped like recv_topk_weights
-  const uint16_t* bias_0 = nullptr;        // optional bf16 [T, H] (this rank as source); the sum starts from them
+  const uint16_t* x = nullptr;          // bf16 rows shaped like recv_x of the handle's dispatch
+  const float* topk_weights = nullptr;  // optional, shaped like recv_topk_weights
+  const uint16_t* bias_0 = nullptr;     // optional bf16 [T, H] (this rank as source); the sum starts from them
   const uint16_t* bias_1 = nullptr;
   cudaStream_t stream = nullptr;
   // Optional outputs OWNED BY THE CALLER (device, 16-byte aligned): combine writes combined_x [T, H] bf16 (and
@@ -168,8 +169,8 @@ struct EpCombineArgs {
 };
 
 struct EpCombineResult {
-  uint16_t* combined_x = nullptr;            // bf16 [T, H]
-  float* combined_topk_weights = nullptr;    // [T, K]; null when no topk_weights were given
+  uint16_t* combined_x = nullptr;          // bf16 [T, H]
+  float* combined_topk_weights = nullptr;  // [T, K]; null when no topk_weights were given
 };
 
 // Host checks shared by EpBuffer and the host tests (no GPU needed). Throw symmoe::Error naming rank and field.

@@ -51,9 +51,9 @@ enum class WeightFormat { kFp8, kFp4 };
 struct GroupedGemmInput {
   GroupLayout layout = GroupLayout::kContiguous;
   int num_experts = 0, n = 0, k = 0;
-  int num_rows = 0;                          // kContiguous: rows of A; kMasked: max_m
-  const int32_t* segment_starts = nullptr;   // kContiguous: [E + 1]
-  const int32_t* num_valid_rows = nullptr;   // kContiguous: optional [E]; kMasked: required [E]
+  int num_rows = 0;                         // kContiguous: rows of A; kMasked: max_m
+  const int32_t* segment_starts = nullptr;  // kContiguous: [E + 1]
+  const int32_t* num_valid_rows = nullptr;  // kContiguous: optional [E]; kMasked: required [E]
   const uint8_t* a = nullptr;
   const float* sfa = nullptr;
   int sfa_stride = 0;

@@ -25,8 +25,8 @@ void write(Level level, const char* component, const std::string& message);
 }  // namespace symmoe::log
 
 // SYMMOE_LOG(kInfo, "ep", "dispatch plan: ", plan.to_string());
-#define SYMMOE_LOG(level, component, ...)                                                                \
-  do {                                                                                                   \
-    if (::symmoe::log::enabled(::symmoe::log::Level::level))                                             \
+#define SYMMOE_LOG(level, component, ...)                                                                  \
+  do {                                                                                                     \
+    if (::symmoe::log::enabled(::symmoe::log::Level::level))                                               \
       ::symmoe::log::write(::symmoe::log::Level::level, component, ::symmoe::detail::concat(__VA_ARGS__)); \
   } while (0)

@@ -44,20 +44,20 @@
 namespace symmoe {
 
 struct MegaMoeOptions {
-  float clamp = 0.f;             // SwiGLU clamp (<= 0: off)
-  int num_sms = 0;               // persistent CTAs per rank (0: the rank's SM share, placement().num_sms)
-  bool count_received = false;   // received_counts() valid after each forward
+  float clamp = 0.f;            // SwiGLU clamp (<= 0: off)
+  int num_sms = 0;              // persistent CTAs per rank (0: the rank's SM share, placement().num_sms)
+  bool count_received = false;  // received_counts() valid after each forward
   // Tests only: this rank's kernel is not launched, so its peers' waits time out naming it (a planted stall).
   int skip_rank_for_test = -1;
 };
 
 // Where a rank's inputs live in the workspace (device pointers, rank's device).
 struct MegaInputView {
-  uint8_t* x = nullptr;          // e4m3 [T_max, H]
-  float* x_scales = nullptr;     // fp32 [T_max, x_scales_stride] (first H/128 floats of each row used)
-  int x_scales_stride = 0;       // floats between rows
-  int64_t* topk_idx = nullptr;   // [T_max, K]
-  float* topk_weights = nullptr; // [T_max, K]
+  uint8_t* x = nullptr;           // e4m3 [T_max, H]
+  float* x_scales = nullptr;      // fp32 [T_max, x_scales_stride] (first H/128 floats of each row used)
+  int x_scales_stride = 0;        // floats between rows
+  int64_t* topk_idx = nullptr;    // [T_max, K]
+  float* topk_weights = nullptr;  // [T_max, K]
 };
 
 class MegaMoe {

@@ -32,7 +32,8 @@
 // NOTES: the expand layout is padded per expert to `expert_alignment` rows; the GEMMs compute only the experts'
 // valid rows (device counts), so the padding costs no FLOPs, only capacity. Numerics vs the golden model: the same
 // function bit for bit (ref::gemm_faithful models WGMMA's FP8 accumulation exactly) except expf in the SwiGLU, so y
-// is bitwise equal except on tokens with an L1 FP8 code at a rounding boundary (include/symmoe/reference/tolerance.hpp).
+// is bitwise equal except on tokens with an L1 FP8 code at a rounding boundary
+// (include/symmoe/reference/tolerance.hpp).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -63,7 +63,7 @@ ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vecto
 
 // Launches the synthetic fill of local experts [first_expert, first_expert + num_experts) into `w` on `stream`
 // (current device). src/kernels/moe/synthetic_weights.cu.
-void launch_synthetic_weights(const MoeShape& shape, int first_expert, int num_experts, uint64_t seed,
-                              uint8_t* w1, float* w1_scales, uint8_t* w2, float* w2_scales, cudaStream_t stream);
+void launch_synthetic_weights(const MoeShape& shape, int first_expert, int num_experts, uint64_t seed, uint8_t* w1,
+                              float* w1_scales, uint8_t* w2, float* w2_scales, cudaStream_t stream);
 
 }  // namespace symmoe

@@ -153,7 +153,7 @@ struct GemmPlan {
   int wg_tile_m = 0, wg_tile_n = 0;
   bool wg_split_channels = false;
   int num_math_warpgroups = 2;
-  int cluster_size = 1;  // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
+  int cluster_size = 1;      // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
   bool tile_buffer = false;  // GemmKernelShape::tile_buffer
   // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA thread active) + the math warpgroups.
   int producer_registers = 40, math_registers = 232;
@@ -212,7 +212,8 @@ constexpr int kMegaMaxHidden = 2 * 32 * 128;
 // Largest top-k of the fused kernel: a combine item holds one row piece per lane in registers.
 constexpr int kMegaMaxTopk = 8;
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts) {
-  return gemm_smem_bytes(block_m, block_n, num_stages) + layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
+  return gemm_smem_bytes(block_m, block_n, num_stages) +
+         layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
 
 struct MegaPlan {
@@ -224,11 +225,11 @@ struct MegaPlan {
   // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
-  int l1_blocks_per_expert = 0;  // expected m-blocks x L1 n-blocks (no imbalance)
+  int l1_blocks_per_expert = 0;                 // expected m-blocks x L1 n-blocks (no imbalance)
   int num_experts_per_wave = 0, num_waves = 0;  // at the expected load (printed; tests)
   // The kernel's wave rule: wave w holds the experts whose ACTUAL L1 tiles (from the received counts, on the device)
-  // start in [w, w + 1) x wave_l1_tiles, so cold or untouched experts do not stretch the pipeline: with few tokens every
-  // touched expert lands in one wave (all L1 tiles first, then all L2 tiles).
+  // start in [w, w + 1) x wave_l1_tiles, so cold or untouched experts do not stretch the pipeline: with few tokens
+  // every touched expert lands in one wave (all L1 tiles first, then all L2 tiles).
   int wave_l1_tiles = 0;  // = num_experts_per_wave * l1_blocks_per_expert
   // Warp roles per CTA (one persistent CTA per SM) and their registers: copied from layout::MegaRoles (the
   // kernel's own description) so the plan prints and checks them.

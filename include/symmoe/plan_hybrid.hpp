@@ -59,26 +59,26 @@ struct HybridPlan {
   HybridDims dims;
   HybridBandwidthModel model;
   HybridRouting routing;
-  uint32_t record_bytes = 0;      // one dispatch record (layout::TokenRecord stride): both hops carry it
+  uint32_t record_bytes = 0;       // one dispatch record (layout::TokenRecord stride): both hops carry it
   uint32_t combine_row_bytes = 0;  // one bf16 combine row (H * 2)
 
   // Buffers per rank (bytes, worst case), in the order a dispatch/combine uses them.
-  uint64_t scaleout_send_bytes = 0;        // T_max records: the registered source of the network puts
-  uint64_t scaleout_recv_bytes = 0;        // N * T_max records: [source node][slot] on the forwarder
-  uint64_t scaleup_recv_bytes = 0;         // R * T_max records: [forwarder][source node * T_max + slot]
-  uint64_t forward_combine_recv_bytes = 0; // N * T_max * min(G, K) rows: a record's rows from its node's ranks
-  uint64_t forward_reduce_bytes = 0;       // N * T_max rows: node partials (node-reduced combine only)
-  uint64_t source_combine_recv_bytes = 0;  // T_max * K rows: [token][lane] on the source
-  uint64_t signal_bytes = 0;               // count exchange (double-buffered) and per-source-node tails
+  uint64_t scaleout_send_bytes = 0;         // T_max records: the registered source of the network puts
+  uint64_t scaleout_recv_bytes = 0;         // N * T_max records: [source node][slot] on the forwarder
+  uint64_t scaleup_recv_bytes = 0;          // R * T_max records: [forwarder][source node * T_max + slot]
+  uint64_t forward_combine_recv_bytes = 0;  // N * T_max * min(G, K) rows: a record's rows from its node's ranks
+  uint64_t forward_reduce_bytes = 0;        // N * T_max rows: node partials (node-reduced combine only)
+  uint64_t source_combine_recv_bytes = 0;   // T_max * K rows: [token][lane] on the source
+  uint64_t signal_bytes = 0;                // count exchange (double-buffered) and per-source-node tails
   uint64_t total_bytes() const;
 
   // Expected bytes each rank sends per call (receives the same in expectation).
-  double dispatch_rdma_bytes = 0;          // T (N-1) p_node records
-  double dispatch_nvlink_bytes = 0;        // T (R-N) p_rank records (as forwarder)
-  double dispatch_direct_rdma_bytes = 0;   // T (R-G) p_rank records: no forwarding (every remote rank directly)
-  double combine_nvlink_bytes = 0;         // T (R-N) p_rank rows (destination -> forwarder)
-  double combine_rdma_bytes = 0;           // T (R-G) p_rank rows: exact order (forwarder does not reduce)
-  double combine_reduced_rdma_bytes = 0;   // T (N-1) p_node rows: forwarder sums its node's rows (not bitwise)
+  double dispatch_rdma_bytes = 0;         // T (N-1) p_node records
+  double dispatch_nvlink_bytes = 0;       // T (R-N) p_rank records (as forwarder)
+  double dispatch_direct_rdma_bytes = 0;  // T (R-G) p_rank records: no forwarding (every remote rank directly)
+  double combine_nvlink_bytes = 0;        // T (R-N) p_rank rows (destination -> forwarder)
+  double combine_rdma_bytes = 0;          // T (R-G) p_rank rows: exact order (forwarder does not reduce)
+  double combine_reduced_rdma_bytes = 0;  // T (N-1) p_node rows: forwarder sums its node's rows (not bitwise)
 
   // Predicted times (us): fixed latency + the slower of the two links (the hops pipeline).
   double dispatch_us = 0, combine_us = 0, combine_reduced_us = 0;

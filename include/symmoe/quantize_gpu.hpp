@@ -20,7 +20,7 @@ namespace symmoe {
 
 void quantize_activations_gpu(const float* x, int num_rows, int num_cols, int block, fmt::ScaleFormat format,
                               uint8_t* out, float* scales, cudaStream_t stream);
-void quantize_activations_gpu(const __nv_bfloat16* x, int num_rows, int num_cols, int block,
-                              fmt::ScaleFormat format, uint8_t* out, float* scales, cudaStream_t stream);
+void quantize_activations_gpu(const __nv_bfloat16* x, int num_rows, int num_cols, int block, fmt::ScaleFormat format,
+                              uint8_t* out, float* scales, cudaStream_t stream);
 
 }  // namespace symmoe

@@ -57,7 +57,7 @@ struct RankPlacement {
   int device = 0;           // CUDA device ordinal
   int index_on_device = 0;  // 0 .. ranks_on_device-1
   int ranks_on_device = 1;
-  int num_sms = 0;          // CTAs (one per SM) this rank's persistent kernels may use
+  int num_sms = 0;  // CTAs (one per SM) this rank's persistent kernels may use
 };
 // Rank r goes to device r % num_devices; each gets floor(sms_per_device / ranks_on_device) SMs.
 std::vector<RankPlacement> place_ranks_in_process(int num_ranks, int num_devices, int sms_per_device);
@@ -66,9 +66,9 @@ std::vector<RankPlacement> place_ranks_in_process(int num_ranks, int num_devices
 struct BootstrapConfig {
   int rank = -1;
   int world_size = 0;
-  int local_rank = -1;          // CUDA device of this process
-  std::string unique_id_hex;    // SYMMOE_UNIQUE_ID: the NCCL unique id (256 hex digits), or
-  std::string bootstrap_dir;    // SYMMOE_BOOTSTRAP_DIR: rank 0 writes the id there (`symmoe launch` sets it)
+  int local_rank = -1;        // CUDA device of this process
+  std::string unique_id_hex;  // SYMMOE_UNIQUE_ID: the NCCL unique id (256 hex digits), or
+  std::string bootstrap_dir;  // SYMMOE_BOOTSTRAP_DIR: rank 0 writes the id there (`symmoe launch` sets it)
 };
 using EnvLookup = std::function<const char*(const char*)>;  // name -> value or nullptr
 // Reads RANK, WORLD_SIZE, LOCAL_RANK, SYMMOE_UNIQUE_ID, SYMMOE_BOOTSTRAP_DIR; throws naming the bad variable.
@@ -96,8 +96,8 @@ class SymmetricBuffer {
   size_t num_bytes() const;
   int num_ranks() const;
   bool is_local(int rank) const;
-  void* ptr(int rank) const;                   // this local rank's allocation (device pointer)
-  int64_t offset(int rank, int peer) const;    // base(peer) - base(rank) in this process's address space
+  void* ptr(int rank) const;                 // this local rank's allocation (device pointer)
+  int64_t offset(int rank, int peer) const;  // base(peer) - base(rank) in this process's address space
 
  private:
   friend class Communicator;
@@ -122,7 +122,7 @@ class Communicator {
   const std::vector<RankPlacement>& local_ranks() const;  // the ranks this process drives
   bool is_local(int rank) const;                          // driven by this process
   const RankPlacement& placement(int rank) const;         // local ranks only
-  cudaStream_t stream(int rank) const;                     // non-blocking stream on the rank's device
+  cudaStream_t stream(int rank) const;                    // non-blocking stream on the rank's device
   // The stream a layer call of `rank` runs on: `user` when given. Otherwise the rank's own stream, first made to
   // wait for the work already queued on the device's legacy default stream (cudaMemcpy, cudaMemset, launches
   // without a stream), so inputs written that way before the call are seen and outputs poisoned that way are not
@@ -138,11 +138,11 @@ class Communicator {
   layout::SyncArea sync_area(int rank) const;
   layout::WaitContext wait_context(int rank) const;
 
-  void host_barrier();            // every process (NCCL all-reduce in multi-process); no device work ordered
-  void synchronize();             // sync local streams (CUDA errors first), then check_errors()
-  void check_errors() const;      // throws PeerTimeout if a wait of a local rank timed out
+  void host_barrier();        // every process (NCCL all-reduce in multi-process); no device work ordered
+  void synchronize();         // sync local streams (CUDA errors first), then check_errors()
+  void check_errors() const;  // throws PeerTimeout if a wait of a local rank timed out
   std::vector<layout::ErrorRecord> error_records() const;  // local ranks, valid records only
-  void reset_sync_state();        // collective: zero sync areas and error records
+  void reset_sync_state();                                 // collective: zero sync areas and error records
 
  private:
   Communicator();

@@ -21,7 +21,7 @@
 namespace symmoe {
 
 namespace ref {
-struct ExpertWeights;                                 // symmoe/reference/mlp.hpp
+struct ExpertWeights;                                  // symmoe/reference/mlp.hpp
 using ExpertWeightMap = std::map<int, ExpertWeights>;  // the same alias as there
 }  // namespace ref
 

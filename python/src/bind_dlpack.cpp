@@ -14,12 +14,22 @@ struct DtypeEntry {
   uint8_t code, bits;
 };
 constexpr DtypeEntry kDtypes[] = {
-    {"bool", dlpack::kBool, 8},          {"int8", dlpack::kInt, 8},          {"int16", dlpack::kInt, 16},
-    {"int32", dlpack::kInt, 32},         {"int64", dlpack::kInt, 64},        {"uint8", dlpack::kUInt, 8},
-    {"uint16", dlpack::kUInt, 16},       {"uint32", dlpack::kUInt, 32},      {"uint64", dlpack::kUInt, 64},
-    {"float16", dlpack::kFloat, 16},     {"float32", dlpack::kFloat, 32},    {"float64", dlpack::kFloat, 64},
-    {"bfloat16", dlpack::kBfloat, 16},   {"float8_e4m3fn", dlpack::kFloat8E4m3fn, 8},
-    {"float8_e5m2", dlpack::kFloat8E5m2, 8}, {"float8_e8m0fnu", dlpack::kFloat8E8m0fnu, 8},
+    {"bool", dlpack::kBool, 8},
+    {"int8", dlpack::kInt, 8},
+    {"int16", dlpack::kInt, 16},
+    {"int32", dlpack::kInt, 32},
+    {"int64", dlpack::kInt, 64},
+    {"uint8", dlpack::kUInt, 8},
+    {"uint16", dlpack::kUInt, 16},
+    {"uint32", dlpack::kUInt, 32},
+    {"uint64", dlpack::kUInt, 64},
+    {"float16", dlpack::kFloat, 16},
+    {"float32", dlpack::kFloat, 32},
+    {"float64", dlpack::kFloat, 64},
+    {"bfloat16", dlpack::kBfloat, 16},
+    {"float8_e4m3fn", dlpack::kFloat8E4m3fn, 8},
+    {"float8_e5m2", dlpack::kFloat8E5m2, 8},
+    {"float8_e8m0fnu", dlpack::kFloat8E8m0fnu, 8},
 };
 
 std::string dtype_name(const dlpack::DataType& t) {
@@ -39,7 +49,7 @@ const DtypeEntry& dtype_entry(const std::string& name) {
 struct ViewContext {
   dlpack::ManagedTensor managed{};
   std::vector<int64_t> shape, strides;  // strides empty: C-contiguous
-  PyObject* owner = nullptr;  // strong reference, released (with the GIL) by the deleter
+  PyObject* owner = nullptr;            // strong reference, released (with the GIL) by the deleter
 };
 
 void delete_view(dlpack::ManagedTensor* self) {
@@ -90,8 +100,8 @@ void bind_dlpack(py::module_& m) {
       [](uintptr_t data_ptr, const std::vector<int64_t>& shape, const std::string& dtype, int device_type,
          int device_id, py::object owner, const std::vector<int64_t>& strides) {
         const DtypeEntry& e = dtype_entry(dtype);
-        SYMMOE_CHECK(strides.empty() || strides.size() == shape.size(), "python", "dlpack_make_capsule: ",
-                     strides.size(), " strides for ", shape.size(), " dimensions");
+        SYMMOE_CHECK(strides.empty() || strides.size() == shape.size(), "python",
+                     "dlpack_make_capsule: ", strides.size(), " strides for ", shape.size(), " dimensions");
         auto* ctx = new ViewContext;
         ctx->shape = shape;
         ctx->strides = strides;

@@ -35,7 +35,8 @@ void def_decode(py::module_& m, const char* name, F f, const char* expected, uns
 // fp32 -> codes: the input must be real (float or integer values; NaN and Inf follow the cast's rules).
 template <typename Out, typename F>
 void def_encode(py::module_& m, const char* name, F f, const char* doc) {
-  m.def(name, [f](const py::object& x) { return map_elements<Out, float>(real_array(x, "x"), f); }, py::arg("x"), doc);
+  m.def(
+      name, [f](const py::object& x) { return map_elements<Out, float>(real_array(x, "x"), f); }, py::arg("x"), doc);
 }
 
 }  // namespace

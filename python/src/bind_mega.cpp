@@ -15,7 +15,9 @@ namespace symmoe::py_bind {
 namespace {
 
 template <typename T>
-T* as_ptr(uintptr_t v) { return reinterpret_cast<T*>(v); }
+T* as_ptr(uintptr_t v) {
+  return reinterpret_cast<T*>(v);
+}
 uintptr_t as_int(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 MoeRankWeights rank_weights(uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales) {
@@ -25,8 +27,8 @@ MoeRankWeights rank_weights(uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uin
   return w;
 }
 
-MoeForwardArgs forward_args(int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx,
-                            uintptr_t topk_weights, uintptr_t y, uintptr_t stream) {
+MoeForwardArgs forward_args(int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx, uintptr_t topk_weights,
+                            uintptr_t y, uintptr_t stream) {
   MoeForwardArgs a;
   a.num_tokens = num_tokens;
   a.x = as_ptr<const uint8_t>(x), a.x_scales = as_ptr<const float>(x_scales);
@@ -36,8 +38,10 @@ MoeForwardArgs forward_args(int num_tokens, uintptr_t x, uintptr_t x_scales, uin
 }
 
 void check_one_local_rank(const Communicator& comm, const char* what) {
-  SYMMOE_CHECK(comm.local_ranks().size() == 1, "python", what, " from Python drives one rank per process; this "
-               "communicator drives ", comm.local_ranks().size());
+  SYMMOE_CHECK(comm.local_ranks().size() == 1, "python", what,
+               " from Python drives one rank per process; this "
+               "communicator drives ",
+               comm.local_ranks().size());
 }
 
 void bind_mega_moe(py::module_& m) {
@@ -54,27 +58,30 @@ void bind_mega_moe(py::module_& m) {
       .def_property_readonly("shape", &MegaMoe::shape)
       .def_property_readonly("clamp", [](const MegaMoe& l) { return l.options().clamp; })
       .def("plan", [](const MegaMoe& l) { return l.plan(0); })
-      .def("input_one",
-           [](const MegaMoe& l) {
-             const MegaInputView v = l.input(0);
-             return py::make_tuple(as_int(v.x), as_int(v.x_scales), v.x_scales_stride, as_int(v.topk_idx),
-                                   as_int(v.topk_weights));
-           },
-           "-> (x, x_scales, x_scales_stride in floats, topk_idx, topk_weights): device addresses of the inputs")
-      .def("bind_weights_one",
-           [](MegaMoe& l, uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales) {
-             l.bind_weights({rank_weights(w1, w1_scales, w2, w2_scales)});
-           },
-           py::arg("w1"), py::arg("w1_scales"), py::arg("w2"), py::arg("w2_scales"))
+      .def(
+          "input_one",
+          [](const MegaMoe& l) {
+            const MegaInputView v = l.input(0);
+            return py::make_tuple(as_int(v.x), as_int(v.x_scales), v.x_scales_stride, as_int(v.topk_idx),
+                                  as_int(v.topk_weights));
+          },
+          "-> (x, x_scales, x_scales_stride in floats, topk_idx, topk_weights): device addresses of the inputs")
+      .def(
+          "bind_weights_one",
+          [](MegaMoe& l, uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales) {
+            l.bind_weights({rank_weights(w1, w1_scales, w2, w2_scales)});
+          },
+          py::arg("w1"), py::arg("w1_scales"), py::arg("w2"), py::arg("w2_scales"))
       .def("set_clamp", &MegaMoe::set_clamp, py::arg("clamp"))
-      .def("forward_one",
-           [](MegaMoe& l, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx, uintptr_t topk_weights,
-              uintptr_t y, uintptr_t stream) {
-             const MoeForwardArgs a = forward_args(num_tokens, x, x_scales, topk_idx, topk_weights, y, stream);
-             return as_int(l.forward({a})[0]);
-           },
-           py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
-           py::arg("y"), py::arg("stream"), "-> address of y (the layer's own buffer when y is 0)")
+      .def(
+          "forward_one",
+          [](MegaMoe& l, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx, uintptr_t topk_weights,
+             uintptr_t y, uintptr_t stream) {
+            const MoeForwardArgs a = forward_args(num_tokens, x, x_scales, topk_idx, topk_weights, y, stream);
+            return as_int(l.forward({a})[0]);
+          },
+          py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
+          py::arg("y"), py::arg("stream"), "-> address of y (the layer's own buffer when y is 0)")
       .def("received_counts", [](const MegaMoe& l) { return as_int(l.received_counts(0)); })
       .def("synchronize", &MegaMoe::synchronize, py::call_guard<py::gil_scoped_release>());
 }
@@ -94,14 +101,15 @@ void bind_composed_moe(py::module_& m) {
            }),
            py::arg("comm"), py::arg("shape"), py::arg("w1"), py::arg("w1_scales"), py::arg("w2"), py::arg("w2_scales"),
            py::arg("clamp") = 0.f, py::arg("expert_alignment") = 128, py::keep_alive<1, 2>())
-      .def("forward_one",
-           [](ComposedMoe& l, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx,
-              uintptr_t topk_weights, uintptr_t y, uintptr_t stream) {
-             const MoeForwardArgs a = forward_args(num_tokens, x, x_scales, topk_idx, topk_weights, y, stream);
-             return as_int(l.forward({a})[0]);
-           },
-           py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
-           py::arg("y"), py::arg("stream"))
+      .def(
+          "forward_one",
+          [](ComposedMoe& l, int num_tokens, uintptr_t x, uintptr_t x_scales, uintptr_t topk_idx,
+             uintptr_t topk_weights, uintptr_t y, uintptr_t stream) {
+            const MoeForwardArgs a = forward_args(num_tokens, x, x_scales, topk_idx, topk_weights, y, stream);
+            return as_int(l.forward({a})[0]);
+          },
+          py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
+          py::arg("y"), py::arg("stream"))
       .def("synchronize", &ComposedMoe::synchronize, py::call_guard<py::gil_scoped_release>());
 }
 
@@ -116,12 +124,13 @@ void bind_mega(py::module_& m) {
         SYMMOE_CHECK(data.ndim() == 3, "python", "transform_l1_weights: data must be uint8 [E, 2I, H], got ",
                      data.ndim(), " dimensions");
         const int E = int(data.shape(0)), two_i = int(data.shape(1)), H = int(data.shape(2));
-        SYMMOE_CHECK(two_i % 256 == 0 && H % 128 == 0, "python", "transform_l1_weights: data [E, 2I, H] needs I % 128 "
-                     "== 0 and H % 128 == 0, got [", E, ", ", two_i, ", ", H, "]");
-        SYMMOE_CHECK(scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == two_i / 128 &&
-                         scales.shape(2) == H / 128,
-                     "python", "transform_l1_weights: scales must be float32 [", E, ", ", two_i / 128, ", ", H / 128,
-                     "]");
+        SYMMOE_CHECK(two_i % 256 == 0 && H % 128 == 0, "python",
+                     "transform_l1_weights: data [E, 2I, H] needs I % 128 "
+                     "== 0 and H % 128 == 0, got [",
+                     E, ", ", two_i, ", ", H, "]");
+        SYMMOE_CHECK(
+            scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == two_i / 128 && scales.shape(2) == H / 128,
+            "python", "transform_l1_weights: scales must be float32 [", E, ", ", two_i / 128, ", ", H / 128, "]");
         py::array_t<uint8_t> out_data({E, two_i, H});
         py::array_t<float> out_scales({E, two_i / 256, H / 128, 2});
         gemm::transform_l1_weights(data.data(), scales.data(), E, two_i / 2, H, out_data.mutable_data(),
@@ -138,11 +147,13 @@ void bind_mega(py::module_& m) {
         SYMMOE_CHECK(data.ndim() == 3, "python", "transform_l1_weights_fp4: data must be uint8 [E, 2I, H/2], got ",
                      data.ndim(), " dimensions");
         const int E = int(data.shape(0)), two_i = int(data.shape(1)), H = 2 * int(data.shape(2));
-        SYMMOE_CHECK(two_i % 256 == 0 && H % 128 == 0, "python", "transform_l1_weights_fp4: data [E, 2I, H/2] needs "
-                     "I % 128 == 0 and H % 128 == 0, got [", E, ", ", two_i, ", ", H / 2, "]");
-        SYMMOE_CHECK(scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == two_i &&
-                         scales.shape(2) == H / 128,
-                     "python", "transform_l1_weights_fp4: scales must be uint32 [", E, ", ", two_i, ", ", H / 128, "]");
+        SYMMOE_CHECK(two_i % 256 == 0 && H % 128 == 0, "python",
+                     "transform_l1_weights_fp4: data [E, 2I, H/2] needs "
+                     "I % 128 == 0 and H % 128 == 0, got [",
+                     E, ", ", two_i, ", ", H / 2, "]");
+        SYMMOE_CHECK(
+            scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == two_i && scales.shape(2) == H / 128,
+            "python", "transform_l1_weights_fp4: scales must be uint32 [", E, ", ", two_i, ", ", H / 128, "]");
         py::array_t<uint8_t> out_data({E, two_i, H / 2});
         py::array_t<uint32_t> out_scales({E, H / 128, two_i});
         py::array_t<float> out_bases({E, two_i / 256, H / 128, 2});
@@ -158,8 +169,10 @@ void bind_mega(py::module_& m) {
       "transform_l2_weights_fp4",
       [](const py::object& scales_in) {
         const CArray<uint32_t> scales = integer_array<uint32_t>(scales_in, "scales", "packed UE8M0 (uint32)");
-        SYMMOE_CHECK(scales.ndim() == 3, "python", "transform_l2_weights_fp4: scales must be uint32 [E, H, I/128], "
-                     "got ", scales.ndim(), " dimensions");
+        SYMMOE_CHECK(scales.ndim() == 3, "python",
+                     "transform_l2_weights_fp4: scales must be uint32 [E, H, I/128], "
+                     "got ",
+                     scales.ndim(), " dimensions");
         const int E = int(scales.shape(0)), H = int(scales.shape(1)), I = 128 * int(scales.shape(2));
         py::array_t<uint32_t> out_scales({E, I / 128, H});
         py::array_t<float> out_bases({E, H / 128, I / 128});

@@ -110,8 +110,7 @@ void bind_plan(py::module_& m) {
         SYMMOE_CHECK(epilogue == "bf16" || epilogue == "swiglu_fp8", "python",
                      "epilogue must be 'bf16' or 'swiglu_fp8', got '", epilogue, "'");
         return plan::plan_grouped_gemm(m_per_expert, n, k, num_experts, num_sms,
-                                       epilogue == "bf16" ? plan::GemmEpilogue::kBf16
-                                                          : plan::GemmEpilogue::kSwigluFp8,
+                                       epilogue == "bf16" ? plan::GemmEpilogue::kBf16 : plan::GemmEpilogue::kSwigluFp8,
                                        plan::PlanOverrides::from_env());
       },
       py::arg("m_per_expert"), py::arg("n"), py::arg("k"), py::arg("num_experts"),
@@ -174,8 +173,7 @@ void bind_plan(py::module_& m) {
   def_printable(hybrid);
   m.def(
       "plan_hybrid",
-      [](const std::string& name, int num_ranks, int tokens, int num_nodes, const std::string& dtype,
-         int node_limit) {
+      [](const std::string& name, int num_ranks, int tokens, int num_nodes, const std::string& dtype, int node_limit) {
         return plan::plan_hybrid(plan::HybridDims::from_shape(named_shape(name, num_ranks, tokens), num_nodes,
                                                               parse_token_dtype(dtype), node_limit));
       },
@@ -184,13 +182,11 @@ void bind_plan(py::module_& m) {
   m.def(
       "plan_hybrid",
       [](const MoeShape& shape, int num_nodes, const std::string& dtype, int node_limit) {
-        return plan::plan_hybrid(
-            plan::HybridDims::from_shape(shape, num_nodes, parse_token_dtype(dtype), node_limit));
+        return plan::plan_hybrid(plan::HybridDims::from_shape(shape, num_nodes, parse_token_dtype(dtype), node_limit));
       },
       py::arg("shape"), py::arg("num_nodes"), py::arg("dtype") = "fp8", py::arg("node_limit") = 0);
 
-  m.def("expected_tokens_per_expert", &plan::expected_tokens_per_expert, py::arg("shape"),
-        py::arg("tokens_per_rank"));
+  m.def("expected_tokens_per_expert", &plan::expected_tokens_per_expert, py::arg("shape"), py::arg("tokens_per_rank"));
   m.attr("DEFAULT_NUM_SMS") = plan::hopper::kDefaultNumSms;
 }
 

@@ -44,8 +44,8 @@ DispatchInput make_input(int rank, int num_topk, const CArray<uint8_t>& x, const
                "; x, topk_idx and topk_weights need one row per token");
   SYMMOE_CHECK(tw == t, "python", "rank ", rank, ": x has ", t, " rows (tokens) but topk_weights has ", tw,
                "; x, topk_idx and topk_weights need one row per token");
-  SYMMOE_CHECK(k == num_topk, "python", "rank ", rank, ": topk_idx must have num_topk = ", num_topk,
-               " columns, got ", k);
+  SYMMOE_CHECK(k == num_topk, "python", "rank ", rank, ": topk_idx must have num_topk = ", num_topk, " columns, got ",
+               k);
   SYMMOE_CHECK(kw == num_topk, "python", "rank ", rank, ": topk_weights must have num_topk = ", num_topk,
                " columns (as topk_idx), got ", kw);
   in.topk_idx = to_vector(topk_idx), in.topk_weights = to_vector(topk_weights);
@@ -102,28 +102,32 @@ void bind_handle(py::module_& m) {
       .def("expert_start", &EpHandle::expert_start, py::arg("local_expert"))
       .def("__repr__", [](const EpHandle& e) {
         return detail::concat("<RefEPHandle rank=", e.rank, "/", e.num_ranks, " expand=", e.do_expand,
-                              " num_recv_tokens=", e.num_recv_tokens, " num_expanded_tokens=",
-                              e.num_expanded_tokens, ">");
+                              " num_recv_tokens=", e.num_recv_tokens, " num_expanded_tokens=", e.num_expanded_tokens,
+                              ">");
       });
 
   py::class_<DispatchOutput>(m, "RefDispatchOutput", "one destination rank's golden-model dispatch result")
-      .def_property_readonly("recv_x", [](const DispatchOutput& o) {
-        const int rows = output_rows(o);
-        return rows_of(o.recv_x, rows, rows ? int(o.recv_x.size() / rows) : 0);
-      })
-      .def_property_readonly("recv_x_sf", [](const DispatchOutput& o) -> py::object {
-        if (o.recv_sf.empty()) return py::none();
-        const int rows = output_rows(o);
-        return rows_of(o.recv_sf, rows, int(o.recv_sf.size() / rows));
-      })
-      .def_property_readonly("recv_topk_idx", [](const DispatchOutput& o) -> py::array {
-        if (o.handle.do_expand) return to_numpy(o.recv_topk_idx, {output_rows(o)});
-        return rows_of(o.recv_topk_idx, output_rows(o), o.handle.num_topk);
-      })
-      .def_property_readonly("recv_topk_weights", [](const DispatchOutput& o) -> py::array {
-        if (o.handle.do_expand) return to_numpy(o.recv_topk_weights, {output_rows(o)});
-        return rows_of(o.recv_topk_weights, output_rows(o), o.handle.num_topk);
-      })
+      .def_property_readonly("recv_x",
+                             [](const DispatchOutput& o) {
+                               const int rows = output_rows(o);
+                               return rows_of(o.recv_x, rows, rows ? int(o.recv_x.size() / rows) : 0);
+                             })
+      .def_property_readonly("recv_x_sf",
+                             [](const DispatchOutput& o) -> py::object {
+                               if (o.recv_sf.empty()) return py::none();
+                               const int rows = output_rows(o);
+                               return rows_of(o.recv_sf, rows, int(o.recv_sf.size() / rows));
+                             })
+      .def_property_readonly("recv_topk_idx",
+                             [](const DispatchOutput& o) -> py::array {
+                               if (o.handle.do_expand) return to_numpy(o.recv_topk_idx, {output_rows(o)});
+                               return rows_of(o.recv_topk_idx, output_rows(o), o.handle.num_topk);
+                             })
+      .def_property_readonly("recv_topk_weights",
+                             [](const DispatchOutput& o) -> py::array {
+                               if (o.handle.do_expand) return to_numpy(o.recv_topk_weights, {output_rows(o)});
+                               return rows_of(o.recv_topk_weights, output_rows(o), o.handle.num_topk);
+                             })
       .def_readonly("handle", &DispatchOutput::handle);
 }
 
@@ -134,8 +138,8 @@ void bind_layer(py::module_& m) {
                        const py::object& topk_weights_in) {
              const CArray<uint8_t> x = integer_array<uint8_t>(x_in, "x", "E4M3 codes (uint8)");
              const CArray<float> x_scales = real_array(x_scales_in, "x_scales");
-             const CArray<int64_t> topk_idx = integer_array<int64_t>(topk_idx_in, "topk_idx",
-                                                                     "expert ids (int64, -1 = masked)");
+             const CArray<int64_t> topk_idx =
+                 integer_array<int64_t>(topk_idx_in, "topk_idx", "expert ids (int64, -1 = masked)");
              const CArray<float> topk_weights = real_array(topk_weights_in, "topk_weights");
              ref::MoeLayerInput in;
              const auto [t, h] = shape_2d(x, "x (E4M3 codes)");
@@ -148,8 +152,8 @@ void bind_layer(py::module_& m) {
                           "; x, x_scales, topk_idx and topk_weights need one row per token");
              SYMMOE_CHECK(tw == t, "python", "x has ", t, " rows (tokens) but topk_weights has ", tw,
                           "; x, x_scales, topk_idx and topk_weights need one row per token");
-             SYMMOE_CHECK(kw == k, "python", "topk_weights must be [", t, ", ", k, "] like topk_idx, got [", tw,
-                          ", ", kw, "]");
+             SYMMOE_CHECK(kw == k, "python", "topk_weights must be [", t, ", ", k, "] like topk_idx, got [", tw, ", ",
+                          kw, "]");
              in.x.num_rows = t, in.x.num_cols = h, in.x.block = 128;
              in.x.data = to_vector(x), in.x.scales = to_vector(x_scales);
              in.routing.num_tokens = t, in.routing.num_topk = k;
@@ -160,9 +164,8 @@ void bind_layer(py::module_& m) {
       .def_property_readonly("x", [](const In& i) { return rows_of(i.x.data, i.x.num_rows, i.x.num_cols); })
       .def_property_readonly("x_scales",
                              [](const In& i) { return rows_of(i.x.scales, i.x.num_rows, i.x.num_cols / 128); })
-      .def_property_readonly("topk_idx", [](const In& i) {
-        return rows_of(i.routing.topk_idx, i.routing.num_tokens, i.routing.num_topk);
-      })
+      .def_property_readonly(
+          "topk_idx", [](const In& i) { return rows_of(i.routing.topk_idx, i.routing.num_tokens, i.routing.num_topk); })
       .def_property_readonly("topk_weights", [](const In& i) {
         return rows_of(i.routing.topk_weights, i.routing.num_tokens, i.routing.num_topk);
       });
@@ -275,8 +278,8 @@ void bind_reference(py::module_& m) {
       "ref_combine",
       [](const std::vector<EpHandle>& handles, int hidden, const std::vector<py::object>& x,
          const std::optional<std::vector<py::object>>& topk_weights,
-         const std::optional<std::vector<py::object>>& bias_0,
-         const std::optional<std::vector<py::object>>& bias_1, bool reduce_local_experts) {
+         const std::optional<std::vector<py::object>>& bias_0, const std::optional<std::vector<py::object>>& bias_1,
+         bool reduce_local_experts) {
         const size_t r = handles.size();
         auto check_len = [r](size_t n, const char* what) {
           SYMMOE_CHECK(n == r, "python", "combine: one ", what, " per rank (", r, "), got ", n);

@@ -15,7 +15,9 @@ namespace {
 
 uintptr_t as_int(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 template <typename T>
-T* as_ptr(uintptr_t v) { return reinterpret_cast<T*>(v); }
+T* as_ptr(uintptr_t v) {
+  return reinterpret_cast<T*>(v);
+}
 
 EpDtype parse_ep_dtype(const std::string& name) {
   if (name == "bf16") return EpDtype::kBf16;
@@ -84,19 +86,21 @@ void bind_communicator(py::module_& m) {
           py::arg("rank"), py::arg("world_size"), py::arg("local_rank"), py::arg("unique_id_hex"),
           py::arg("timeout_ms") = -1, "this process is `rank`; every process passes the same unique id")
       .def_property_readonly("num_ranks", &Communicator::num_ranks)
-      .def_property_readonly("backend", [](const Communicator& c) {
-        return c.backend() == Backend::kInProcess ? "in_process" : "multi_process";
-      })
-      .def_property_readonly("local_ranks", [](const Communicator& c) {
-        std::vector<py::dict> out;
-        for (const RankPlacement& p : c.local_ranks()) {
-          py::dict d;
-          d["rank"] = p.rank, d["device"] = p.device, d["num_sms"] = p.num_sms;
-          out.push_back(d);
-        }
-        return out;
-      })
-      .def("stream", [](const Communicator& c, int rank) { return as_int(c.stream(rank)); }, py::arg("rank"))
+      .def_property_readonly(
+          "backend",
+          [](const Communicator& c) { return c.backend() == Backend::kInProcess ? "in_process" : "multi_process"; })
+      .def_property_readonly("local_ranks",
+                             [](const Communicator& c) {
+                               std::vector<py::dict> out;
+                               for (const RankPlacement& p : c.local_ranks()) {
+                                 py::dict d;
+                                 d["rank"] = p.rank, d["device"] = p.device, d["num_sms"] = p.num_sms;
+                                 out.push_back(d);
+                               }
+                               return out;
+                             })
+      .def(
+          "stream", [](const Communicator& c, int rank) { return as_int(c.stream(rank)); }, py::arg("rank"))
       .def("host_barrier", &Communicator::host_barrier, py::call_guard<py::gil_scoped_release>())
       .def("synchronize", &Communicator::synchronize, py::call_guard<py::gil_scoped_release>())
       .def("reset_sync_state", &Communicator::reset_sync_state, py::call_guard<py::gil_scoped_release>());
@@ -179,8 +183,7 @@ void bind_ep_buffer(py::module_& m) {
             return out;
           },
           py::arg("args"), py::arg("handles"), py::arg("expand") = false, py::arg("expert_alignment") = 1,
-          py::arg("zero_padding") = true, py::arg("cached") = false, py::arg("num_sms") = 0,
-          py::arg("cpu_sync") = true)
+          py::arg("zero_padding") = true, py::arg("cached") = false, py::arg("num_sms") = 0, py::arg("cpu_sync") = true)
       .def(
           "combine",
           [](EpBuffer& b, const std::vector<py::dict>& args, const std::vector<EpHandle*>& handles,
@@ -218,13 +221,14 @@ void bind_ep_buffer(py::module_& m) {
             EpDispatchOptions o;
             o.expand = expand, o.expert_alignment = expert_alignment, o.zero_padding = zero_padding;
             o.cached = cached, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
-            const auto r = with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.dispatch({a}, o, hs); })[0];
+            const auto r =
+                with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.dispatch({a}, o, hs); })[0];
             return py::make_tuple(as_int(r.recv_x), as_int(r.recv_scales), as_int(r.recv_topk_idx),
                                   as_int(r.recv_topk_weights), r.num_rows, r.row_capacity);
           },
           py::arg("num_tokens"), py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"),
-          py::arg("stream"), py::arg("handle"), py::arg("expand"), py::arg("expert_alignment"),
-          py::arg("zero_padding"), py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"), py::arg("recv_x_out") = 0,
+          py::arg("stream"), py::arg("handle"), py::arg("expand"), py::arg("expert_alignment"), py::arg("zero_padding"),
+          py::arg("cached"), py::arg("num_sms"), py::arg("cpu_sync"), py::arg("recv_x_out") = 0,
           py::arg("recv_scales_out") = 0, py::arg("recv_topk_idx_out") = 0, py::arg("recv_topk_weights_out") = 0,
           py::arg("out_rows") = 0,
           "-> (recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights addresses, num_rows, row_capacity); outputs "
@@ -302,7 +306,8 @@ void bind_streams(py::module_& m) {
 }  // namespace
 
 void bind_runtime(py::module_& m) {
-  m.def("nccl_unique_id_hex", &new_unique_id_hex, "a fresh NCCL unique id as hex (rank 0 makes it; the group shares it)");
+  m.def("nccl_unique_id_hex", &new_unique_id_hex,
+        "a fresh NCCL unique id as hex (rank 0 makes it; the group shares it)");
   m.def(
       "ep_buffer_size_hint",
       [](int num_ranks, int num_max_tokens_per_rank, int hidden, int num_topk, int num_experts,
@@ -328,9 +333,10 @@ void bind_runtime(py::module_& m) {
       py::arg("num_ranks"), py::arg("num_max_tokens_per_rank"), py::arg("hidden"), py::arg("num_topk"),
       py::arg("num_experts"), py::arg("dtype") = "bf16", py::arg("scales") = "none",
       "EpBufferConfig::validate: raises symmoe._C.Error naming the bad field (no GPU needed)");
-  m.def("ep_scale_row_bytes", [](const std::string& scales, int hidden) {
-    return ep_scale_row_bytes(parse_ep_scales(scales), hidden);
-  }, py::arg("scales"), py::arg("hidden"));
+  m.def(
+      "ep_scale_row_bytes",
+      [](const std::string& scales, int hidden) { return ep_scale_row_bytes(parse_ep_scales(scales), hidden); },
+      py::arg("scales"), py::arg("hidden"));
   bind_handle(m);
   bind_communicator(m);
   bind_ep_buffer(m);

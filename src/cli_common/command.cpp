@@ -166,8 +166,8 @@ void Args::fail_unknown(const std::string& word) const {
   const std::string hint = detail::closest_word(bare, order_);
   const bool looks_like_flag = !word.empty() && word[0] == '-';
   SYMMOE_FAIL("cli", "symmoe ", command_, ": ", looks_like_flag ? "unknown flag '" : "unexpected argument '", word, "'",
-              hint.empty() ? "" : " (did you mean --" + hint + "?)", "; valid flags: ", valid_flags(),
-              " (symmoe ", command_, " --help)");
+              hint.empty() ? "" : " (did you mean --" + hint + "?)", "; valid flags: ", valid_flags(), " (symmoe ",
+              command_, " --help)");
 }
 
 bool Args::parse(int argc, char** argv) {
@@ -193,8 +193,8 @@ bool Args::parse(int argc, char** argv) {
     if (it == specs_.end()) fail_unknown(a);
     SYMMOE_CHECK(!values_.count(name), "cli", "symmoe ", command_, ": --", name, " given twice");
     if (it->second.is_flag) {
-      SYMMOE_CHECK(eq == std::string::npos, "cli", "symmoe ", command_, ": flag --", name, " takes no value, got '",
-                   a, "'");
+      SYMMOE_CHECK(eq == std::string::npos, "cli", "symmoe ", command_, ": flag --", name, " takes no value, got '", a,
+                   "'");
       values_[name] = "1";
       continue;
     }
@@ -224,8 +224,8 @@ int Args::integer(const std::string& name) const {
   if (s.kind == Kind::kInt) {
     check_value(name, v);
     parse_integer(v, x);
-    SYMMOE_CHECK(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(), "cli",
-                 "internal: --", name, " range exceeds int");
+    SYMMOE_CHECK(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(), "cli", "internal: --",
+                 name, " range exceeds int");
     return int(x);
   }
   SYMMOE_CHECK(parse_integer(v, x) && x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
@@ -262,8 +262,7 @@ std::vector<int> Args::int_list(const std::string& name) const {
   std::vector<int> out;
   for (const auto& item : split_commas(v)) {
     long long x = 0;
-    SYMMOE_CHECK(parse_integer(item, x) && x >= std::numeric_limits<int>::min() &&
-                     x <= std::numeric_limits<int>::max(),
+    SYMMOE_CHECK(parse_integer(item, x) && x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(),
                  "cli", "symmoe ", command_, ": --", name, " expects a comma-separated list of integers, got '", item,
                  "' in '", v, "'");
     out.push_back(int(x));

@@ -22,9 +22,9 @@ class Args {
   Args& option(const std::string& name, const std::string& def, const std::string& help);
   Args& flag(const std::string& name, const std::string& help);
   // What the option declared last accepts (checked for given values by parse() and for every value by the getters):
-  Args& int_range(long long lo, long long hi);   // an integer in [lo, hi]
-  Args& real_range(double lo, double hi);        // a finite number in [lo, hi]
-  Args& list_range(long long lo, long long hi);  // a comma-separated list of integers, each in [lo, hi]
+  Args& int_range(long long lo, long long hi);             // an integer in [lo, hi]
+  Args& real_range(double lo, double hi);                  // a finite number in [lo, hi]
+  Args& list_range(long long lo, long long hi);            // a comma-separated list of integers, each in [lo, hi]
   Args& choices(const std::vector<std::string>& allowed);  // one of these words
   // Words that are not flags (e.g. the command of `launch`); without this a stray word is an error.
   Args& positionals(const std::string& what);
@@ -35,8 +35,8 @@ class Args {
   std::string str(const std::string& name) const;
   int integer(const std::string& name) const;
   double real(const std::string& name) const;
-  bool has(const std::string& name) const;               // a flag given, or an option given explicitly
-  std::vector<int> int_list(const std::string& name) const;    // "1,8,32"
+  bool has(const std::string& name) const;                   // a flag given, or an option given explicitly
+  std::vector<int> int_list(const std::string& name) const;  // "1,8,32"
   std::vector<std::string> str_list(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
   void print_help() const;
@@ -54,8 +54,8 @@ class Args {
   Spec& last_option(const char* what);
   const Spec& spec(const std::string& name) const;
   void check_value(const std::string& name, const std::string& value) const;  // throws naming the flag
-  std::string accepts(const Spec& s) const;                                  // "an integer in [1, 72]", ...
-  std::string valid_flags() const;                                           // "--shape, --ranks, ..."
+  std::string accepts(const Spec& s) const;                                   // "an integer in [1, 72]", ...
+  std::string valid_flags() const;                                            // "--shape, --ranks, ..."
   [[noreturn]] void fail_unknown(const std::string& word) const;
 
   std::string command_, summary_, positional_what_;

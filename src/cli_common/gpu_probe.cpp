@@ -49,8 +49,8 @@ GpuProbe probe_gpus() {
   else if (err == cudaErrorNoDevice || err == cudaSuccess)
     p.why_none = "no GPU visible" + visible_note;
   else
-    p.why_none = detail::concat("no usable GPU: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")",
-                                visible_note);
+    p.why_none =
+        detail::concat("no usable GPU: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")", visible_note);
   return p;
 }
 

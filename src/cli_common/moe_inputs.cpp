@@ -64,10 +64,10 @@ std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::Moe
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.block.device()));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.x, h.x.data.data(), h.x.data.size(), cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.sf, h.x.scales.data(), h.x.scales.size() * 4, cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.idx, h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8,
-                                 cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.w, h.routing.topk_weights.data(), h.routing.topk_weights.size() * 4,
-                                 cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(
+        cudaMemcpy(b + r.idx, h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(
+        cudaMemcpy(b + r.w, h.routing.topk_weights.data(), h.routing.topk_weights.size() * 4, cudaMemcpyHostToDevice));
     MoeForwardArgs& a = args_[i];
     a.num_tokens = h.x.num_rows;
     a.x = b + r.x, a.x_scales = reinterpret_cast<const float*>(b + r.sf);
@@ -88,7 +88,8 @@ std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const st
   return out;
 }
 
-ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options, int rank) {
+ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options,
+                                    int rank) {
   ref::MoeLayerInput in;
   const int H = shape.hidden;
   in.x.num_rows = num_tokens, in.x.num_cols = H, in.x.block = 128;

@@ -50,14 +50,15 @@ std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const st
 
 // Benchmark input of one rank: x codes e4m3(448 u), u uniform in [-1, 1) from the synthetic hash, scales 2/448
 // (x ~ U(-2, 2)); routing from ref::make_routing(options, rank). ~10x faster than ref::make_random_layer_input.
-ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options, int rank);
+ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options,
+                                    int rank);
 
 // What one destination rank does in a layer call, from the routings of ALL ranks (DESIGN.md 8's counts).
 struct RankTraffic {
-  long long recv_pairs = 0;            // (token, expert) pairs this rank computes
-  int experts_touched = 0;             // local experts with >= 1 pair
-  long long remote_recv_tokens = 0;    // dispatch: (token, this rank) records from OTHER ranks
-  long long remote_return_rows = 0;    // combine (expand): rows this rank sends back to OTHER ranks
+  long long recv_pairs = 0;          // (token, expert) pairs this rank computes
+  int experts_touched = 0;           // local experts with >= 1 pair
+  long long remote_recv_tokens = 0;  // dispatch: (token, this rank) records from OTHER ranks
+  long long remote_return_rows = 0;  // combine (expand): rows this rank sends back to OTHER ranks
   double flops(const MoeShape& s) const { return 2.0 * double(recv_pairs) * s.hidden * s.intermediate * 3; }
   // Touched weights + FP8 rows in (x + scales) + bf16 rows out.
   double hbm_bytes(const MoeShape& s) const;

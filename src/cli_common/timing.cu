@@ -42,13 +42,16 @@ double graph_time_all_ranks_us(Communicator& comm, const std::function<void()>& 
   }
   const int first = local[0].rank;
   SYMMOE_CUDA_CHECK(cudaSetDevice(local[0].device));
-  const double us = median_time_us(comm.stream(first), [&] {
-    for (size_t i = 0; i < local.size(); ++i) {
-      SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-      SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[i], comm.stream(local[i].rank)));
-    }
-    SYMMOE_CUDA_CHECK(cudaSetDevice(local[0].device));
-  }, 2, reps);
+  const double us = median_time_us(
+      comm.stream(first),
+      [&] {
+        for (size_t i = 0; i < local.size(); ++i) {
+          SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
+          SYMMOE_CUDA_CHECK(cudaGraphLaunch(execs[i], comm.stream(local[i].rank)));
+        }
+        SYMMOE_CUDA_CHECK(cudaSetDevice(local[0].device));
+      },
+      2, reps);
   comm.synchronize();
   for (auto e : execs) SYMMOE_CUDA_CHECK(cudaGraphExecDestroy(e));
   return us / calls;

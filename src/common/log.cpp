@@ -19,10 +19,14 @@ Level parse_level(const std::string& text) {
 
 const char* level_name(Level level) {
   switch (level) {
-    case Level::kError: return "ERROR";
-    case Level::kWarn: return "WARN";
-    case Level::kInfo: return "INFO";
-    case Level::kDebug: return "DEBUG";
+    case Level::kError:
+      return "ERROR";
+    case Level::kWarn:
+      return "WARN";
+    case Level::kInfo:
+      return "INFO";
+    case Level::kDebug:
+      return "DEBUG";
   }
   return "?";
 }

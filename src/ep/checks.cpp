@@ -12,10 +12,14 @@ bool aligned_to(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintp
 
 const char* ep_scales_name(EpScales s) {
   switch (s) {
-    case EpScales::kNone: return "none";
-    case EpScales::kFp32Per128: return "fp32_per128";
-    case EpScales::kUe8m0Per32: return "ue8m0_per32";
-    case EpScales::kUe8m0Per128: return "ue8m0_per128";
+    case EpScales::kNone:
+      return "none";
+    case EpScales::kFp32Per128:
+      return "fp32_per128";
+    case EpScales::kUe8m0Per32:
+      return "ue8m0_per32";
+    case EpScales::kUe8m0Per128:
+      return "ue8m0_per128";
   }
   return "unknown";
 }
@@ -23,10 +27,14 @@ const char* ep_scales_name(EpScales s) {
 int ep_scale_row_bytes(EpScales scales, int hidden) {
   SYMMOE_CHECK(hidden > 0 && hidden % 128 == 0, "ep", "hidden must be a positive multiple of 128, got ", hidden);
   switch (scales) {
-    case EpScales::kNone: return 0;
-    case EpScales::kFp32Per128: return hidden / 128 * 4;
-    case EpScales::kUe8m0Per32: return hidden / 32;                   // 4 UE8M0 bytes per int32: H/128 ints
-    case EpScales::kUe8m0Per128: return (hidden / 128 + 3) / 4 * 4;  // packed into whole int32s
+    case EpScales::kNone:
+      return 0;
+    case EpScales::kFp32Per128:
+      return hidden / 128 * 4;
+    case EpScales::kUe8m0Per32:
+      return hidden / 32;  // 4 UE8M0 bytes per int32: H/128 ints
+    case EpScales::kUe8m0Per128:
+      return (hidden / 128 + 3) / 4 * 4;  // packed into whole int32s
   }
   SYMMOE_FAIL("ep", "unknown scale format ", int(scales));
 }
@@ -54,9 +62,9 @@ void EpBufferConfig::validate(int num_ranks) const {
 void check_dispatch_args(const EpBufferConfig& config, int num_ranks, int rank, const EpDispatchArgs& args,
                          const EpDispatchOptions& options) {
   config.validate(num_ranks);
-  SYMMOE_CHECK(args.num_tokens >= 0 && args.num_tokens <= config.num_max_tokens_per_rank, "ep", "dispatch rank ",
-               rank, ": num_tokens ", args.num_tokens, " outside [0, num_max_tokens_per_rank = ",
-               config.num_max_tokens_per_rank, "]");
+  SYMMOE_CHECK(args.num_tokens >= 0 && args.num_tokens <= config.num_max_tokens_per_rank, "ep", "dispatch rank ", rank,
+               ": num_tokens ", args.num_tokens,
+               " outside [0, num_max_tokens_per_rank = ", config.num_max_tokens_per_rank, "]");
   SYMMOE_CHECK(options.expert_alignment >= 1 && options.expert_alignment <= 1024, "ep", "dispatch rank ", rank,
                ": expert_alignment must be in [1, 1024], got ", options.expert_alignment);
   SYMMOE_CHECK(options.num_sms >= 0, "ep", "dispatch rank ", rank, ": num_sms must be >= 0, got ", options.num_sms);
@@ -67,8 +75,8 @@ void check_dispatch_args(const EpBufferConfig& config, int num_ranks, int rank, 
                ": recv_x_out must be 16-byte aligned, got ", args.recv_x_out);
   SYMMOE_CHECK(args.recv_scales_out == nullptr || aligned_to(args.recv_scales_out, 4), "ep", "dispatch rank ", rank,
                ": recv_scales_out must be 4-byte aligned, got ", args.recv_scales_out);
-  SYMMOE_CHECK(args.recv_topk_idx_out == nullptr || aligned_to(args.recv_topk_idx_out, 8), "ep", "dispatch rank ",
-               rank, ": recv_topk_idx_out must be 8-byte aligned");
+  SYMMOE_CHECK(args.recv_topk_idx_out == nullptr || aligned_to(args.recv_topk_idx_out, 8), "ep", "dispatch rank ", rank,
+               ": recv_topk_idx_out must be 8-byte aligned");
   SYMMOE_CHECK(args.recv_topk_weights_out == nullptr || aligned_to(args.recv_topk_weights_out, 4), "ep",
                "dispatch rank ", rank, ": recv_topk_weights_out must be 4-byte aligned");
   if (args.num_tokens == 0) return;
@@ -80,8 +88,7 @@ void check_dispatch_args(const EpBufferConfig& config, int num_ranks, int rank, 
   } else {
     SYMMOE_CHECK(args.x_scales != nullptr && aligned_to(args.x_scales, sf_bytes % 16 == 0 ? 16 : 4), "ep",
                  "dispatch rank ", rank, ": x_scales (", ep_scales_name(config.scales),
-                 ") must be a device pointer aligned to ", sf_bytes % 16 == 0 ? 16 : 4, " bytes, got ",
-                 args.x_scales);
+                 ") must be a device pointer aligned to ", sf_bytes % 16 == 0 ? 16 : 4, " bytes, got ", args.x_scales);
   }
   SYMMOE_CHECK(args.topk_idx != nullptr && aligned_to(args.topk_idx, 8), "ep", "dispatch rank ", rank,
                ": topk_idx must be an 8-byte aligned int64 device pointer");
@@ -91,9 +98,9 @@ void check_dispatch_args(const EpBufferConfig& config, int num_ranks, int rank, 
 
 void check_combine_args(const EpBufferConfig& config, int rank, const EpHandle& handle, const EpCombineArgs& args,
                         const EpCombineOptions& options) {
-  SYMMOE_CHECK(handle.rank == rank && handle.dst_buffer_slot_idx != nullptr, "ep", "combine rank ", rank,
-               ": the handle is ", handle.rank < 0 ? std::string("empty (no dispatch filled it)")
-                                                   : "for rank " + std::to_string(handle.rank));
+  SYMMOE_CHECK(
+      handle.rank == rank && handle.dst_buffer_slot_idx != nullptr, "ep", "combine rank ", rank, ": the handle is ",
+      handle.rank < 0 ? std::string("empty (no dispatch filled it)") : "for rank " + std::to_string(handle.rank));
   SYMMOE_CHECK(handle.num_topk == config.num_topk && handle.num_experts == config.num_experts &&
                    handle.num_max_tokens_per_rank == config.num_max_tokens_per_rank,
                "ep", "combine rank ", rank, ": the handle was made for another buffer shape (K ", handle.num_topk,

@@ -145,7 +145,8 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
     st.error_key = reinterpret_cast<unsigned long long*>(st.workspace.base() + ek);
     // "No error" (all ones); each dispatch kernel resets it after reading it (no memset node per call).
     SYMMOE_CUDA_CHECK(cudaMemset(st.error_key, 0xff, 8));
-    SYMMOE_CUDA_CHECK(cudaHostAlloc(&st.error_host, sizeof(ep::InputError), cudaHostAllocMapped | cudaHostAllocPortable));
+    SYMMOE_CUDA_CHECK(
+        cudaHostAlloc(&st.error_host, sizeof(ep::InputError), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(st.error_host, 0, sizeof(ep::InputError));
     SYMMOE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&st.error_dev), st.error_host, 0));
     Carver cc;
@@ -243,8 +244,8 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     }
     EpHandle& h = handles[i];
     if (!options.cached) {
-      if (!h.storage_ || h.device != st.placement.device || h.num_ranks != R || h.num_experts != E ||
-          h.num_topk != K || h.num_max_tokens_per_rank != T_max) {
+      if (!h.storage_ || h.device != st.placement.device || h.num_ranks != R || h.num_experts != E || h.num_topk != K ||
+          h.num_max_tokens_per_rank != T_max) {
         h.storage_ = std::make_unique<EpHandle::Storage>();
         h.storage_->block.allocate(st.placement.device, layout::EpHandleLayout(im.dims).num_bytes());
         const layout::EpHandleLayout lay(im.dims, h.storage_->block.base());
@@ -286,9 +287,15 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     p.topk_weights = args[i].topk_weights;
     p.cached = options.cached, p.expand = expand, p.zero_padding = options.zero_padding;
     p.expert_alignment = alignment;
-    p.handle = {h.num_tokens_per_rank, h.num_tokens_per_expert, h.dst_buffer_slot_idx, h.topk_idx,
-                h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
-                h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
+    p.handle = {h.num_tokens_per_rank,
+                h.num_tokens_per_expert,
+                h.dst_buffer_slot_idx,
+                h.topk_idx,
+                h.psum_num_recv_tokens_per_rank,
+                h.num_unaligned_recv_tokens_per_expert,
+                h.psum_num_recv_tokens_per_expert,
+                h.num_recv_tokens_per_expert,
+                h.recv_src_metadata,
                 h.device_counts};
     const layout::EpLayout& lay = p.layout;
     const EpDispatchArgs& a = args[i];
@@ -308,13 +315,13 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     r.recv_x = expand ? static_cast<void*>(p.recv_x) : lay.get_recv_x_row(0);
     r.recv_scales = !sb ? nullptr : expand ? static_cast<void*>(p.recv_sf) : lay.get_recv_scales_row(0);
     if (!expand && a.recv_x_out) {
-      SYMMOE_CUDA_CHECK(cudaMemcpyAsync(a.recv_x_out, r.recv_x, size_t(capacity) * xb, cudaMemcpyDeviceToDevice,
-                                        stream));
+      SYMMOE_CUDA_CHECK(
+          cudaMemcpyAsync(a.recv_x_out, r.recv_x, size_t(capacity) * xb, cudaMemcpyDeviceToDevice, stream));
       r.recv_x = a.recv_x_out;
     }
     if (!expand && sb && a.recv_scales_out) {
-      SYMMOE_CUDA_CHECK(cudaMemcpyAsync(a.recv_scales_out, r.recv_scales, size_t(capacity) * sb,
-                                        cudaMemcpyDeviceToDevice, stream));
+      SYMMOE_CUDA_CHECK(
+          cudaMemcpyAsync(a.recv_scales_out, r.recv_scales, size_t(capacity) * sb, cudaMemcpyDeviceToDevice, stream));
       r.recv_scales = a.recv_scales_out;
     }
     r.recv_topk_idx = p.recv_topk_idx;
@@ -324,7 +331,8 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
   SYMMOE_NVTX_RANGE("ep.dispatch.cpu_sync");
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
-    SYMMOE_CUDA_CHECK(cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
+    SYMMOE_CUDA_CHECK(
+        cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
   }
   synchronize();
   for (size_t i = 0; i < im.ranks.size(); ++i) {
@@ -341,8 +349,8 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
   return results;
 }
 
-std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>& args,
-                                               const EpCombineOptions& options, const std::vector<EpHandle>& handles) {
+std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>& args, const EpCombineOptions& options,
+                                               const std::vector<EpHandle>& handles) {
   SYMMOE_NVTX_RANGE("ep.combine");
   Impl& im = *impl_;
   SYMMOE_CHECK(args.size() == im.ranks.size() && handles.size() == im.ranks.size(), "ep", "combine: expected ",
@@ -352,8 +360,8 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
   const bool with_weights = args[0].topk_weights != nullptr;
   for (size_t i = 0; i < args.size(); ++i)
     SYMMOE_CHECK((args[i].topk_weights != nullptr) == with_weights, "ep",
-                 "combine: topk_weights must be given on every rank or on none (rank ",
-                 im.ranks[i].placement.rank, " differs from rank ", im.ranks[0].placement.rank, ")");
+                 "combine: topk_weights must be given on every rank or on none (rank ", im.ranks[i].placement.rank,
+                 " differs from rank ", im.ranks[0].placement.rank, ")");
   std::vector<EpCombineResult> results(im.ranks.size());
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     Impl::RankState& st = im.ranks[i];
@@ -369,12 +377,18 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     p.rank = rank, p.num_tokens = h.num_tokens;
     p.expand = h.do_expand, p.reduce_local_experts = options.reduce_local_experts;
     p.x = args[i].x, p.topk_weights = args[i].topk_weights, p.bias_0 = args[i].bias_0, p.bias_1 = args[i].bias_1;
-    p.handle = {h.num_tokens_per_rank, h.num_tokens_per_expert, h.dst_buffer_slot_idx, h.topk_idx,
-                h.psum_num_recv_tokens_per_rank, h.num_unaligned_recv_tokens_per_expert,
-                h.psum_num_recv_tokens_per_expert, h.num_recv_tokens_per_expert, h.recv_src_metadata,
+    p.handle = {h.num_tokens_per_rank,
+                h.num_tokens_per_expert,
+                h.dst_buffer_slot_idx,
+                h.topk_idx,
+                h.psum_num_recv_tokens_per_rank,
+                h.num_unaligned_recv_tokens_per_expert,
+                h.psum_num_recv_tokens_per_expert,
+                h.num_recv_tokens_per_expert,
+                h.recv_src_metadata,
                 h.device_counts};
     p.combined_x = args[i].combined_x_out ? args[i].combined_x_out : st.combined_x;
-    p.combined_topk_weights = !with_weights                         ? nullptr
+    p.combined_topk_weights = !with_weights                       ? nullptr
                               : args[i].combined_topk_weights_out ? args[i].combined_topk_weights_out
                                                                   : st.combined_topk_weights;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;

@@ -30,9 +30,8 @@ void fp4_fold_bases(const uint8_t* scale_codes, int rows, int cols, const std::s
         const int base = fp4_fold_base_code(hi);
         SYMMOE_CHECK(lo - base >= fmt::kFoldExactMinShift, "fp4", what, ": scale code ", lo, " at row ", lo_row,
                      ", 32-column block ", lo_col, " is more than ", fmt::kFoldExactMaxShift - fmt::kFoldExactMinShift,
-                     " binades below the largest code ", hi, " of its 128x128 block (", bi, ", ", bj,
-                     "): E2M1 x 2^(", lo - base, ") is not exact in E4M3 (shift must be >= ", fmt::kFoldExactMinShift,
-                     ")");
+                     " binades below the largest code ", hi, " of its 128x128 block (", bi, ", ", bj, "): E2M1 x 2^(",
+                     lo - base, ") is not exact in E4M3 (shift must be >= ", fmt::kFoldExactMinShift, ")");
         if (pass == 1) bases[size_t(bi) * bc + bj] = fmt::ue8m0_to_float(uint8_t(base));
       }
   }

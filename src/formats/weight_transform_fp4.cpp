@@ -68,8 +68,9 @@ void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int n
     for (size_t r = 0; r < rows; ++r)
       std::memcpy(out_data + (e * rows + r) * row_bytes,
                   data + (e * rows + size_t(l1_original_row(int(r), inter))) * row_bytes, row_bytes);
-    scales_mn_major(scales + e * rows * kb, int(rows), k, [&](int r) { return l1_original_row(r, inter); },
-                    out_scales + e * rows * kb);
+    scales_mn_major(
+        scales + e * rows * kb, int(rows), k, [&](int r) { return l1_original_row(r, inter); },
+        out_scales + e * rows * kb);
     const float* s = bases.data() + e * (rows / 128) * kb;
     float* o = out_bases + e * tiles * kb * 2;
     for (size_t t = 0; t < tiles; ++t)
@@ -86,7 +87,8 @@ void transform_l2_weights_fp4(const uint32_t* scales, int num_experts, int hidde
   const std::vector<float> bases = all_bases(scales, num_experts, hidden, inter, "l2 scales");  // checks first
   const size_t words = size_t(hidden) * (inter / 128);
   for (int e = 0; e < num_experts; ++e)
-    scales_mn_major(scales + e * words, hidden, inter, [](int r) { return r; }, out_scales + e * words);
+    scales_mn_major(
+        scales + e * words, hidden, inter, [](int r) { return r; }, out_scales + e * words);
   std::memcpy(out_bases, bases.data(), bases.size() * sizeof(float));
 }
 
@@ -109,8 +111,9 @@ void expand_l2_fp4(const uint8_t* data, const uint32_t* scales, const float* bas
   const size_t rows = hidden, kb = inter / 128;
   for (int e = 0; e < num_experts; ++e) {
     const float* b = bases + e * (rows / 128) * kb;
-    expand_rows(data + e * rows * inter / 2, scales + e * rows * kb, int(rows), inter,
-                [&](int r, int j) { return b[size_t(r / 128) * kb + j]; }, out_e4m3 + e * rows * inter);
+    expand_rows(
+        data + e * rows * inter / 2, scales + e * rows * kb, int(rows), inter,
+        [&](int r, int j) { return b[size_t(r / 128) * kb + j]; }, out_e4m3 + e * rows * inter);
   }
 }
 

@@ -57,14 +57,13 @@ std::map<PlanKey, Launch> plan_cache;
 // num_rows / E (contiguous: the padded average); masked: max_m already bounds every expert (the caller sized it
 // with the imbalance headroom), so the planner gets max_m / kImbalanceFactor and a 64-row max_m keeps 64-row tiles.
 Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
-  const double expected = opt.expected_rows_per_expert > 0 ? double(opt.expected_rows_per_expert)
-                          : in.layout == GroupLayout::kMasked
-                              ? double(in.num_rows) / plan::kImbalanceFactor
-                              : double(in.num_rows) / in.num_experts;
+  const double expected = opt.expected_rows_per_expert > 0    ? double(opt.expected_rows_per_expert)
+                          : in.layout == GroupLayout::kMasked ? double(in.num_rows) / plan::kImbalanceFactor
+                                                              : double(in.num_rows) / in.num_experts;
   const int num_sms = opt.num_sms > 0 ? opt.num_sms : device_sm_count();
   const bool fp4 = in.weights == WeightFormat::kFp4;
-  const PlanKey key{expected, in.n,          in.k,         in.num_experts,  num_sms,
-                    swiglu,   opt.block_m,   opt.block_n,  opt.tile_buffer, fp4};
+  const PlanKey key{expected, in.n,        in.k,        in.num_experts,  num_sms,
+                    swiglu,   opt.block_m, opt.block_n, opt.tile_buffer, fp4};
   {
     std::lock_guard<std::mutex> lock(plan_cache_mutex);
     const auto it = plan_cache.find(key);
@@ -73,12 +72,13 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
   plan::GemmPins pins;
   pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.tile_buffer = opt.tile_buffer;
   Launch launch;
-  launch.plan = plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
-                                        swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16,
-                                        overrides_once(), pins, fp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
+  launch.plan =
+      plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
+                              swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16, overrides_once(),
+                              pins, fp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
   const plan::GemmPlan& p = launch.plan;
-  launch.kernel = plan::GemmKernelShape{p.block_m,  p.block_n,     p.num_stages, p.cluster_size,
-                                        p.epilogue, p.tile_buffer, p.weights};
+  launch.kernel =
+      plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue, p.tile_buffer, p.weights};
   launch.num_ctas = p.num_sms;
   std::lock_guard<std::mutex> lock(plan_cache_mutex);
   if (plan_cache.size() >= kMaxCachedPlans) plan_cache.clear();
@@ -110,11 +110,11 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
   if (in.weights == WeightFormat::kFp4) {
     // Packed rows of k/2 bytes, boxes of 64 B (128 K) x block_n rows, unswizzled (the converters read them); the
     // codes' boxes are the tile's block_n words of one K block.
-    maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k / 2, weight_rows, in.k / 2, 64,
-                                c.block_n, false, "b (fp4)");
+    maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k / 2, weight_rows, in.k / 2, 64, c.block_n,
+                                false, "b (fp4)");
     maps.b_codes = make_tensor_map_2d(in.b_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, in.n,
-                                      uint64_t(in.num_experts) * (in.k / 128), uint64_t(in.n) * 4, c.block_n, 1,
-                                      false, "b_scale_codes");
+                                      uint64_t(in.num_experts) * (in.k / 128), uint64_t(in.n) * 4, c.block_n, 1, false,
+                                      "b_scale_codes");
   } else {
     maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
                                 c.block_n / c.cluster_size, true, "b");

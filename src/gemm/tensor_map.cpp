@@ -33,10 +33,10 @@ CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType dtype, int 
   const cuuint64_t strides[1] = {row_stride_bytes};
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_fn()(&map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      encode_fn()(&map, dtype, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   SYMMOE_CHECK(r == CUDA_SUCCESS, "gemm", what, ": cuTensorMapEncodeTiled failed with CUresult ", int(r), " (dims ",
                inner, " x ", outer, ", box ", box_inner, " x ", box_outer, ")");
   return map;

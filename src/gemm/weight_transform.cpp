@@ -10,7 +10,8 @@ namespace symmoe::gemm {
 void transform_l1_weights(const uint8_t* data, const float* scales, int num_experts, int inter, int k,
                           uint8_t* out_data, float* out_scales) {
   SYMMOE_CHECK(num_experts > 0, "gemm", "transform_l1_weights: num_experts must be > 0, got ", num_experts);
-  SYMMOE_CHECK(inter > 0 && inter % 128 == 0, "gemm", "transform_l1_weights: inter must be a positive multiple of 128, got ", inter);
+  SYMMOE_CHECK(inter > 0 && inter % 128 == 0, "gemm",
+               "transform_l1_weights: inter must be a positive multiple of 128, got ", inter);
   SYMMOE_CHECK(k > 0 && k % 128 == 0, "gemm", "transform_l1_weights: k must be a positive multiple of 128, got ", k);
   SYMMOE_CHECK(data && scales && out_data && out_scales, "gemm", "transform_l1_weights: null pointer argument");
   const size_t rows = 2 * size_t(inter), kb = k / 128, tiles = inter / 128;

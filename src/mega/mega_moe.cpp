@@ -20,16 +20,16 @@ struct MegaMoe::Impl {
   struct Rank {
     RankPlacement placement;
     MoeRankWeights weights;
-    plan::MegaPlan plan;                     // for T_max tokens per rank: sizes the workspace, printed
+    plan::MegaPlan plan;                       // for T_max tokens per rank: sizes the workspace, printed
     std::map<int, plan::MegaPlan> call_plans;  // per call's num_tokens (plan_mega_moe(shape, sms, T)), host only
     layout::MegaLayout ws;
     mega::kernel::MegaTensorMaps maps[layout::kMegaNumBlockMCandidates];  // per BLOCK_M candidate (A box rows)
-    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;  // own the three arrays below
-    unsigned long long* trace = nullptr;       // [num_sms][kTraceWordsPerCta] while tracing
-    uint16_t* own_y = nullptr;         // [T_max, H] when the caller passes no y
-    int32_t* recv_counts = nullptr;    // [El] (options.count_received)
+    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;     // own the three arrays below
+    unsigned long long* trace = nullptr;                                  // [num_sms][kTraceWordsPerCta] while tracing
+    uint16_t* own_y = nullptr;                                            // [T_max, H] when the caller passes no y
+    int32_t* recv_counts = nullptr;                                       // [El] (options.count_received)
     kernel::InputError* input_error = nullptr;  // host-mapped: the kernel's record of bad routing
-    bool weights_bound = false;        // bind_weights() ran (forward() requires it)
+    bool weights_bound = false;                 // bind_weights() ran (forward() requires it)
   };
   // Rank i of this process (Communicator::local_ranks() order), checked.
   Rank& at(size_t i) {
@@ -165,9 +165,7 @@ const plan::MegaPlan& MegaMoe::plan_for_tokens(size_t i, int num_tokens) {
   return it->second;
 }
 
-const plan::MegaPlan& MegaMoe::plan(size_t i) const {
-  return impl_->at(i).plan;
-}
+const plan::MegaPlan& MegaMoe::plan(size_t i) const { return impl_->at(i).plan; }
 
 MegaInputView MegaMoe::input(size_t i) const {
   const layout::MegaLayout& ws = impl_->at(i).ws;
@@ -177,21 +175,18 @@ MegaInputView MegaMoe::input(size_t i) const {
   return v;
 }
 
-const int32_t* MegaMoe::received_counts(size_t i) const {
-  return impl_->at(i).recv_counts;
-}
+const int32_t* MegaMoe::received_counts(size_t i) const { return impl_->at(i).recv_counts; }
 
 void MegaMoe::synchronize() {
   impl_->comm->synchronize();  // CUDA errors and peer timeouts first
-  for (const auto& r : impl_->ranks)
-    raise_input_error(r.input_error, r.placement.rank, shape_.num_experts, "mega");
+  for (const auto& r : impl_->ranks) raise_input_error(r.input_error, r.placement.rank, shape_.num_experts, "mega");
 }
 
 std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
   SYMMOE_NVTX_RANGE("moe.fused.forward");
   Impl& im = *impl_;
-  SYMMOE_CHECK(args.size() == im.ranks.size(), "mega", "expected one MoeForwardArgs per local rank (",
-               im.ranks.size(), "), got ", args.size());
+  SYMMOE_CHECK(args.size() == im.ranks.size(), "mega", "expected one MoeForwardArgs per local rank (", im.ranks.size(),
+               "), got ", args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     check_forward_args(shape_, im.ranks[i].placement.rank, args[i]);
     SYMMOE_CHECK(im.ranks[i].weights_bound, "mega", "rank ", im.ranks[i].placement.rank,
@@ -209,8 +204,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
     // Copy-in (skipped for inputs the caller wrote in place).
     if (T > 0) {
-      if (a.x != in.x)
-        SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.x, a.x, T * H, cudaMemcpyDeviceToDevice, stream));
+      if (a.x != in.x) SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.x, a.x, T * H, cudaMemcpyDeviceToDevice, stream));
       if (a.x_scales != in.x_scales)
         SYMMOE_CUDA_CHECK(cudaMemcpy2DAsync(in.x_scales, size_t(in.x_scales_stride) * 4, a.x_scales,
                                             size_t(H / 128) * 4, size_t(H / 128) * 4, T, cudaMemcpyDeviceToDevice,
@@ -234,8 +228,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.recv_counts = r.recv_counts;
     p.input_error = r.input_error;
     p.trace = r.trace;
-    if (r.trace)
-      SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, Impl::trace_words(r) * 8, stream));
+    if (r.trace) SYMMOE_CUDA_CHECK(cudaMemsetAsync(r.trace, 0, Impl::trace_words(r) * 8, stream));
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;

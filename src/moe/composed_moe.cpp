@@ -24,13 +24,13 @@ struct ComposedMoe::Impl {
   struct Rank {
     RankPlacement placement;
     MoeRankWeights weights;
-    runtime::DeviceBlock block;    // one allocation: segment starts, sfa, L1 out + scales, L2 out
+    runtime::DeviceBlock block;         // one allocation: segment starts, sfa, L1 out + scales, L2 out
     int32_t* segment_starts = nullptr;  // [El + 1]
-    float* sfa = nullptr;          // [H/128, stride]
-    uint8_t* l1_out = nullptr;     // e4m3 [capacity, I]
-    float* l1_scales = nullptr;    // [I/128, stride]
-    uint16_t* l2_out = nullptr;    // bf16 [capacity, H]
-    EpDispatchResult dispatched;   // EP's expand outputs (pointers fixed after the warm-up dispatch)
+    float* sfa = nullptr;               // [H/128, stride]
+    uint8_t* l1_out = nullptr;          // e4m3 [capacity, I]
+    float* l1_scales = nullptr;         // [I/128, stride]
+    uint16_t* l2_out = nullptr;         // bf16 [capacity, H]
+    EpDispatchResult dispatched;        // EP's expand outputs (pointers fixed after the warm-up dispatch)
   };
   Communicator* comm = nullptr;
   std::unique_ptr<EpBuffer> ep;
@@ -48,8 +48,8 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
     : impl_(new Impl), shape_(shape), options_(options) {
   shape.validate();
   check_options(options);
-  SYMMOE_CHECK(shape.num_ranks == comm.num_ranks(), "moe", "shape has ", shape.num_ranks,
-               " ranks, the communicator ", comm.num_ranks());
+  SYMMOE_CHECK(shape.num_ranks == comm.num_ranks(), "moe", "shape has ", shape.num_ranks, " ranks, the communicator ",
+               comm.num_ranks());
   const auto& local = comm.local_ranks();
   SYMMOE_CHECK(weights.size() == local.size(), "moe", "expected one MoeRankWeights per local rank (", local.size(),
                "), got ", weights.size());
@@ -76,7 +76,8 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
   // front would make this dispatch unnecessary.
   const int K = shape.num_topk, H = shape.hidden;
   const size_t o_idx = 0, o_w = align_up<size_t>(size_t(K) * 8, 256), o_x = o_w + align_up<size_t>(size_t(K) * 4, 256);
-  const size_t o_sf = o_x + align_up<size_t>(size_t(H), 256), warm_bytes = o_sf + align_up<size_t>(size_t(H / 128) * 4, 256);
+  const size_t o_sf = o_x + align_up<size_t>(size_t(H), 256),
+               warm_bytes = o_sf + align_up<size_t>(size_t(H / 128) * 4, 256);
   std::vector<runtime::DeviceBlock> warm(local.size());
   std::vector<EpDispatchArgs> warm_args(local.size());
   for (size_t i = 0; i < local.size(); ++i) {
@@ -132,8 +133,8 @@ void ComposedMoe::synchronize() { impl_->ep->synchronize(); }
 void ComposedMoe::stage_dispatch(const std::vector<MoeForwardArgs>& args) {
   SYMMOE_NVTX_RANGE("moe.composed.dispatch");
   Impl& im = *impl_;
-  SYMMOE_CHECK(args.size() == im.ranks.size(), "moe", "expected one MoeForwardArgs per local rank (",
-               im.ranks.size(), "), got ", args.size());
+  SYMMOE_CHECK(args.size() == im.ranks.size(), "moe", "expected one MoeForwardArgs per local rank (", im.ranks.size(),
+               "), got ", args.size());
   for (size_t i = 0; i < args.size(); ++i) check_forward_args(shape_, im.ranks[i].placement.rank, args[i]);
   std::vector<EpDispatchArgs> dargs(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -148,8 +149,8 @@ void ComposedMoe::stage_dispatch(const std::vector<MoeForwardArgs>& args) {
   dopt.num_sms = options_.ep_sms, dopt.cpu_sync = false;
   const auto res = im.ep->dispatch(dargs, dopt, im.handles);
   for (size_t i = 0; i < res.size(); ++i)
-    SYMMOE_CHECK(res[i].recv_x == im.ranks[i].dispatched.recv_x && res[i].row_capacity == im.capacity, "moe",
-                 "rank ", im.ranks[i].placement.rank, ": EP moved its expand outputs after the warm-up dispatch");
+    SYMMOE_CHECK(res[i].recv_x == im.ranks[i].dispatched.recv_x && res[i].row_capacity == im.capacity, "moe", "rank ",
+                 im.ranks[i].placement.rank, ": EP moved its expand outputs after the warm-up dispatch");
 }
 
 namespace {
@@ -176,7 +177,8 @@ void ComposedMoe::stage_experts_l1(const std::vector<MoeForwardArgs>& args) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
     moe::ExpandGlueParams g;
     g.num_local_experts = El, g.num_k_blocks = H / 128;
-    g.psum_per_expert = h.psum_num_recv_tokens_per_expert, g.unaligned_per_expert = h.num_unaligned_recv_tokens_per_expert;
+    g.psum_per_expert = h.psum_num_recv_tokens_per_expert,
+    g.unaligned_per_expert = h.num_unaligned_recv_tokens_per_expert;
     g.device_counts = h.device_counts;
     g.recv_scales = static_cast<const float*>(r.dispatched.recv_scales);
     g.segment_starts = r.segment_starts, g.sfa = r.sfa, g.sfa_stride = im.sfa_stride;

@@ -25,7 +25,8 @@ Fp8BlockWeights host_matrix(int rows, int cols, uint64_t seed, int expert, Matri
   const float fis = fan_in_scale(fan_in);
   w.scales.resize(size_t(rows / 128) * (cols / 128));
   for (int rb = 0; rb < rows / 128; ++rb)
-    for (int cb = 0; cb < cols / 128; ++cb) w.scales[size_t(rb) * (cols / 128) + cb] = block_scale(scale_key, rb, cb, fis);
+    for (int cb = 0; cb < cols / 128; ++cb)
+      w.scales[size_t(rb) * (cols / 128) + cb] = block_scale(scale_key, rb, cb, fis);
   return w;
 }
 
@@ -53,7 +54,8 @@ ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vecto
   std::vector<std::thread> pool;
   for (int t = 0; t < num_threads; ++t)
     pool.emplace_back([&] {
-      for (size_t i = next++; i < experts.size(); i = next++) made[i] = host_expert(hidden, intermediate, experts[i], seed);
+      for (size_t i = next++; i < experts.size(); i = next++)
+        made[i] = host_expert(hidden, intermediate, experts[i], seed);
     });
   for (auto& t : pool) t.join();
   ref::ExpertWeightMap map;

@@ -28,11 +28,12 @@ std::string kind_name(const KernelKind& kind) {
 }
 
 // tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer.
-bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m, int block_n, int cluster,
-                    int stages, int tile_buffer = 0) {
-  return kernel.epilogue == kind.epilogue && kernel.weights == kind.weights && (!block_m || kernel.block_m == block_m) &&
-         (!block_n || kernel.block_n == block_n) && (!cluster || kernel.cluster_size == cluster) &&
-         (!stages || kernel.num_stages == stages) && (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0));
+bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m, int block_n, int cluster, int stages,
+                    int tile_buffer = 0) {
+  return kernel.epilogue == kind.epilogue && kernel.weights == kind.weights &&
+         (!block_m || kernel.block_m == block_m) && (!block_n || kernel.block_n == block_n) &&
+         (!cluster || kernel.cluster_size == cluster) && (!stages || kernel.num_stages == stages) &&
+         (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0));
 }
 
 bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0) {
@@ -99,20 +100,18 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // Pins and overrides: each must name a compiled kernel (the one place they apply).
   const int stages = detail::forced_stages(overrides);
   SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages), "plan", "SYMMOE_NUM_STAGES=", stages,
-               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
-               compiled_list(kind), ")");
+               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
   const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
   SYMMOE_CHECK(!forced_block_m || any_kernel(kind, forced_block_m, 0, 0, 0), "plan",
                pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
-               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
-               compiled_list(kind), ")");
+               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(!pins.block_n || any_kernel(kind, forced_block_m, pins.block_n, 0, stages), "plan",
-               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel (", kind_name(kind),
-               ":", compiled_list(kind), ")");
+               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
+               compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
                "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
-  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0), "plan", "cluster_size=",
-               pins.cluster_size, " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
+  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0), "plan",
+               "cluster_size=", pins.cluster_size, " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
                compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
   SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
@@ -150,9 +149,9 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
     if (!have_best || cost < best_cost || (cost == best_cost && p.block_n > best.block_n) || same_tile_preferred)
       best = p, have_best = true, best_cost = cost;
   }
-  SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind), " block_m=",
-               block_m, " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages,
-               " tile_buffer=", pins.tile_buffer, " (compiled:", compiled_list(kind), ")");
+  SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind), " block_m=", block_m,
+               " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages, " tile_buffer=", pins.tile_buffer,
+               " (compiled:", compiled_list(kind), ")");
   best.validate();
   return best;
 }
@@ -163,11 +162,10 @@ void GemmPlan::validate() const {
   const KernelKind kind{epilogue, weights};
   bool compiled = false;
   for (const GemmKernelShape& kernel : kGemmKernels)
-    compiled = compiled || kernel_matches(kernel, kind, block_m, block_n, cluster_size, num_stages,
-                                          tile_buffer ? 1 : -1);
-  SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ",
-               cluster_size, " is not a compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind),
-               ")", where());
+    compiled =
+        compiled || kernel_matches(kernel, kind, block_m, block_n, cluster_size, num_stages, tile_buffer ? 1 : -1);
+  SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ", cluster_size,
+               " is not a compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")", where());
   // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
   // accumulator (128 registers per thread) next to the 64-register partial accumulator.
   const bool cover = wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
@@ -203,26 +201,27 @@ void GemmPlan::validate() const {
 }
 
 // Every compiled kernel fits shared memory (checked once here, at compile time).
-static_assert([] {
-  for (const GemmKernelShape& kernel : kGemmKernels)
-    if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights) >
-        hopper::kMaxSmemPerBlock)
-      return false;
-  return true;
-}(), "a compiled grouped-GEMM kernel does not fit 227 KiB of shared memory");
+static_assert(
+    [] {
+      for (const GemmKernelShape& kernel : kGemmKernels)
+        if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights) >
+            hopper::kMaxSmemPerBlock)
+          return false;
+      return true;
+    }(),
+    "a compiled grouped-GEMM kernel does not fit 227 KiB of shared memory");
 
 std::string GemmPlan::to_string() const {
   std::ostringstream os;
   os << "gemm m_expected=" << m_per_expert_expected << " n=" << n << " k=" << k << " experts=" << num_experts
      << " epilogue=" << gemm_epilogue_name(epilogue) << " weights=" << gemm_weights_name(weights) << " | "
-     << "tokens on WGMMA M BLOCK_M=" << block_m
-     << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
+     << "tokens on WGMMA M BLOCK_M=" << block_m << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k
+     << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
      << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << " | regs math " << math_registers
-     << " (need ~" << math_registers_needed
-     << ") producer " << producer_registers << " threads=" << num_threads << " | stages=" << num_stages
-     << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage << "/stage) | grid=" << num_sms
-     << " tiles~" << num_tiles_expected << " waves~" << num_waves_expected;
+     << " (need ~" << math_registers_needed << ") producer " << producer_registers << " threads=" << num_threads
+     << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
+     << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~" << num_waves_expected;
   return os.str();
 }
 

@@ -51,8 +51,8 @@ HybridDims HybridDims::from_shape(const MoeShape& shape, int num_nodes, layout::
 }
 
 void HybridDims::validate() const {
-  SYMMOE_CHECK(num_ranks >= 1 && num_ranks <= kHybridMaxRanks, "plan", "hybrid: ranks must be in [1, ",
-               kHybridMaxRanks, "], got ", num_ranks);
+  SYMMOE_CHECK(num_ranks >= 1 && num_ranks <= kHybridMaxRanks, "plan", "hybrid: ranks must be in [1, ", kHybridMaxRanks,
+               "], got ", num_ranks);
   SYMMOE_CHECK(num_nodes >= 1 && num_ranks % num_nodes == 0, "plan", "hybrid: nodes (", num_nodes,
                ") must be >= 1 and divide ranks (", num_ranks, ")");
   SYMMOE_CHECK(ranks_per_node() <= kHybridMaxRanksPerNode, "plan", "hybrid: ranks / nodes = ", ranks_per_node(),
@@ -65,8 +65,8 @@ void HybridDims::validate() const {
                "hybrid: top-k must be in [1, min(32, experts)], got ", num_topk);
   SYMMOE_CHECK(num_max_tokens_per_rank >= 1, "plan", "hybrid: tokens per rank must be >= 1, got ",
                num_max_tokens_per_rank);
-  SYMMOE_CHECK(node_limit >= 0 && node_limit <= num_nodes, "plan", "hybrid: node_limit must be in [0, nodes = ",
-               num_nodes, "], got ", node_limit);
+  SYMMOE_CHECK(node_limit >= 0 && node_limit <= num_nodes, "plan",
+               "hybrid: node_limit must be in [0, nodes = ", num_nodes, "], got ", node_limit);
   SYMMOE_CHECK(node_limit == 0 || node_limit * (num_experts / num_nodes) >= num_topk, "plan", "hybrid: node_limit ",
                node_limit, " x experts per node ", num_experts / num_nodes, " < top-k ", num_topk,
                ": a token cannot find its experts");
@@ -165,19 +165,18 @@ std::string HybridPlan::to_string() const {
      << " | per token: " << fixed(routing.ranks_per_token, 3) << " ranks, " << fixed(routing.nodes_per_token, 3)
      << " nodes (p_rank " << fixed(routing.p_rank, 5) << ", p_node " << fixed(routing.p_node, 5) << ")"
      << " | record " << record_bytes << " B (layout::TokenRecord), combine row " << combine_row_bytes << " B"
-     << " | buffers per rank (worst case): scale-out send " << format_bytes(scaleout_send_bytes)
-     << ", scale-out recv " << format_bytes(scaleout_recv_bytes) << ", scale-up recv "
-     << format_bytes(scaleup_recv_bytes) << ", forwarder combine recv " << format_bytes(forward_combine_recv_bytes)
-     << ", node-reduce staging " << format_bytes(forward_reduce_bytes) << ", source combine recv "
-     << format_bytes(source_combine_recv_bytes) << ", signals " << format_bytes(signal_bytes) << ", total "
-     << format_bytes(total_bytes())
-     << " | dispatch per rank per call: RDMA " << mib(dispatch_rdma_bytes) << ", NVLink "
-     << mib(dispatch_nvlink_bytes) << " (direct, no forwarding: RDMA " << mib(dispatch_direct_rdma_bytes) << ")"
+     << " | buffers per rank (worst case): scale-out send " << format_bytes(scaleout_send_bytes) << ", scale-out recv "
+     << format_bytes(scaleout_recv_bytes) << ", scale-up recv " << format_bytes(scaleup_recv_bytes)
+     << ", forwarder combine recv " << format_bytes(forward_combine_recv_bytes) << ", node-reduce staging "
+     << format_bytes(forward_reduce_bytes) << ", source combine recv " << format_bytes(source_combine_recv_bytes)
+     << ", signals " << format_bytes(signal_bytes) << ", total " << format_bytes(total_bytes())
+     << " | dispatch per rank per call: RDMA " << mib(dispatch_rdma_bytes) << ", NVLink " << mib(dispatch_nvlink_bytes)
+     << " (direct, no forwarding: RDMA " << mib(dispatch_direct_rdma_bytes) << ")"
      << " | combine per rank per call: NVLink " << mib(combine_nvlink_bytes) << ", RDMA exact "
      << mib(combine_rdma_bytes) << ", RDMA node-reduced " << mib(combine_reduced_rdma_bytes)
-     << " | model: " << model.to_string()
-     << " | estimate: dispatch " << fixed(dispatch_us, 1) << " us, combine " << fixed(combine_us, 1)
-     << " us (exact order), " << fixed(combine_reduced_us, 1) << " us (node-reduced); logical RDMA GB/s (DeepEP's "
+     << " | model: " << model.to_string() << " | estimate: dispatch " << fixed(dispatch_us, 1) << " us, combine "
+     << fixed(combine_us, 1) << " us (exact order), " << fixed(combine_reduced_us, 1)
+     << " us (node-reduced); logical RDMA GB/s (DeepEP's "
      << "unit) dispatch " << fixed(dispatch_logical_rdma_gbps, 1) << ", combine " << fixed(combine_logical_rdma_gbps, 1)
      << " (node-reduced " << fixed(combine_reduced_logical_rdma_gbps, 1) << ")";
   return os.str();
@@ -191,11 +190,16 @@ const char* deepep_published_source() {
 
 const std::vector<DeepEpPublished>& deepep_published() {
   static const std::vector<DeepEpPublished> table = {
-      {"V1 normal", 16, 4096, 43, 43, 0, 0},       {"V1 normal", 32, 4096, 58, 57, 0, 0},
-      {"V1 normal", 64, 4096, 51, 50, 0, 0},       {"V1 low-latency", 16, 128, 63, 74, 118, 195},
-      {"V1 low-latency", 32, 128, 48, 53, 155, 273}, {"V1 low-latency", 64, 128, 43, 46, 173, 314},
-      {"V1 low-latency", 128, 128, 39, 39, 192, 369}, {"V1 low-latency", 256, 128, 39, 40, 194, 360},
-      {"V2", 16, 8192, 90, 81, 0, 0},              {"V2", 32, 8192, 61, 61, 0, 0},
+      {"V1 normal", 16, 4096, 43, 43, 0, 0},
+      {"V1 normal", 32, 4096, 58, 57, 0, 0},
+      {"V1 normal", 64, 4096, 51, 50, 0, 0},
+      {"V1 low-latency", 16, 128, 63, 74, 118, 195},
+      {"V1 low-latency", 32, 128, 48, 53, 155, 273},
+      {"V1 low-latency", 64, 128, 43, 46, 173, 314},
+      {"V1 low-latency", 128, 128, 39, 39, 192, 369},
+      {"V1 low-latency", 256, 128, 39, 40, 194, 360},
+      {"V2", 16, 8192, 90, 81, 0, 0},
+      {"V2", 32, 8192, 61, 61, 0, 0},
   };
   return table;
 }
@@ -217,11 +221,11 @@ std::string format_hybrid_sweep(const MoeShape& shape, const std::vector<int>& t
       std::string published = "-";
       for (const DeepEpPublished& x : deepep_published()) {
         if (x.num_ranks != ranks || x.tokens != tokens) continue;
-        published = x.dispatch_us > 0 ? detail::concat(x.version, ": ", fixed(x.dispatch_us, 0), " / ",
-                                                       fixed(x.combine_us, 0), " us (", fixed(x.dispatch_gbps, 0),
-                                                       " / ", fixed(x.combine_gbps, 0), " GB/s)")
-                                      : detail::concat(x.version, ": ", fixed(x.dispatch_gbps, 0), " / ",
-                                                       fixed(x.combine_gbps, 0), " GB/s");
+        published =
+            x.dispatch_us > 0
+                ? detail::concat(x.version, ": ", fixed(x.dispatch_us, 0), " / ", fixed(x.combine_us, 0), " us (",
+                                 fixed(x.dispatch_gbps, 0), " / ", fixed(x.combine_gbps, 0), " GB/s)")
+                : detail::concat(x.version, ": ", fixed(x.dispatch_gbps, 0), " / ", fixed(x.combine_gbps, 0), " GB/s");
       }
       std::snprintf(line, sizeof(line),
                     "%5d %5d %6d | %10s %10s %9.1f | %10s %10s %9.1f %9.1f | %6.1f %6.1f %6.1f | %s\n", ranks, nodes,

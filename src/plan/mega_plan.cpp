@@ -119,8 +119,8 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   const int forced = detail::forced_stages(overrides);
   if (forced) {
     const int smem = p.smem_fixed + forced * p.smem_per_stage;
-    SYMMOE_CHECK(smem <= hopper::kMaxSmemPerBlock, "plan", "SYMMOE_NUM_STAGES=", forced, " needs shared memory ",
-                 smem, " B > ", hopper::kMaxSmemPerBlock);
+    SYMMOE_CHECK(smem <= hopper::kMaxSmemPerBlock, "plan", "SYMMOE_NUM_STAGES=", forced, " needs shared memory ", smem,
+                 " B > ", hopper::kMaxSmemPerBlock);
     SYMMOE_CHECK(forced == kernel->num_stages, "plan", "SYMMOE_NUM_STAGES=", forced,
                  " matches no compiled fused kernel (BLOCK_M ", p.block_m, " has ", kernel->num_stages, " stages)");
   }
@@ -171,11 +171,10 @@ void MegaPlan::validate() const {
   // (tools/check-ptxas.sh, no spills) is its test; the estimate's 40 for addresses and temporaries is an upper
   // guess (BLOCK_M 128's 64 x 256 tile estimates 232 and compiles without spills in 224).
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
-                   smem_bytes == mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts,
-                                                 shape.num_local_experts()),
-               "plan",
-               "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
+  SYMMOE_CHECK(
+      smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
+          smem_bytes == mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts, shape.num_local_experts()),
+      "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
   bool compiled = false;
   for (const MegaKernelShape& k : kMegaKernels)
     compiled = compiled || (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages);
@@ -189,17 +188,15 @@ std::string MegaPlan::to_string() const {
   std::ostringstream os;
   os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
-     << "tokens on WGMMA M BLOCK_M=" << block_m
-     << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k << " wg_tiles L1 "
-     << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~"
-     << l1_blocks_per_expert << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves
-     << " wave_l1_tiles=" << wave_l1_tiles
+     << "tokens on WGMMA M BLOCK_M=" << block_m << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n
+     << " BLOCK_K=" << block_k << " wg_tiles L1 " << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m
+     << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
+     << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps << " math "
      << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
      << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
-     << " | stages=" << num_stages << " smem=" << smem_bytes
-     << " B (" << smem_fixed << " fixed + " << smem_per_stage << "/stage) | pool_rows=" << pool_rows
-     << " workspace=" << workspace_bytes << " B";
+     << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
+     << "/stage) | pool_rows=" << pool_rows << " workspace=" << workspace_bytes << " B";
   return os.str();
 }
 

@@ -43,10 +43,9 @@ ExpertWeightMap fold_experts_fp4(const ExpertWeightMapFp4& w) {
 std::vector<double> gemm_exact(const Fp8Activations& a, const Fp4Weights& b) {
   const int M = a.num_rows, N = b.num_rows, K = a.num_cols;
   SYMMOE_CHECK(K == b.num_cols, "ref", "gemm_exact (fp4): K mismatch, A has ", K, " columns, B has ", b.num_cols);
-  SYMMOE_CHECK(K > 0 && K % 32 == 0 && b.data.size() == size_t(N) * K / 2 &&
-                   b.scales_ue8m0.size() == size_t(N) * (K / 32),
-               "ref", "gemm_exact (fp4): B must hold [", N, ", ", K / 2, "] bytes and [", N, ", ", K / 32,
-               "] scale codes");
+  SYMMOE_CHECK(
+      K > 0 && K % 32 == 0 && b.data.size() == size_t(N) * K / 2 && b.scales_ue8m0.size() == size_t(N) * (K / 32),
+      "ref", "gemm_exact (fp4): B must hold [", N, ", ", K / 2, "] bytes and [", N, ", ", K / 32, "] scale codes");
   std::vector<double> d(size_t(M) * N);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {

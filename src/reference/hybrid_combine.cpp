@@ -53,8 +53,7 @@ void validate(const std::vector<EpHandle>& handles, const std::vector<HybridHand
               const std::vector<CombineInput>& inputs, const CombineOptions& options) {
   validate_combine_inputs(handles, hidden, inputs, options);
   const int R = handles[0].num_ranks;
-  SYMMOE_CHECK(int(hybrid.size()) == R, "ref", "hybrid_combine: expected ", R, " hybrid handles, got ",
-               hybrid.size());
+  SYMMOE_CHECK(int(hybrid.size()) == R, "ref", "hybrid_combine: expected ", R, " hybrid handles, got ", hybrid.size());
   const HybridTopology topo{R, hybrid[0].num_nodes};
   topo.validate();
   for (int r = 0; r < R; ++r) {
@@ -72,8 +71,8 @@ void validate(const std::vector<EpHandle>& handles, const std::vector<HybridHand
 
 std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& handles,
                                                 const std::vector<HybridHandle>& hybrid, int hidden,
-                                                const std::vector<CombineInput>& inputs,
-                                                const CombineOptions& options, bool reduce_at_forwarder) {
+                                                const std::vector<CombineInput>& inputs, const CombineOptions& options,
+                                                bool reduce_at_forwarder) {
   validate(handles, hybrid, hidden, inputs, options);
   const int R = handles[0].num_ranks, K = handles[0].num_topk, El = handles[0].num_local_experts();
   const int T_max = handles[0].num_max_tokens_per_rank;
@@ -139,8 +138,7 @@ std::vector<HybridCombineOutput> hybrid_combine(const std::vector<EpHandle>& han
         if (meta[2 + k] < 0) continue;
         const auto it = forwarder_recv[f].find(meta[2 + k]);
         SYMMOE_CHECK(it != forwarder_recv[f].end(), "ref", "hybrid_combine: forwarder ", f, " has no row from rank ",
-                     topo.rank_of(node, int(meta[2 + k] / region_rows)), " for source ", s, " token ",
-                     meta[0] % T_max);
+                     topo.rank_of(node, int(meta[2 + k] / region_rows)), " for source ", s, " token ", meta[0] % T_max);
         node_return.push_back(std::move(it->second));
       }
       if (reduce_at_forwarder && !node_return.empty())

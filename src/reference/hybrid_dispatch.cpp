@@ -114,8 +114,8 @@ void assemble_destination(const DispatchConfig& c, const HybridTopology& topo, i
 }  // namespace
 
 void HybridTopology::validate() const {
-  SYMMOE_CHECK(num_nodes >= 1 && num_ranks >= 1 && num_ranks % num_nodes == 0, "ref",
-               "hybrid: num_nodes (", num_nodes, ") must be >= 1 and divide num_ranks (", num_ranks, ")");
+  SYMMOE_CHECK(num_nodes >= 1 && num_ranks >= 1 && num_ranks % num_nodes == 0, "ref", "hybrid: num_nodes (", num_nodes,
+               ") must be >= 1 and divide num_ranks (", num_ranks, ")");
 }
 
 std::vector<HybridDispatchOutput> hybrid_dispatch(const DispatchConfig& c, int num_nodes,

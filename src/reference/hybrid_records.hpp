@@ -35,11 +35,9 @@ inline Record make_record(const DispatchInput& in, int src_rank, int token, int 
   Record r;
   r.src_token_global_idx = src_rank * T_max + token;
   r.topk_idx.assign(in.topk_idx.begin() + size_t(token) * K, in.topk_idx.begin() + size_t(token + 1) * K);
-  r.topk_weights.assign(in.topk_weights.begin() + size_t(token) * K,
-                        in.topk_weights.begin() + size_t(token + 1) * K);
+  r.topk_weights.assign(in.topk_weights.begin() + size_t(token) * K, in.topk_weights.begin() + size_t(token + 1) * K);
   r.x.assign(in.x.begin() + size_t(token) * in.x_row_bytes, in.x.begin() + size_t(token + 1) * in.x_row_bytes);
-  r.sf.assign(in.x_sf.begin() + size_t(token) * in.sf_row_bytes,
-              in.x_sf.begin() + size_t(token + 1) * in.sf_row_bytes);
+  r.sf.assign(in.x_sf.begin() + size_t(token) * in.sf_row_bytes, in.x_sf.begin() + size_t(token + 1) * in.sf_row_bytes);
   return r;
 }
 

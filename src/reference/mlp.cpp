@@ -203,7 +203,8 @@ MoeLayerInput select_tokens(const MoeLayerInput& in, const std::vector<int>& tok
   for (const int t : tokens) {
     SYMMOE_CHECK(t >= 0 && t < in.x.num_rows, "ref", "select_tokens: token ", t, " outside [0, ", in.x.num_rows, ")");
     out.x.data.insert(out.x.data.end(), in.x.data.begin() + size_t(t) * H, in.x.data.begin() + size_t(t + 1) * H);
-    out.x.scales.insert(out.x.scales.end(), in.x.scales.begin() + size_t(t) * sb, in.x.scales.begin() + size_t(t + 1) * sb);
+    out.x.scales.insert(out.x.scales.end(), in.x.scales.begin() + size_t(t) * sb,
+                        in.x.scales.begin() + size_t(t + 1) * sb);
     out.routing.topk_idx.insert(out.routing.topk_idx.end(), in.routing.topk_idx.begin() + size_t(t) * K,
                                 in.routing.topk_idx.begin() + size_t(t + 1) * K);
     out.routing.topk_weights.insert(out.routing.topk_weights.end(), in.routing.topk_weights.begin() + size_t(t) * K,

@@ -61,7 +61,8 @@ LaneMoves l1_moves(const std::vector<float>& acc, int I, float weight, float cla
       const auto [h_lo, h_hi] = widened(h[c], rel);
       double moved = 0;
       for (const float sc : {s_lo, s, s_hi})
-        for (const float hv : {h_lo, h_hi}) moved = std::max(moved, std::fabs(dequant_e4m3(hv * (1.f / sc), sc) - want));
+        for (const float hv : {h_lo, h_hi})
+          moved = std::max(moved, std::fabs(dequant_e4m3(hv * (1.f / sc), sc) - want));
       out.fragile_codes += !scale_fragile && moved > 0;
       out.moved[i] = moved;
     }

@@ -59,9 +59,9 @@ int64_t SymmetricBuffer::offset(int rank, int peer) const {
 struct Communicator::Impl {
   std::unique_ptr<runtime_detail::Backend> backend;
   std::vector<int> local_index;
-  std::vector<cudaStream_t> streams;             // per local rank
-  std::vector<cudaEvent_t> legacy_done;          // per local rank: call_stream's wait on the legacy stream
-  std::vector<layout::ErrorRecord*> error_areas; // per local rank, host-mapped
+  std::vector<cudaStream_t> streams;              // per local rank
+  std::vector<cudaEvent_t> legacy_done;           // per local rank: call_stream's wait on the legacy stream
+  std::vector<layout::ErrorRecord*> error_areas;  // per local rank, host-mapped
   SymmetricBuffer sync;
   uint64_t timeout_ns = 0;
 

@@ -18,7 +18,8 @@ static std::string describe(const layout::ErrorRecord& r) {
     os << "its own CTAs";
   else
     os << "peer " << r.peer;
-  os << " (counter 0x" << std::hex << r.counter << std::dec << ": expected " << r.expected << ", seen " << r.seen << ")";
+  os << " (counter 0x" << std::hex << r.counter << std::dec << ": expected " << r.expected << ", seen " << r.seen
+     << ")";
   return os.str();
 }
 
@@ -37,8 +38,8 @@ void throw_if_timed_out(const std::vector<layout::ErrorRecord>& records, const s
   }
   const auto& b = records[blamed];
   std::ostringstream os;
-  os << "device wait timed out: " << (b.peer >= 0 ? "peer " : "rank ") << (b.peer >= 0 ? int64_t(b.peer) : int64_t(b.rank))
-     << " stalled; " << describe(b);
+  os << "device wait timed out: " << (b.peer >= 0 ? "peer " : "rank ")
+     << (b.peer >= 0 ? int64_t(b.peer) : int64_t(b.rank)) << " stalled; " << describe(b);
   if (records.size() > 1) {
     os << "; all " << records.size() << " records:";
     for (const auto& r : records) os << " [" << describe(r) << "]";

@@ -43,8 +43,10 @@ void stop_children(std::vector<pid_t>& pids, double grace_s) {
     for (pid_t& pid : pids) {
       if (pid <= 0) continue;
       int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) pid = -1;
-      else any = true;
+      if (::waitpid(pid, &status, WNOHANG) == pid)
+        pid = -1;
+      else
+        any = true;
     }
     if (!any) return;
     if (Clock::now() > deadline) break;
@@ -67,8 +69,8 @@ int launch_processes(const LaunchOptions& options) {
   SYMMOE_CHECK(options.timeout_s >= 0, "launch", "--timeout must be >= 0, got ", options.timeout_s);
 
   char dir_template[] = "/tmp/symmoe-launch-XXXXXX";
-  SYMMOE_CHECK(::mkdtemp(dir_template) != nullptr, "launch", "cannot create a bootstrap directory: ",
-               std::strerror(errno));
+  SYMMOE_CHECK(::mkdtemp(dir_template) != nullptr, "launch",
+               "cannot create a bootstrap directory: ", std::strerror(errno));
   const std::string bootstrap_dir = dir_template;
 
   std::vector<std::string> argv_storage = options.command;
@@ -86,7 +88,7 @@ int launch_processes(const LaunchOptions& options) {
       stop_children(pids, options.grace_s);
       SYMMOE_FAIL("launch", "fork for rank ", rank, " failed: ", std::strerror(errno));
     }
-    if (pid == 0) {  // child
+    if (pid == 0) {                        // child
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
@@ -113,16 +115,15 @@ int launch_processes(const LaunchOptions& options) {
       --remaining;
       const int code = exit_code_of(status);
       if (code != 0) {
-        std::fprintf(stderr, "[launch] rank %d exited with code %d; stopping the other %d process(es)\n", rank,
-                     code, remaining);
+        std::fprintf(stderr, "[launch] rank %d exited with code %d; stopping the other %d process(es)\n", rank, code,
+                     remaining);
         stop_children(pids, options.grace_s);
         result = code;
         break;
       }
       continue;
     }
-    if (options.timeout_s > 0 &&
-        std::chrono::duration<double>(Clock::now() - start).count() > options.timeout_s) {
+    if (options.timeout_s > 0 && std::chrono::duration<double>(Clock::now() - start).count() > options.timeout_s) {
       std::fprintf(stderr, "[launch] timeout after %.1f s; stopping %d process(es)\n", options.timeout_s, remaining);
       stop_children(pids, options.grace_s);
       result = 124;

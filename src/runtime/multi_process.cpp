@@ -18,12 +18,12 @@
 #include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 
-#define SYMMOE_NCCL_CHECK(call)                                                                      \
-  do {                                                                                              \
-    const ncclResult_t symmoe_nccl_ = (call);                                                       \
-    if (symmoe_nccl_ != ncclSuccess)                                                                \
-      SYMMOE_FAIL("nccl", #call, " failed on rank ", rank_, ": ", ncclGetErrorString(symmoe_nccl_), \
-                  " (", ncclGetLastError(nullptr), ")");                                            \
+#define SYMMOE_NCCL_CHECK(call)                                                                           \
+  do {                                                                                                    \
+    const ncclResult_t symmoe_nccl_ = (call);                                                             \
+    if (symmoe_nccl_ != ncclSuccess)                                                                      \
+      SYMMOE_FAIL("nccl", #call, " failed on rank ", rank_, ": ", ncclGetErrorString(symmoe_nccl_), " (", \
+                  ncclGetLastError(nullptr), ")");                                                        \
   } while (0)
 
 namespace symmoe::runtime_detail {
@@ -55,8 +55,8 @@ class MultiProcessBackend final : public Backend {
     const int generation = g_generation++;
     int num_devices = 0;
     SYMMOE_CUDA_CHECK(cudaGetDeviceCount(&num_devices));
-    SYMMOE_CHECK(cfg.local_rank < num_devices, "runtime", "rank ", rank_, ": LOCAL_RANK ", cfg.local_rank,
-                 " but only ", num_devices, " GPU(s) are visible");
+    SYMMOE_CHECK(cfg.local_rank < num_devices, "runtime", "rank ", rank_, ": LOCAL_RANK ", cfg.local_rank, " but only ",
+                 num_devices, " GPU(s) are visible");
     SYMMOE_CUDA_CHECK(cudaSetDevice(cfg.local_rank));
     int sms = 0;
     SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cfg.local_rank));

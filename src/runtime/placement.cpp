@@ -11,8 +11,8 @@ std::vector<RankPlacement> place_ranks_in_process(int num_ranks, int num_devices
   const int max_per_device = ceil_div(num_ranks, num_devices);
   // NOTES: CUDA maps streams onto 8 hardware queues by default; a 9th rank's stream would share a queue and its
   // kernel could wait behind a peer's persistent kernel that waits for it.
-  SYMMOE_CHECK(max_per_device <= 8, "runtime", num_ranks, " ranks on ", num_devices, " GPU(s) put ",
-               max_per_device, " ranks on one GPU; at most 8 are supported");
+  SYMMOE_CHECK(max_per_device <= 8, "runtime", num_ranks, " ranks on ", num_devices, " GPU(s) put ", max_per_device,
+               " ranks on one GPU; at most 8 are supported");
   SYMMOE_CHECK(sms_per_device / max_per_device >= 1, "runtime", max_per_device, " ranks per GPU need at least ",
                max_per_device, " SMs, the GPU has ", sms_per_device);
   std::vector<RankPlacement> out(num_ranks);

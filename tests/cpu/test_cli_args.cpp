@@ -13,10 +13,14 @@ namespace {
 
 cli::Args make_args() {
   cli::Args a("run", "test command");
-  a.option("tokens", "16", "tokens").int_range(1, 1 << 20)
-      .option("hot-fraction", "0.5", "fraction").real_range(0, 1)
-      .option("sms", "8,16", "SM list").list_range(1, 132)
-      .option("layer", "fused", "layer").choices({"fused", "composed"})
+  a.option("tokens", "16", "tokens")
+      .int_range(1, 1 << 20)
+      .option("hot-fraction", "0.5", "fraction")
+      .real_range(0, 1)
+      .option("sms", "8,16", "SM list")
+      .list_range(1, 132)
+      .option("layer", "fused", "layer")
+      .choices({"fused", "composed"})
       .option("out", "results", "directory")
       .flag("cpu", "CPU path");
   return a;
@@ -56,8 +60,9 @@ TEST(CliArgs, AcceptsDeclaredFlagsAndValues) {
 }
 
 TEST(CliArgs, RefusesUnknownFlagsAndStrayWords) {
-  expect_refused({"--cpu", "-tokens", "2"}, "symmoe run: unknown flag '-tokens' (did you mean --tokens?); valid flags: "
-                                            "--tokens, --hot-fraction, --sms, --layer, --out, --cpu");
+  expect_refused({"--cpu", "-tokens", "2"},
+                 "symmoe run: unknown flag '-tokens' (did you mean --tokens?); valid flags: "
+                 "--tokens, --hot-fraction, --sms, --layer, --out, --cpu");
   expect_refused({"--tokns", "2"}, "unknown flag '--tokns' (did you mean --tokens?)");
   expect_refused({"-x"}, "unknown flag '-x'; valid flags:");
   expect_refused({"foo"}, "unexpected argument 'foo'; valid flags:");

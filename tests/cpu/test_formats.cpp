@@ -34,7 +34,11 @@ uint16_t cuda_bf16(float x) {
 void expect_encoders_match_cuda(const std::vector<float>& inputs, const std::string& what) {
   std::vector<uint8_t> ours8(inputs.size()), cuda8(inputs.size());
   std::vector<uint16_t> ours16(inputs.size()), cuda16(inputs.size());
-  struct Case { const char* name; uint8_t (*ours)(float); uint8_t (*cuda)(float); };
+  struct Case {
+    const char* name;
+    uint8_t (*ours)(float);
+    uint8_t (*cuda)(float);
+  };
   const Case cases[] = {{"e4m3", [](float x) { return fmt::float_to_e4m3(x); }, cuda_e4m3},
                         {"e5m2", [](float x) { return fmt::float_to_e5m2(x); }, cuda_e5m2},
                         {"e2m1", [](float x) { return fmt::float_to_e2m1(x); }, cuda_e2m1}};
@@ -94,8 +98,8 @@ std::vector<float> positive_finite_values(float (*decode)(uint8_t), int num_code
 }
 
 std::vector<float> special_values() {
-  std::vector<float> v = {0.0f, -0.0f, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
-                          FLT_TRUE_MIN, -FLT_TRUE_MIN, 1.0f, -1.0f};
+  std::vector<float> v = {0.0f,    -0.0f,    INFINITY,     -INFINITY,     FLT_MAX, -FLT_MAX,
+                          FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN, 1.0f,    -1.0f};
   for (uint32_t bits : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FA00000u})
     v.push_back(fmt::bits_as_float(bits));
   for (uint32_t bits = 1; bits < 0x00800000u; bits = bits * 3 + 1) v.push_back(fmt::bits_as_float(bits));  // subnormals

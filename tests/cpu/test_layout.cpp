@@ -226,16 +226,16 @@ void check_ep_handle(const MoeShape& s) {
   ASSERT_TRUE(inside(l, EpHandleLayout::kTopkIdx, l.get_topk_idx(), T * K * 8, 16, "topk idx"));
   ASSERT_TRUE(inside(l, EpHandleLayout::kPsumNumRecvTokensPerRank, l.get_psum_num_recv_tokens_per_rank(), R * 4, 16,
                      "psum per rank"));
-  ASSERT_TRUE(inside(l, EpHandleLayout::kNumUnalignedRecvTokensPerExpert,
-                     l.get_num_unaligned_recv_tokens_per_expert(), El * 4, 16, "unaligned"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kNumUnalignedRecvTokensPerExpert, l.get_num_unaligned_recv_tokens_per_expert(),
+                     El * 4, 16, "unaligned"));
   ASSERT_TRUE(inside(l, EpHandleLayout::kPsumNumRecvTokensPerExpert, l.get_psum_num_recv_tokens_per_expert(), El * 4,
                      16, "psum per expert"));
-  ASSERT_TRUE(inside(l, EpHandleLayout::kNumRecvTokensPerExpert, l.get_num_recv_tokens_per_expert(), El * 4, 16,
-                     "aligned"));
-  ASSERT_TRUE(inside(l, EpHandleLayout::kRecvSrcMetadata, l.get_recv_src_metadata(), R * T * (2 + K) * 4, 16,
-                     "src metadata"));
-  ASSERT_TRUE(inside(l, EpHandleLayout::kDeviceCounts, l.get_device_counts(), EpHandleLayout::kNumDeviceCounts * 4,
-                     16, "device counts"));
+  ASSERT_TRUE(
+      inside(l, EpHandleLayout::kNumRecvTokensPerExpert, l.get_num_recv_tokens_per_expert(), El * 4, 16, "aligned"));
+  ASSERT_TRUE(
+      inside(l, EpHandleLayout::kRecvSrcMetadata, l.get_recv_src_metadata(), R * T * (2 + K) * 4, 16, "src metadata"));
+  ASSERT_TRUE(inside(l, EpHandleLayout::kDeviceCounts, l.get_device_counts(), EpHandleLayout::kNumDeviceCounts * 4, 16,
+                     "device counts"));
 }
 
 TEST(Layout, EpHandleEveryDeployment) {

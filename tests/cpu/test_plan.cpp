@@ -178,15 +178,18 @@ TEST(Plan, BlockMLadder) {
   pins.block_n = 128;
   EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).block_m,
             128);
-  expect_error([&] { plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins); },
-               "block_n=128");
+  expect_error(
+      [&] { plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins); },
+      "block_n=128");
   pins = {};
   pins.cluster_size = 2;  // no clustered kernel is compiled
-  expect_error([&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
-               "cluster_size=2");
+  expect_error(
+      [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
+      "cluster_size=2");
   pins.cluster_size = 3;
-  expect_error([&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
-               "cluster_size");
+  expect_error(
+      [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
+      "cluster_size");
   // T * R * K / E = 128 * 8 * 8 / 256 = 32 tokens per expert, x2 = 64 -> BLOCK_M 64; 129 tokens -> 128.
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 128), 132, kNoOverrides).block_m, 64);
@@ -394,8 +397,8 @@ TEST(Plan, OverridesComeFromEnvironment) {
 TEST(Plan, PrintsItself) {
   const plan::MegaPlan m = plan::plan_mega_moe(named_shape("flash", 4, 512), 132, kNoOverrides);
   const std::string s = m.to_string();
-  for (const char* key : {"BLOCK_M=", "L1 BLOCK_N=256", "experts/wave=", "stages=", "smem=", "regs data 56 math 224", "named barriers 5",
-                          "pool_rows=", "workspace="})
+  for (const char* key : {"BLOCK_M=", "L1 BLOCK_N=256", "experts/wave=", "stages=", "smem=", "regs data 56 math 224",
+                          "named barriers 5", "pool_rows=", "workspace="})
     EXPECT_NE(s.find(key), std::string::npos) << key << " missing in " << s;
   const std::string regions = plan::format_regions("mega", layout::MegaLayout(m.dims()).regions());
   for (const char* key : {"l1_pool_x", "l2_arrival_mask", "combine", "sync", "total"})

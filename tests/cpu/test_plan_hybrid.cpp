@@ -59,12 +59,14 @@ TEST(PlanHybrid, BuffersAndTrafficFollowTheirFormulas) {
       // The stated model: fixed latency (barrier + count exchange + last record's flight) + the slower link.
       const plan::HybridBandwidthModel& m = p.model;
       const double fixed = m.nvlink_barrier_us + 2 * m.rdma_latency_us;
-      EXPECT_NEAR(p.dispatch_us,
-                  fixed + std::max(p.dispatch_rdma_bytes / (m.nic_gbps * 1e3),
-                                   p.dispatch_nvlink_bytes / (m.nvlink_gbps * 1e3)), 1e-9);
-      EXPECT_NEAR(p.combine_us,
-                  fixed + std::max(p.combine_rdma_bytes / (m.nic_gbps * 1e3),
-                                   p.combine_nvlink_bytes / (m.nvlink_gbps * 1e3)), 1e-9);
+      EXPECT_NEAR(
+          p.dispatch_us,
+          fixed + std::max(p.dispatch_rdma_bytes / (m.nic_gbps * 1e3), p.dispatch_nvlink_bytes / (m.nvlink_gbps * 1e3)),
+          1e-9);
+      EXPECT_NEAR(
+          p.combine_us,
+          fixed + std::max(p.combine_rdma_bytes / (m.nic_gbps * 1e3), p.combine_nvlink_bytes / (m.nvlink_gbps * 1e3)),
+          1e-9);
       // Forwarding never sends more over the network than sending to every remote rank directly.
       EXPECT_LT(p.dispatch_rdma_bytes, p.dispatch_direct_rdma_bytes);
     }
@@ -149,8 +151,8 @@ TEST(PlanHybrid, BadArgumentsNameTheArgument) {
 }
 
 TEST(PlanHybrid, SweepListsEveryEpSizeNextToDeepEp) {
-  const std::string table = plan::format_hybrid_sweep(named_shape("v3", 8, 128), {128, 4096},
-                                                      layout::TokenDtype::kFp8E4m3, 0);
+  const std::string table =
+      plan::format_hybrid_sweep(named_shape("v3", 8, 128), {128, 4096}, layout::TokenDtype::kFp8E4m3, 0);
   for (const char* row : {"   16     2    128", "  256    32    128", "   64     8   4096", "  256    32   4096"})
     EXPECT_NE(table.find(row), std::string::npos) << row << "\n" << table;
   EXPECT_NE(table.find("V1 normal: 51 / 50 GB/s"), std::string::npos) << table;

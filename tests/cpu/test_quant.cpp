@@ -20,7 +20,7 @@ namespace {
 double e4m3_half_ulp(double v) {
   if (v < std::ldexp(1.0, -6)) return std::ldexp(1.0, -10);  // subnormal spacing 2^-9
   int e = 0;
-  std::frexp(v, &e);                // v in [2^(e-1), 2^e)
+  std::frexp(v, &e);  // v in [2^(e-1), 2^e)
   return std::ldexp(1.0, e - 1 - 3 - 1);
 }
 double e2m1_half_ulp(double v) {
@@ -45,8 +45,7 @@ std::vector<float> random_matrix(int rows, int cols, Dist dist, uint64_t seed) {
   }
   if (dist == Dist::kOutliers) {
     for (int i = 0; i < rows; ++i) x[size_t(rng() % x.size())] = (rng() & 1 ? 1e4f : -1e4f);
-    for (int r = 0; r < rows; r += 3)
-      std::fill_n(x.begin() + size_t(r) * cols + (rng() % (cols / 32)) * 32, 32, 0.0f);
+    for (int r = 0; r < rows; r += 3) std::fill_n(x.begin() + size_t(r) * cols + (rng() % (cols / 32)) * 32, 32, 0.0f);
   }
   return x;
 }

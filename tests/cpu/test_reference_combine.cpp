@@ -41,8 +41,8 @@ float bias_value(int which, int s, int t, int c) {
 // recv_src_metadata col 0 (not through the slots); none for a masked lane or, without expand, a lane that is not
 // its destination's master lane.
 std::optional<float> returned_value(const testing::RoutingCase& c, const std::vector<DispatchInput>& inputs,
-                                    const std::vector<DispatchOutput>& out, const std::vector<CombineInput>& cin,
-                                    int s, int t, int k, int col) {
+                                    const std::vector<DispatchOutput>& out, const std::vector<CombineInput>& cin, int s,
+                                    int t, int k, int col) {
   const int K = c.num_topk, El = c.num_experts / c.num_ranks, T_max = c.num_max_tokens;
   const int64_t* topk = &inputs[s].topk_idx[size_t(t) * K];
   if (topk[k] < 0) return std::nullopt;
@@ -211,8 +211,8 @@ TEST(ReferenceCombine, BiasesStartTheSumInDeepEpOrder) {
             for (int k = 0; k < K; ++k) {
               if (const auto v = returned_value(c, inputs, out, cin, s, t, k, col)) acc += *v, bias_last += *v;
             }
-            ASSERT_EQ(res[s].combined_x[bi], fmt::float_to_bf16(acc)) << "rank " << s << " token " << t << " col "
-                                                                      << col;
+            ASSERT_EQ(res[s].combined_x[bi], fmt::float_to_bf16(acc))
+                << "rank " << s << " token " << t << " col " << col;
             ++num_checked;
             bias_last += b0;
             bias_last += b1;

@@ -45,7 +45,8 @@ Fp8Activations random_activations(int M, int K, std::mt19937_64& rng) {
   a.num_rows = M, a.num_cols = K, a.block = 128;
   a.data.resize(size_t(M) * K);
   for (auto& c : a.data) {
-    do c = uint8_t(rng()); while ((c & 0x7f) == 0x7f);
+    do c = uint8_t(rng());
+    while ((c & 0x7f) == 0x7f);
   }
   a.scales.resize(size_t(M) * (K / 128));
   for (auto& s : a.scales) s = float(0.01 + 0.03 * double(rng() >> 11) * 0x1.0p-53);

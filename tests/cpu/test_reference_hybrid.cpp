@@ -144,7 +144,7 @@ TEST(ReferenceHybrid, MetadataInvariantsAndTraffic) {
     const int N = hc.num_nodes, G = topo.ranks_per_node();
     const auto inputs = make_inputs(c, kHidden);
     const auto out = hybrid_dispatch(config_of(c), N, inputs);
-    std::vector<int> forwarded(R, 0);   // records each forwarder must receive
+    std::vector<int> forwarded(R, 0);     // records each forwarder must receive
     std::vector<int> from_fwd(R * G, 0);  // records rank d receives from forwarder l_f
     int64_t nvlink_expected = 0, nvlink_counted = 0;
     for (int s = 0; s < R; ++s) {
@@ -323,8 +323,8 @@ TEST(ReferenceHybrid, CachedDispatchEqualsFreshBitwise) {
     for (auto& in : changed)
       for (auto& b : in.x) b ^= 0x5A;
     const auto fresh = hybrid_dispatch(config_of(c), hc.num_nodes, changed);
-    const auto cached = hybrid_dispatch_cached(flat_handles_of(first), hybrid_handles_of(first), changed,
-                                               c.zero_padding);
+    const auto cached =
+        hybrid_dispatch_cached(flat_handles_of(first), hybrid_handles_of(first), changed, c.zero_padding);
     for (int d = 0; d < c.num_ranks; ++d) {
       SCOPED_TRACE("rank " + std::to_string(d));
       const DispatchOutput& f = fresh[d].flat;
@@ -348,14 +348,16 @@ TEST(ReferenceHybrid, CachedDispatchEqualsFreshBitwise) {
   const auto out = hybrid_dispatch(config_of(c), 2, inputs);
   auto other = inputs;
   other[3].topk_idx[0] = other[3].topk_idx[0] == 0 ? 1 : 0;
-  EXPECT_NE(test::error_of([&] { hybrid_dispatch_cached(flat_handles_of(out), hybrid_handles_of(out), other); })
-                .find("rank 3 topk_idx differs"),
+  EXPECT_NE(test::error_of([&] {
+              hybrid_dispatch_cached(flat_handles_of(out), hybrid_handles_of(out), other);
+            }).find("rank 3 topk_idx differs"),
             std::string::npos);
   auto hybrid = hybrid_handles_of(out);
   ASSERT_GE(hybrid[0].channel_linked_list.size(), 2u);
   std::swap(hybrid[0].channel_linked_list[0], hybrid[0].channel_linked_list[1]);
-  EXPECT_NE(test::error_of([&] { hybrid_dispatch_cached(flat_handles_of(out), hybrid, inputs); })
-                .find("its linked-list position holds"),
+  EXPECT_NE(test::error_of([&] {
+              hybrid_dispatch_cached(flat_handles_of(out), hybrid, inputs);
+            }).find("its linked-list position holds"),
             std::string::npos);
 }
 

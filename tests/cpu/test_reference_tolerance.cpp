@@ -88,9 +88,11 @@ TEST(ReferenceTolerance, SlackCoversDeviceDifferencesWithinTheAssumedBound) {
     EXPECT_TRUE(test::bitwise_equal(moe_forward_faithful(shape, weights, {in}, clamp)[0], model.y, "y vs faithful"));
     ASSERT_GT(model.num_fragile_codes, 0u) << "the test needs fragile codes";
     const Outcome within = compare(model, emulated_device(shape, weights, in, clamp, 0.9 * rel));
-    std::printf("[ measured ] clamp %g: %zu codes, %zu fragile, %zu fragile scales; emulated device: %zu of %zu "
-                "values differ, %zu outside the slack\n", clamp, model.num_codes, model.num_fragile_codes,
-                model.num_fragile_scales, within.differ, model.y.size(), within.outside);
+    std::printf(
+        "[ measured ] clamp %g: %zu codes, %zu fragile, %zu fragile scales; emulated device: %zu of %zu "
+        "values differ, %zu outside the slack\n",
+        clamp, model.num_codes, model.num_fragile_codes, model.num_fragile_scales, within.differ, model.y.size(),
+        within.outside);
     EXPECT_GT(within.differ, 0u) << "the perturbation should move some codes";
     EXPECT_EQ(within.outside, 0u);
     EXPECT_EQ(within.unbounded_differ, 0u) << "tokens without fragile codes must be bitwise equal";

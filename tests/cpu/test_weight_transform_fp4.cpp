@@ -18,8 +18,8 @@ namespace {
 
 struct Fp4Experts {
   int E, rows, K;
-  std::vector<uint8_t> data;    // [E, rows, K/2]
-  std::vector<uint32_t> scales; // [E, rows, K/128], four codes each
+  std::vector<uint8_t> data;     // [E, rows, K/2]
+  std::vector<uint32_t> scales;  // [E, rows, K/128], four codes each
   Fp4Weights expert(int e) const {
     Fp4Weights w;
     w.num_rows = rows, w.num_cols = K;
@@ -124,9 +124,9 @@ TEST(WeightTransformFp4, RefusesBeforeWriting) {
   EXPECT_THROW(transform_l2_weights_fp4(in.scales.data(), E, rows, K, scales.data(), l2.data()), Error);
   EXPECT_EQ(scales, std::vector<uint32_t>(scales.size(), 0xABABABABu));
   EXPECT_EQ(l2, std::vector<float>(l2.size(), -1.f));
-  EXPECT_THROW(transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, 100, K, data.data(), scales.data(),
-                                        bases.data()),
-               Error);
+  EXPECT_THROW(
+      transform_l1_weights_fp4(in.data.data(), in.scales.data(), E, 100, K, data.data(), scales.data(), bases.data()),
+      Error);
 }
 
 }  // namespace

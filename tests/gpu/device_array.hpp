@@ -81,7 +81,9 @@ template <typename T>
 struct DeviceArray {
   T* ptr = nullptr;
   size_t n = 0;
-  explicit DeviceArray(size_t count) : n(count) { SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit DeviceArray(size_t count) : n(count) {
+    SYMMOE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)));
+  }
   explicit DeviceArray(const std::vector<T>& h) : DeviceArray(h.size()) { upload(h); }
   ~DeviceArray() { cudaFree(ptr); }
   DeviceArray(const DeviceArray&) = delete;
@@ -118,7 +120,9 @@ struct DevMem {
     if (ptr) cudaSetDevice(device), cudaFree(ptr);
   }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr); }
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
 };
 
 template <typename T>

@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   if (prop.major != 9) {
-    std::fprintf(stderr, "%s: GPU 0 is sm_%d%d; symmoe kernels need Hopper (sm_90a)\n", argv[0], prop.major, prop.minor);
+    std::fprintf(stderr, "%s: GPU 0 is sm_%d%d; symmoe kernels need Hopper (sm_90a)\n", argv[0], prop.major,
+                 prop.minor);
     return 2;
   }
   std::printf("[symmoe] %d x %s (%d SMs)\n", num_gpus, prop.name, prop.multiProcessorCount);

@@ -183,12 +183,12 @@ std::vector<int> checked_tokens(int T) {
   return t;
 }
 
-
 // The golden model (faithful with its slack, and exact) of each rank's sliced input. The model is a direct formula
 // per token, so each rank's tokens are cut into chunks and the (rank, chunk, mode) jobs share every host core (the
 // flash experts cost ~0.3 s per (token, lane) and mode on one core); the chunks' results are concatenated in order.
 void golden_per_rank(const MoeShape& shape, const ref::ExpertWeightMap& w, const std::vector<ref::MoeLayerInput>& in,
-                     float clamp, std::vector<ref::FaithfulWithSlack>& faithful, std::vector<std::vector<double>>& exact) {
+                     float clamp, std::vector<ref::FaithfulWithSlack>& faithful,
+                     std::vector<std::vector<double>>& exact) {
   const size_t R = in.size();
   size_t total_rows = 0;
   for (const auto& x : in) total_rows += size_t(x.x.num_rows);
@@ -299,18 +299,18 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
   const double err_e = test::rel_frobenius(want_e, got);
   const double model_e = test::rel_frobenius(want_e, want_f);
   const size_t num_tokens = got.size() / size_t(H);
-  std::printf("    [%s] %zu values: %.2f%% bitwise equal to the faithful model (%zu outside the slack, rel err %.2e); "
-              "%zu of %zu tokens with fragile FP8 codes (%zu of %zu codes, %zu scales); vs exact %.4f (golden model "
-              "%.4f); %zu all-masked tokens\n", what.c_str(), got.size(),
-              100.0 * double(equal) / double(std::max<size_t>(got.size(), 1)), outside, err_f, fragile_tokens,
-              num_tokens, fragile_codes, codes, fragile_scales, err_e, model_e, masked_tokens);
+  std::printf(
+      "    [%s] %zu values: %.2f%% bitwise equal to the faithful model (%zu outside the slack, rel err %.2e); "
+      "%zu of %zu tokens with fragile FP8 codes (%zu of %zu codes, %zu scales); vs exact %.4f (golden model "
+      "%.4f); %zu all-masked tokens\n",
+      what.c_str(), got.size(), 100.0 * double(equal) / double(std::max<size_t>(got.size(), 1)), outside, err_f,
+      fragile_tokens, num_tokens, fragile_codes, codes, fragile_scales, err_e, model_e, masked_tokens);
   EXPECT_EQ(outside, 0u) << what << ": " << layer_name << " outside the kernel-faithful model's derived slack "
                          << "(reference/tolerance.hpp); first:" << first_outside.str();
-  EXPECT_LE(err_e, 1.25 * model_e + 5e-3) << what << ": " << layer_name << " vs exact model (golden model: " << model_e
-                                          << ")";
+  EXPECT_LE(err_e, 1.25 * model_e + 5e-3)
+      << what << ": " << layer_name << " vs exact model (golden model: " << model_e << ")";
   EXPECT_EQ(masked_nonzero, 0u) << what << ": all-masked tokens must give zeros";
 }
-
 
 }  // namespace
 // Captures one call of `forward` on every local rank's stream into CUDA graphs (captured together: the ranks'

@@ -2,10 +2,10 @@
 // EpHandle field, expand segments, cached == fresh, combine results and combined_topk_weights; over uniform, Zipf,
 // one-hot-expert and 30%-masked routings, alignment 1 and 128, BF16 and FP8 (fp32 and packed UE8M0 scales per 32
 // and 128), with and without biases; backward duality (dispatch backward = combine, combine backward = cached
-// dispatch) against the golden model and the written-out adjoint. Also: 100 repeated fresh dispatches identical, 10,000 dispatch+combine calls and 1,000
-// CUDA-graph replays stable, device-detected bad expert ids / duplicates raise symmoe::Error naming the token.
-// Ranks: one per GPU and 8 virtual ranks (in-process backend). Outputs and handles are poisoned before each
-// compared call.
+// dispatch) against the golden model and the written-out adjoint. Also: 100 repeated fresh dispatches identical, 10,000
+// dispatch+combine calls and 1,000 CUDA-graph replays stable, device-detected bad expert ids / duplicates raise
+// symmoe::Error naming the token. Ranks: one per GPU and 8 virtual ranks (in-process backend). Outputs and handles are
+// poisoned before each compared call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,7 +63,7 @@ struct EpSetup {
 };
 
 EpSetup make_setup(int ranks, EpDtype dtype, EpScales scales, int hidden = 512, int experts = 32, int topk = 6,
-                 int t_max = 96) {
+                   int t_max = 96) {
   EpSetup s;
   s.comm = Communicator::in_process(ranks, 5000);
   s.R = s.comm->num_ranks();
@@ -87,9 +87,9 @@ struct Case {
 };
 
 std::string case_name(const Case& c) {
-  return std::string(ref::routing_kind_name(c.kind)) + (c.mask > 0 ? "+mask" : "") + " align=" +
-         std::to_string(c.alignment) + (c.expand ? " expand" : " non-expand") + (c.zero_padding ? "" : " nozero") +
-         (c.biases ? " biases" : "") + (c.reduce_local ? " reduce_local" : "");
+  return std::string(ref::routing_kind_name(c.kind)) + (c.mask > 0 ? "+mask" : "") +
+         " align=" + std::to_string(c.alignment) + (c.expand ? " expand" : " non-expand") +
+         (c.zero_padding ? "" : " nozero") + (c.biases ? " biases" : "") + (c.reduce_local ? " reduce_local" : "");
 }
 
 // Per-rank inputs (host) for the golden model and their device copies.
@@ -111,11 +111,13 @@ Inputs make_inputs(const EpSetup& s, const Case& c, uint64_t salt, const std::ve
     ref::RoutingOptions ro;
     ro.kind = c.kind, ro.mask_prob = c.mask, ro.seed = c.seed, ro.hot_expert = int(c.seed % cfg.num_experts);
     ro.hot_fraction = 0.7;
-    const ref::Routing rt = routing ? (*routing)[r] : ref::make_routing(d.num_tokens, cfg.num_experts, cfg.num_topk, ro, r);
+    const ref::Routing rt =
+        routing ? (*routing)[r] : ref::make_routing(d.num_tokens, cfg.num_experts, cfg.num_topk, ro, r);
     d.num_tokens = rt.num_tokens;
     d.topk_idx = rt.topk_idx, d.topk_weights = rt.topk_weights;
     if (c.mask > 0 && d.num_tokens > 2)  // an all-masked token, explicitly
-      for (int k = 0; k < cfg.num_topk; ++k) d.topk_idx[size_t(1) * cfg.num_topk + k] = -1, d.topk_weights[cfg.num_topk + k] = 0;
+      for (int k = 0; k < cfg.num_topk; ++k)
+        d.topk_idx[size_t(1) * cfg.num_topk + k] = -1, d.topk_weights[cfg.num_topk + k] = 0;
     d.x_row_bytes = xb, d.sf_row_bytes = sb;
     if (cfg.dtype == EpDtype::kBf16) {
       const auto v = random_bf16(size_t(d.num_tokens) * cfg.hidden, rng);
@@ -188,7 +190,8 @@ std::vector<char> valid_rows(const ref::EpHandle& h) {
   if (!h.do_expand) return valid;
   int start = 0;
   for (int e = 0; e < h.num_local_experts(); ++e) {
-    for (int r = start + h.num_unaligned_recv_tokens_per_expert[e]; r < start + h.num_recv_tokens_per_expert_list[e]; ++r)
+    for (int r = start + h.num_unaligned_recv_tokens_per_expert[e]; r < start + h.num_recv_tokens_per_expert_list[e];
+         ++r)
       valid[r] = 0;
     start += h.num_recv_tokens_per_expert_list[e];
   }
@@ -219,7 +222,8 @@ void expect_dispatch_equal(const EpSetup& s, int i, const ref::DispatchOutput& w
   EXPECT_TRUE(test::bitwise_equal(want.recv_x, rx, tag + " recv_x"));
   EXPECT_TRUE(test::bitwise_equal(want.recv_sf, rs, tag + " recv_scales"));
   const size_t idx_n = wh.do_expand ? size_t(rows) : size_t(rows) * K;
-  EXPECT_TRUE(test::bitwise_equal(want.recv_topk_idx, download<int64_t>(dev, got.recv_topk_idx, idx_n), tag + " recv_topk_idx"));
+  EXPECT_TRUE(test::bitwise_equal(want.recv_topk_idx, download<int64_t>(dev, got.recv_topk_idx, idx_n),
+                                  tag + " recv_topk_idx"));
   EXPECT_TRUE(test::bitwise_equal(want.recv_topk_weights, download<float>(dev, got.recv_topk_weights, idx_n),
                                   tag + " recv_topk_weights"));
   if (!check_handle) return;
@@ -228,22 +232,29 @@ void expect_dispatch_equal(const EpSetup& s, int i, const ref::DispatchOutput& w
   EXPECT_EQ(h.num_expanded_tokens, wh.num_expanded_tokens) << tag;
   EXPECT_EQ(h.num_tokens, wh.num_tokens) << tag;
   EXPECT_EQ(h.do_expand, wh.do_expand) << tag;
-  EXPECT_TRUE(test::bitwise_equal(wh.num_recv_tokens_per_expert_list, h.num_recv_tokens_per_expert_list, tag + " list"));
+  EXPECT_TRUE(
+      test::bitwise_equal(wh.num_recv_tokens_per_expert_list, h.num_recv_tokens_per_expert_list, tag + " list"));
   const auto counts = download<int32_t>(dev, h.device_counts, 2);
   EXPECT_EQ(counts[0], wh.num_recv_tokens) << tag << " device num_recv_tokens";
   EXPECT_EQ(counts[1], wh.num_expanded_tokens) << tag << " device num_expanded_tokens";
-  EXPECT_TRUE(test::bitwise_equal(wh.num_tokens_per_rank, download<int32_t>(dev, h.num_tokens_per_rank, R), tag + " num_tokens_per_rank"));
-  EXPECT_TRUE(test::bitwise_equal(wh.num_tokens_per_expert, download<int32_t>(dev, h.num_tokens_per_expert, s.config.num_experts),
+  EXPECT_TRUE(test::bitwise_equal(wh.num_tokens_per_rank, download<int32_t>(dev, h.num_tokens_per_rank, R),
+                                  tag + " num_tokens_per_rank"));
+  EXPECT_TRUE(test::bitwise_equal(wh.num_tokens_per_expert,
+                                  download<int32_t>(dev, h.num_tokens_per_expert, s.config.num_experts),
                                   tag + " num_tokens_per_expert"));
   EXPECT_TRUE(test::bitwise_equal(wh.dst_buffer_slot_idx, download<int32_t>(dev, h.dst_buffer_slot_idx, size_t(T) * K),
                                   tag + " dst_buffer_slot_idx"));
-  EXPECT_TRUE(test::bitwise_equal(wh.topk_idx, download<int64_t>(dev, h.topk_idx, size_t(T) * K), tag + " topk_idx copy"));
-  EXPECT_TRUE(test::bitwise_equal(wh.psum_num_recv_tokens_per_rank, download<int32_t>(dev, h.psum_num_recv_tokens_per_rank, R),
+  EXPECT_TRUE(
+      test::bitwise_equal(wh.topk_idx, download<int64_t>(dev, h.topk_idx, size_t(T) * K), tag + " topk_idx copy"));
+  EXPECT_TRUE(test::bitwise_equal(wh.psum_num_recv_tokens_per_rank,
+                                  download<int32_t>(dev, h.psum_num_recv_tokens_per_rank, R),
                                   tag + " psum_num_recv_tokens_per_rank"));
   EXPECT_TRUE(test::bitwise_equal(wh.num_unaligned_recv_tokens_per_expert,
-                                  download<int32_t>(dev, h.num_unaligned_recv_tokens_per_expert, El), tag + " unaligned"));
+                                  download<int32_t>(dev, h.num_unaligned_recv_tokens_per_expert, El),
+                                  tag + " unaligned"));
   EXPECT_TRUE(test::bitwise_equal(wh.psum_num_recv_tokens_per_expert,
-                                  download<int32_t>(dev, h.psum_num_recv_tokens_per_expert, El), tag + " psum_per_expert"));
+                                  download<int32_t>(dev, h.psum_num_recv_tokens_per_expert, El),
+                                  tag + " psum_per_expert"));
   EXPECT_TRUE(test::bitwise_equal(wh.num_recv_tokens_per_expert_list,
                                   download<int32_t>(dev, h.num_recv_tokens_per_expert, El), tag + " aligned (device)"));
   EXPECT_TRUE(test::bitwise_equal(wh.recv_src_metadata,
@@ -284,7 +295,8 @@ void run_case(EpSetup& s, const Case& c) {
   EpDispatchOptions copt = opt;
   copt.cached = true;
   auto res2 = s.buffer->dispatch(in2.args, copt, handles);
-  for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want2[i], res2[i], handles[i], false, c.zero_padding, "cached");
+  for (int i = 0; i < s.R; ++i)
+    expect_dispatch_equal(s, i, want2[i], res2[i], handles[i], false, c.zero_padding, "cached");
 
   // Combine: bf16 rows shaped like recv_x, optional weights and biases.
   std::mt19937_64 rng(c.seed * 77 + 5);
@@ -300,7 +312,9 @@ void run_case(EpSetup& s, const Case& c) {
       for (auto& v : w) v = float(rng() % 1000) / 997.f;
       cin[i].topk_weights = w;
     }
-    if (c.biases) cin[i].bias_0 = random_bf16(size_t(wh.num_tokens) * H, rng), cin[i].bias_1 = random_bf16(size_t(wh.num_tokens) * H, rng);
+    if (c.biases)
+      cin[i].bias_0 = random_bf16(size_t(wh.num_tokens) * H, rng),
+      cin[i].bias_1 = random_bf16(size_t(wh.num_tokens) * H, rng);
     const int dev = s.devices[i];
     cx.push_back(upload(dev, cin[i].x));
     cw.push_back(upload(dev, cin[i].topk_weights ? *cin[i].topk_weights : std::vector<float>{}));
@@ -319,14 +333,15 @@ void run_case(EpSetup& s, const Case& c) {
   auto cres = s.buffer->combine(cargs, co, handles);  // warm, poison, compare the second call
   for (int i = 0; i < s.R; ++i) {
     poison(s.devices[i], cres[i].combined_x, size_t(in.host[i].num_tokens) * H * 2);
-    if (cres[i].combined_topk_weights) poison(s.devices[i], cres[i].combined_topk_weights, size_t(in.host[i].num_tokens) * K * 4);
+    if (cres[i].combined_topk_weights)
+      poison(s.devices[i], cres[i].combined_topk_weights, size_t(in.host[i].num_tokens) * K * 4);
   }
   cres = s.buffer->combine(cargs, co, handles);
   for (int i = 0; i < s.R; ++i) {
     const int T = in.host[i].num_tokens;
     const std::string tag = "combine rank " + std::to_string(i);
-    EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_x, download<uint16_t>(s.devices[i], cres[i].combined_x, size_t(T) * H),
-                                    tag + " combined_x"));
+    EXPECT_TRUE(test::bitwise_equal(
+        cwant[i].combined_x, download<uint16_t>(s.devices[i], cres[i].combined_x, size_t(T) * H), tag + " combined_x"));
     if (c.weights)
       EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_topk_weights,
                                       download<float>(s.devices[i], cres[i].combined_topk_weights, size_t(T) * K),
@@ -382,8 +397,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, EpGolden,
 class EpLargeBatch : public ::testing::TestWithParam<int> {};
 
 TEST_P(EpLargeBatch, MatchesGoldenModelAndFindsLateBadIds) {
-  EpSetup s = make_setup(GetParam() == 0 ? num_gpus() : GetParam(), EpDtype::kFp8E4m3, EpScales::kFp32Per128, 4608,
-                         32, 6, 1024);
+  EpSetup s = make_setup(GetParam() == 0 ? num_gpus() : GetParam(), EpDtype::kFp8E4m3, EpScales::kFp32Per128, 4608, 32,
+                         6, 1024);
   uint64_t seed = 70;
   for (const auto kind : {ref::RoutingKind::kUniform, ref::RoutingKind::kZipf, ref::RoutingKind::kHotExpert}) {
     Case c;
@@ -417,10 +432,9 @@ TEST_P(EpLargeBatch, MatchesGoldenModelAndFindsLateBadIds) {
   for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, EpLargeBatch, ::testing::Values(0, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Ranks, EpLargeBatch, ::testing::Values(0, 8), [](const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+});
 
 // Fresh dispatch repeated 100 times: every output and handle field identical to the golden model each time
 // (checked on the first, last and every 10th call; the others must equal the first).
@@ -436,7 +450,8 @@ TEST(EpRepeat, DeterministicOver100Calls) {
   for (int call = 0; call < 100; ++call) {
     auto res = s.buffer->dispatch(in.args, opt, handles);
     if (call % 10 == 9 || call == 0)
-      for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "call " + std::to_string(call));
+      for (int i = 0; i < s.R; ++i)
+        expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "call " + std::to_string(call));
     if (HasFailure()) return;
     poison_outputs(s, res, &handles);
   }
@@ -476,7 +491,8 @@ TEST_P(EpStability, TenThousandCallsAndGraphReplays) {
     auto cres = s.buffer->combine(cargs, EpCombineOptions{}, handles);  // one synced call to read results
     for (int i = 0; i < s.R; ++i) {
       const int T = in.host[i].num_tokens, K = s.config.num_topk;
-      EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_x, download<uint16_t>(s.devices[i], cres[i].combined_x, size_t(T) * s.config.hidden),
+      EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_x,
+                                      download<uint16_t>(s.devices[i], cres[i].combined_x, size_t(T) * s.config.hidden),
                                       what + " combined_x rank " + std::to_string(i)));
       EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_topk_weights,
                                       download<float>(s.devices[i], cres[i].combined_topk_weights, size_t(T) * K),
@@ -515,10 +531,9 @@ TEST_P(EpStability, TenThousandCallsAndGraphReplays) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, EpStability, ::testing::Values(0, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Ranks, EpStability, ::testing::Values(0, 8), [](const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+});
 
 // Backward duality (issue 4): dispatch's backward is combine with the forward handle (the gradients of the received
 // rows summed back per token, those of recv_topk_weights returned as combined_topk_weights); combine's backward is
@@ -569,7 +584,10 @@ TEST_P(EpBackward, DispatchAndCombineBackwardAreDual) {
     }
     const auto want_grad = ref::combine(ref_handles(fwd), H, gin);
     // The adjoint of "copy token (s, t) to these rows": (lane, row of rank d) pairs per source token.
-    struct Copy { int lane, d; int64_t row; };
+    struct Copy {
+      int lane, d;
+      int64_t row;
+    };
     std::vector<std::vector<std::vector<Copy>>> copies(s.R);
     for (int r = 0; r < s.R; ++r) copies[r].resize(in.host[r].num_tokens);
     for (int d = 0; d < s.R; ++d) {
@@ -652,10 +670,9 @@ TEST_P(EpBackward, DispatchAndCombineBackwardAreDual) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, EpBackward, ::testing::Values(0, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Ranks, EpBackward, ::testing::Values(0, 8), [](const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+});
 
 // A call without an explicit stream is ordered after the work already queued on the device's legacy default stream
 // (Communicator::call_stream): a payload rewritten there by a copy that waits behind a ~10 ms kernel is the payload
@@ -681,13 +698,14 @@ TEST(EpStreamOrder, CallsWithoutAStreamFollowTheLegacyStream) {
     SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, s.devices[i]));
     spin_kernel<<<1, 1, 0, cudaStreamLegacy>>>(10LL * clock_khz);
     SYMMOE_CUDA_CHECK_LAUNCH("spin_kernel");
-    SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.x[i].ptr, next.x[i].ptr, next.x[i].bytes, cudaMemcpyDeviceToDevice,
-                                      cudaStreamLegacy));
-    SYMMOE_CUDA_CHECK(cudaMemcpyAsync(in.sf[i].ptr, next.sf[i].ptr, next.sf[i].bytes, cudaMemcpyDeviceToDevice,
-                                      cudaStreamLegacy));
+    SYMMOE_CUDA_CHECK(
+        cudaMemcpyAsync(in.x[i].ptr, next.x[i].ptr, next.x[i].bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
+    SYMMOE_CUDA_CHECK(
+        cudaMemcpyAsync(in.sf[i].ptr, next.sf[i].ptr, next.sf[i].bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy));
   }
   const auto res = s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
-  for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, false, "after legacy copy");
+  for (int i = 0; i < s.R; ++i)
+    expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, false, "after legacy copy");
 }
 
 // Bad expert ids and duplicates are found on the device and raised on the host naming rank, token, lane, value;
@@ -838,8 +856,7 @@ TEST(EpCombineOutputs, CallerOwnedOutputs) {
     EXPECT_TRUE(test::bitwise_equal(cwant[i].combined_topk_weights,
                                     download<float>(s.devices[i], out_w[i].ptr, size_t(T) * K),
                                     tag + " combined_topk_weights_out"));
-    EXPECT_TRUE(test::bitwise_equal(own_before[i],
-                                    download<uint16_t>(s.devices[i], own[i].combined_x, size_t(T) * H),
+    EXPECT_TRUE(test::bitwise_equal(own_before[i], download<uint16_t>(s.devices[i], own[i].combined_x, size_t(T) * H),
                                     tag + " buffer-owned combined_x untouched"));
   }
 }

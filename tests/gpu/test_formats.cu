@@ -27,7 +27,6 @@ using symmoe::test::DeviceArray;
 
 namespace {
 
-
 using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
 
 enum class Dist { kNormal, kSkewed, kOutliers, kSpecials };
@@ -55,8 +54,8 @@ std::vector<float> random_matrix(int rows, int cols, Dist dist, std::mt19937_64&
 void check_against_host(int rows, int cols, int block, fmt::ScaleFormat format, Dist dist, bool as_bf16) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(std::string(as_bf16 ? "bf16 " : "fp32 ") + name(dist) + " " + std::to_string(rows) + "x" +
-               std::to_string(cols) + " block " + std::to_string(block) + " " + fmt::to_string(format) +
-               " seed " + std::to_string(seed));
+               std::to_string(cols) + " block " + std::to_string(block) + " " + fmt::to_string(format) + " seed " +
+               std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::vector<float> x = random_matrix(rows, cols, dist, rng);
   std::vector<uint16_t> x_bf16(x.size());
@@ -97,7 +96,9 @@ void check_against_host(int rows, int cols, int block, fmt::ScaleFormat format, 
 }  // namespace
 
 TEST(GpuFormats, QuantizeActivationsMatchesHostBitwise) {
-  struct Shape { int rows, cols; };
+  struct Shape {
+    int rows, cols;
+  };
   // 96 and 160 channels leave a partial 128-chunk (block 32 only); 7168 is DeepSeek-V3's hidden size.
   const Shape shapes[] = {{1, 128}, {77, 7168}, {513, 256}, {300, 96}, {5, 160}};
   for (const Shape& s : shapes)
@@ -124,12 +125,18 @@ TEST(GpuFormats, BadArgumentsRejectedBeforeAnythingIsWritten) {
     }
   };
   const auto f = fmt::ScaleFormat::kFp32;
-  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, cols, 64, f, out.ptr, scales.ptr, nullptr); }, "block");
-  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, 96, 128, f, out.ptr, scales.ptr, nullptr); }, "num_cols");
-  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, -1, cols, 128, f, out.ptr, scales.ptr, nullptr); }, "num_rows");
-  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr + 1, rows, 128, 128, f, out.ptr, scales.ptr, nullptr); }, "x must");
-  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, 128, 128, f, out.ptr + 2, scales.ptr, nullptr); }, "out must");
-  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, 128, 128, f, out.ptr, nullptr, nullptr); }, "scales must");
+  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, cols, 64, f, out.ptr, scales.ptr, nullptr); },
+               "block");
+  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, 96, 128, f, out.ptr, scales.ptr, nullptr); },
+               "num_cols");
+  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, -1, cols, 128, f, out.ptr, scales.ptr, nullptr); },
+               "num_rows");
+  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr + 1, rows, 128, 128, f, out.ptr, scales.ptr, nullptr); },
+               "x must");
+  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, 128, 128, f, out.ptr + 2, scales.ptr, nullptr); },
+               "out must");
+  expect_error([&] { symmoe::quantize_activations_gpu(x.ptr, rows, 128, 128, f, out.ptr, nullptr, nullptr); },
+               "scales must");
   SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint8_t> after = out.download();
   EXPECT_TRUE(bitwise_equal(std::vector<uint8_t>(after.size(), 0xA5), after, "out after rejected calls"));
@@ -153,7 +160,8 @@ __global__ void device_casts_kernel(uint32_t stride, size_t n, uint8_t* e4m3, ui
 // Over all 2^32 fp32 bit patterns: formats.hpp vs the hardware cvt (cvt.rn.satfinite.{e4m3,e5m2}x2.f32 and
 // cvt.rn.bf16.f32 through CUDA's device intrinsics). Non-NaN mismatches are counted; for NaN inputs the hardware
 // codes are collected in a 256-bit set.
-__global__ void hardware_cvt_kernel(unsigned long long* mismatches, uint32_t* nan_codes_e4m3, uint32_t* nan_codes_e5m2) {
+__global__ void hardware_cvt_kernel(unsigned long long* mismatches, uint32_t* nan_codes_e4m3,
+                                    uint32_t* nan_codes_e5m2) {
   unsigned long long bad[3] = {0, 0, 0};
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < (1ull << 32);
        i += uint64_t(gridDim.x) * blockDim.x) {

@@ -40,10 +40,10 @@ using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/devic
 struct Problem {
   gemm::GroupLayout layout = gemm::GroupLayout::kContiguous;
   int num_experts = 0, n = 0, k = 0, num_rows = 0;  // num_rows: M_total (contiguous) or max_m (masked)
-  std::vector<int32_t> starts, counts;            // per expert: first row, rows passed to the kernel
-  std::vector<int> valid;                          // rows the kernel must compute (counts clamped to max_m)
+  std::vector<int32_t> starts, counts;              // per expert: first row, rows passed to the kernel
+  std::vector<int> valid;                           // rows the kernel must compute (counts clamped to max_m)
   symmoe::Fp8Activations a;
-  std::vector<symmoe::Fp8BlockWeights> b;          // original layout [n, k]
+  std::vector<symmoe::Fp8BlockWeights> b;  // original layout [n, k]
   int total_rows() const { return layout == gemm::GroupLayout::kMasked ? num_experts * num_rows : num_rows; }
 };
 
@@ -111,7 +111,12 @@ struct DeviceInputs {
   DeviceArray<int32_t> starts, counts;
   int sfa_stride;
   DeviceInputs(const Problem& p, const std::vector<uint8_t>& b_data, const std::vector<float>& b_scales)
-      : a(p.a.data), b(b_data), sfa(host_sfa(p)), sfb(b_scales), starts(p.starts), counts(p.counts),
+      : a(p.a.data),
+        b(b_data),
+        sfa(host_sfa(p)),
+        sfb(b_scales),
+        starts(p.starts),
+        counts(p.counts),
         sfa_stride(gemm::sfa_stride_for(p.total_rows())) {}
   static std::vector<float> host_sfa(const Problem& p) {
     const int stride = gemm::sfa_stride_for(p.total_rows()), kb = p.k / 128;
@@ -153,9 +158,9 @@ gemm::LaunchOptions launch_options(const Config& c) {
   return opt;
 }
 // Every compiled bf16 configuration, plus few-CTA runs (many tiles per CTA: the stage ring wraps across tiles).
-const std::vector<Config> kAllConfigs = {{128, 128, 0}, {64, 256, 0},     {128, 256, 0, -1}, {128, 256, 6, -1},
-                                         {64, 256, 5},  {128, 128, 3},    {128, 256, 0, 1},  {128, 256, 5, 1},
-                                         {0, 0, 0}};
+const std::vector<Config> kAllConfigs = {{128, 128, 0},     {64, 256, 0},     {128, 256, 0, -1},
+                                         {128, 256, 6, -1}, {64, 256, 5},     {128, 128, 3},
+                                         {128, 256, 0, 1},  {128, 256, 5, 1}, {0, 0, 0}};
 const std::vector<Config> kL1Configs = {{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}};
 
 // Runs the bf16 GEMM and compares every expert's valid rows with the golden model; padding rows must keep the
@@ -198,8 +203,8 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
   }
   const double err_faithful = symmoe::test::rel_frobenius(all_faithful, all_got);
   const double err_exact = symmoe::test::rel_frobenius(all_exact, all_got);
-  std::printf("    [%s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", name(c).c_str(),
-              all_got.size() / p.n, err_faithful, err_exact);
+  std::printf("    [%s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", name(c).c_str(), all_got.size() / p.n,
+              err_faithful, err_exact);
   EXPECT_LE(err_faithful, 1e-3);
   EXPECT_LE(err_exact, 2e-3);
   if (expect_bitwise) {
@@ -235,8 +240,8 @@ TEST(GroupedGemm, MaskedOddAndEmptyExperts) {
   const uint64_t seed = fresh_seed();
   std::printf("  seed %llu\n", (unsigned long long)seed);
   // 300 > max_m: the kernel clamps to max_m rows.
-  const auto p = make_problem(gemm::GroupLayout::kMasked, {0, 1, 127, 129, 300, 16}, 192, 256, 384,
-                              fmt::ScaleFormat::kFp32, seed);
+  const auto p =
+      make_problem(gemm::GroupLayout::kMasked, {0, 1, 127, 129, 300, 16}, 192, 256, 384, fmt::ScaleFormat::kFp32, seed);
   for (const auto& c : kAllConfigs) check_bf16(p, c);
 }
 
@@ -246,8 +251,8 @@ TEST(GroupedGemm, ExactAccumulationBitwiseAllConfigs) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 3}, 128, 384, 1024,
                               fmt::ScaleFormat::kFp32, seed, Data::kSmallIntegers);
   for (const auto& c : kAllConfigs) check_bf16(p, c, true);
-  const auto m = make_problem(gemm::GroupLayout::kMasked, {1, 0, 5, 1}, 5, 256, 512, fmt::ScaleFormat::kUe8m0,
-                              seed + 1, Data::kSmallIntegers);
+  const auto m = make_problem(gemm::GroupLayout::kMasked, {1, 0, 5, 1}, 5, 256, 512, fmt::ScaleFormat::kUe8m0, seed + 1,
+                              Data::kSmallIntegers);
   for (const auto& c : kAllConfigs) check_bf16(m, c, true);
   // Segments at any row (alignment 1): A-scale boxes start unaligned.
   const auto u = make_problem(gemm::GroupLayout::kContiguous, {5, 3, 130, 1, 0, 7}, 1, 256, 384,
@@ -258,10 +263,9 @@ TEST(GroupedGemm, ExactAccumulationBitwiseAllConfigs) {
 TEST(GroupedGemm, MaskedOneTokenPerExpert) {
   const uint64_t seed = fresh_seed();
   std::printf("  seed %llu\n", (unsigned long long)seed);
-  const auto p = make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768,
-                              fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}})
-    check_bf16(p, c);
+  const auto p =
+      make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768, fmt::ScaleFormat::kFp32, seed);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}}) check_bf16(p, c);
 }
 
 TEST(GroupedGemm, MaskedDecodeSizes) {
@@ -269,8 +273,7 @@ TEST(GroupedGemm, MaskedDecodeSizes) {
   std::printf("  seed %llu\n", (unsigned long long)seed);
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0}})
-    check_bf16(p, c);
+  for (const auto& c : {Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0}}) check_bf16(p, c);
 }
 
 // FP8 value of code q at scale s and its ulp (one step of the e4m3 grid at that magnitude).
@@ -340,8 +343,8 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
           if (!(std::fabs(wv - gv) <= tol)) {
             if (num_over_ulp < 5)
               first_offenders << "\n  expert " << e << " row " << r << " channel " << i << ": want " << wv << " (code "
-                            << int(wq) << ", scale " << ws << ") got " << gv << " (code " << int(gq) << ", scale "
-                            << gs << ")";
+                              << int(wq) << ", scale " << ws << ") got " << gv << " (code " << int(gq) << ", scale "
+                              << gs << ")";
             ++num_over_ulp;
           }
           ref_deq.push_back(wv);
@@ -360,9 +363,11 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
       }
     }
   const double err = symmoe::test::rel_frobenius(ref_deq, got_deq);
-  std::printf("    [%s clamp %g %s] %zu values: %zu bitwise equal, %zu beyond one ulp, %zu beyond tolerance, "
-              "%zu scales differ, rel err %.2e\n", name(c).c_str(), clamp, exact_acc ? "exact-acc" : "normal",
-              num_values, num_exact, num_beyond_one_ulp, num_over_ulp, num_scale_diff, err);
+  std::printf(
+      "    [%s clamp %g %s] %zu values: %zu bitwise equal, %zu beyond one ulp, %zu beyond tolerance, "
+      "%zu scales differ, rel err %.2e\n",
+      name(c).c_str(), clamp, exact_acc ? "exact-acc" : "normal", num_values, num_exact, num_beyond_one_ulp,
+      num_over_ulp, num_scale_diff, err);
   const size_t allowed_over = exact_acc ? 0 : std::max<size_t>(1, num_values / 10000);
   EXPECT_LE(num_over_ulp, allowed_over) << "elements beyond tolerance; first:" << first_offenders.str();
   EXPECT_LE(double(num_scale_diff), 1e-3 * double(num_values / 128) + 2) << "scales differ beyond rare boundary cases";
@@ -395,11 +400,11 @@ TEST(GroupedGemmL1, ContiguousSwigluFp8) {
 TEST(GroupedGemmL1, MaskedSwigluFp8) {
   const uint64_t seed = fresh_seed();
   std::printf("  seed %llu\n", (unsigned long long)seed);
-  const auto p = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512,
-                              fmt::ScaleFormat::kUe8m0, seed);
+  const auto p =
+      make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fmt::ScaleFormat::kUe8m0, seed);
   for (const auto& c : kL1Configs) check_l1(p, 0.5f, c, false);
-  const auto x = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512,
-                              fmt::ScaleFormat::kUe8m0, seed + 1, Data::kSmallIntegers);
+  const auto x = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fmt::ScaleFormat::kUe8m0,
+                              seed + 1, Data::kSmallIntegers);
   for (const auto& c : kL1Configs) check_l1(x, 2.f, c, true);
 }
 
@@ -412,8 +417,8 @@ TEST(GroupedGemmFaithful, Bf16BitwiseOnNormalData) {
                               fmt::ScaleFormat::kFp32, fresh_seed());
   for (const auto& c : {Config{128, 256, 0, -1}, Config{64, 256, 5}, Config{128, 128, 3}, Config{0, 0, 0}})
     check_bf16(p, c, /*expect_bitwise=*/true);
-  const auto m = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512,
-                              fmt::ScaleFormat::kUe8m0, fresh_seed());
+  const auto m = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fmt::ScaleFormat::kUe8m0,
+                              fresh_seed());
   for (const auto& c : {Config{128, 256, 0}, Config{0, 0, 0}}) check_bf16(m, c, /*expect_bitwise=*/true);
 }
 

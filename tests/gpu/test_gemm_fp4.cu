@@ -153,8 +153,15 @@ struct DeviceInputs {
   DeviceArray<int32_t> starts, counts;
   int sfa_stride;
   DeviceInputs(const Problem& p, const KernelWeights& w)
-      : a(p.a.data), b_fp4(w.fp4_data), b_fp8(w.fp8_data), codes(w.codes), sfa(host_sfa(p)), bases(w.bases),
-        starts(p.starts), counts(p.counts), sfa_stride(gemm::sfa_stride_for(p.total_rows())) {}
+      : a(p.a.data),
+        b_fp4(w.fp4_data),
+        b_fp8(w.fp8_data),
+        codes(w.codes),
+        sfa(host_sfa(p)),
+        bases(w.bases),
+        starts(p.starts),
+        counts(p.counts),
+        sfa_stride(gemm::sfa_stride_for(p.total_rows())) {}
   static std::vector<float> host_sfa(const Problem& p) {
     const int stride = gemm::sfa_stride_for(p.total_rows()), kb = p.k / 128;
     std::vector<float> s(size_t(kb) * stride, std::nanf(""));
@@ -236,8 +243,8 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
   }
   const double err_faithful = symmoe::test::rel_frobenius(all_faithful, all_got);
   const double err_exact = symmoe::test::rel_frobenius(all_exact, all_got);
-  std::printf("    [fp4 %s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", name(c).c_str(),
-              all_got.size() / p.n, err_faithful, err_exact);
+  std::printf("    [fp4 %s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", name(c).c_str(), all_got.size() / p.n,
+              err_faithful, err_exact);
   EXPECT_LE(err_faithful, 1e-3);
   EXPECT_LE(err_exact, 2e-3);
   if (expect_bitwise) {

@@ -88,7 +88,8 @@ void run_case(Setup& s, MegaMoe& mega, const Case& c) {
   mega.synchronize();
   const auto first = download_all(s, own, in);
   for (int i = 0; i < R; ++i)
-    EXPECT_TRUE(test::bitwise_equal(composed[i], first[i], what + " rank " + std::to_string(i) + ": fused vs composed"));
+    EXPECT_TRUE(
+        test::bitwise_equal(composed[i], first[i], what + " rank " + std::to_string(i) + ": fused vs composed"));
   for (int rep = 0; rep < 2 && !::testing::Test::HasFailure(); ++rep) {
     for (int i = 0; i < R; ++i) {
       poison(s.devices[i], own[i], size_t(c.tokens) * H * 2);
@@ -98,9 +99,9 @@ void run_case(Setup& s, MegaMoe& mega, const Case& c) {
     mega.synchronize();
     for (int i = 0; i < R; ++i) {
       EXPECT_EQ(ys[i], in.args[i].y) << what << ": forward must return the caller's y";
-      EXPECT_TRUE(test::bitwise_equal(first[i], download_bf16(s.devices[i], in.args[i].y, size_t(c.tokens) * H),
-                                      what + " rank " + std::to_string(i) + ": call " + std::to_string(rep + 2) +
-                                          " vs call 1"));
+      EXPECT_TRUE(test::bitwise_equal(
+          first[i], download_bf16(s.devices[i], in.args[i].y, size_t(c.tokens) * H),
+          what + " rank " + std::to_string(i) + ": call " + std::to_string(rep + 2) + " vs call 1"));
     }
   }
   if (mega.options().count_received) {
@@ -178,13 +179,13 @@ TEST_P(MegaGraph, CaptureReplayBitwise) {
   for (const auto& a : in.args) y_ptrs.push_back(a.y);
   const auto eager = download_all(*s, y_ptrs, in);
   expect_matches_golden(*s, in, eager, "eager", "fused layer");
-  expect_graph_replays_bitwise(*s, in, eager, [&] { mega->forward(in.args); }, 1000);  // issue 6: 1,000 replays
+  expect_graph_replays_bitwise(
+      *s, in, eager, [&] { mega->forward(in.args); }, 1000);  // issue 6: 1,000 replays
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, MegaGraph, ::testing::Values(0, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Ranks, MegaGraph, ::testing::Values(0, 8), [](const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+});
 
 // The traced kernels (MegaMoe::set_trace), BLOCK_M 64 and 128: y bitwise the untraced call's, and a consistent
 // trace. Only orders that program order or a barrier guarantees are checked: thread 0's stage stamps, the producer's
@@ -223,8 +224,8 @@ TEST_P(MegaTrace, TracedEqualsUntracedAndStampsAreOrdered) {
     const TracePoint thread0[] = {kTraceStart,      kTracePublished,    kTraceCounted, kTraceMathDone,
                                   kTraceGridSynced, kTraceCombineStart, kTraceEnd};  // in thread 0's program order
     for (size_t i = 1; i < sizeof(thread0) / sizeof(thread0[0]); ++i)
-      EXPECT_LE(w[thread0[i - 1]], w[thread0[i]]) << kTracePointNames[thread0[i - 1]] << " before "
-                                                  << kTracePointNames[thread0[i]];
+      EXPECT_LE(w[thread0[i - 1]], w[thread0[i]])
+          << kTracePointNames[thread0[i - 1]] << " before " << kTracePointNames[thread0[i]];
     EXPECT_LE(w[kTraceProducerDone], w[kTraceGridSynced]);
     EXPECT_LE(w[kTracePullDone], w[kTraceGridSynced]);
     const unsigned long long n = w[kTraceNumTiles];
@@ -247,10 +248,9 @@ TEST_P(MegaTrace, TracedEqualsUntracedAndStampsAreOrdered) {
   EXPECT_GT(total_tiles, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(64, 128),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "block_m" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(64, 128), [](const ::testing::TestParamInfo<int>& info) {
+  return "block_m" + std::to_string(info.param);
+});
 
 // The model shapes (flash, pro, v3) on 2 GPUs and on 8 virtual ranks, tokens/rank 1, 8, 128, 2048 with uniform,
 // Zipf, hot-expert and 30%-masked routings: fused == composed bitwise on every token of every rank (both run the
@@ -320,8 +320,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MegaModelShapes,
                          ::testing::Values(ShapeParam{"flash", 0}, ShapeParam{"flash", 8}, ShapeParam{"pro", 0},
                                            ShapeParam{"pro", 8}, ShapeParam{"v3", 0}, ShapeParam{"v3", 8}),
                          [](const ::testing::TestParamInfo<ShapeParam>& info) {
-                           return std::string(info.param.shape) +
-                                  (info.param.ranks == 0 ? "_one_per_gpu" : "_virtual" + std::to_string(info.param.ranks));
+                           return std::string(info.param.shape) + (info.param.ranks == 0
+                                                                       ? "_one_per_gpu"
+                                                                       : "_virtual" + std::to_string(info.param.ranks));
                          });
 
 // Two virtual ranks on one GPU; rank 1's kernel is never launched: rank 0's first barrier times out and the host

@@ -54,7 +54,8 @@ std::vector<std::vector<uint16_t>> run_forward_twice(Setup& s, Inputs& in, const
   s.layer->synchronize();
   for (int i = 0; i < R; ++i) {
     EXPECT_EQ(ys[i], in.args[i].y) << what << " rank " << i << ": forward must return the caller's y";
-    EXPECT_TRUE(test::bitwise_equal(first[i], download_bf16(s.devices[i], in.args[i].y, size_t(in.args[i].num_tokens) * H),
+    EXPECT_TRUE(test::bitwise_equal(first[i],
+                                    download_bf16(s.devices[i], in.args[i].y, size_t(in.args[i].num_tokens) * H),
                                     what + " rank " + std::to_string(i) + ": second call vs first"));
   }
   return first;
@@ -90,8 +91,7 @@ TEST_P(MoeComposed, MatchesGoldenModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MoeComposed,
-                         ::testing::Values(Param{1, true, 128, 0.f}, Param{0, false, 64, 0.f},
-                                           Param{8, false, 1, 2.f}),
+                         ::testing::Values(Param{1, true, 128, 0.f}, Param{0, false, 64, 0.f}, Param{8, false, 1, 2.f}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
                            return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
@@ -120,13 +120,13 @@ TEST_P(MoeGraph, CaptureReplayBitwise) {
   Inputs in = make_inputs(*s, c);
   const auto eager = run_forward_twice(*s, in, "eager");
   expect_matches_golden(*s, in, eager, "eager");
-  expect_graph_replays_bitwise(*s, in, eager, [&] { s->layer->forward(in.args); }, 1000);
+  expect_graph_replays_bitwise(
+      *s, in, eager, [&] { s->layer->forward(in.args); }, 1000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, MoeGraph, ::testing::Values(0, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Ranks, MoeGraph, ::testing::Values(0, 8), [](const ::testing::TestParamInfo<int>& info) {
+  return info.param == 0 ? std::string("one_per_gpu") : "virtual" + std::to_string(info.param);
+});
 
 // Host checks fire before anything is launched; the layer keeps working afterwards.
 TEST(MoeComposedErrors, BadArgumentsRaiseBeforeLaunch) {

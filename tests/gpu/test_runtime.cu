@@ -95,8 +95,8 @@ TEST_P(RuntimeBarrier, Stress100kNoDriftNoDeadlock) {
     EXPECT_EQ(state[1] & 0x7fffffffu, 0u) << "rank " << p.rank << ": grid-sync counter not back to a round start";
     EXPECT_EQ(state[2], 0u) << "rank " << p.rank << ": error count";
     // An even number of barriers leaves every slot at 0 (each parity saw +1/-1 pairs).
-    EXPECT_TRUE(test::bitwise_equal(std::vector<uint32_t>(2 * R, 0u), slots, "barrier slots of rank " +
-                                                                                 std::to_string(p.rank)));
+    EXPECT_TRUE(test::bitwise_equal(std::vector<uint32_t>(2 * R, 0u), slots,
+                                    "barrier slots of rank " + std::to_string(p.rank)));
   }
 }
 
@@ -218,8 +218,8 @@ __global__ void exchange_kernel(comm::SymBuffer sync_sym, layout::SyncArea area,
         if (method == Exchange::kBulkPull) {  // peer's send[me] -> smem -> my recv[peer]
           if (threadIdx.x == 0) {
             ptx::mbarrier_arrive_expect_tx(&bar, words * 4);
-            ptx::bulk_load_global_to_shared(
-                stage, data.map(data.local<uint32_t>(lay.send_offset(me)) + w0, peer), words * 4, &bar);
+            ptx::bulk_load_global_to_shared(stage, data.map(data.local<uint32_t>(lay.send_offset(me)) + w0, peer),
+                                            words * 4, &bar);
           }
           int ok = 1;
           if (threadIdx.x == 0)
@@ -284,8 +284,8 @@ TEST_P(RuntimeExchange, AllToAllKnownPatternsBitwise) {
       for (const auto& p : comm->local_ranks()) {
         SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
         exchange_kernel<<<std::min(4, p.num_sms), 128, 0, comm->stream(p.rank)>>>(
-            comm::make_sym_buffer(comm->sync_buffer(), p.rank), comm->sync_area(p.rank),
-            comm->wait_context(p.rank), comm::make_sym_buffer(data, p.rank), Exchange(m), seed);
+            comm::make_sym_buffer(comm->sync_buffer(), p.rank), comm->sync_area(p.rank), comm->wait_context(p.rank),
+            comm::make_sym_buffer(data, p.rank), Exchange(m), seed);
         SYMMOE_CUDA_CHECK_LAUNCH("exchange_kernel");
       }
       comm->synchronize();
@@ -295,8 +295,9 @@ TEST_P(RuntimeExchange, AllToAllKnownPatternsBitwise) {
         std::vector<uint32_t> expected(got.size());
         for (uint32_t src = 0; src < R; ++src)
           for (uint32_t w = 0; w < kChunkWords; ++w) expected[src * kChunkWords + w] = pattern(src, p.rank, w, seed);
-        ASSERT_TRUE(test::bitwise_equal(expected, got, std::string(names[m]) + " rank " + std::to_string(p.rank) +
-                                                           " (index / " + std::to_string(kChunkWords) + " = source)"));
+        ASSERT_TRUE(test::bitwise_equal(expected, got,
+                                        std::string(names[m]) + " rank " + std::to_string(p.rank) + " (index / " +
+                                            std::to_string(kChunkWords) + " = source)"));
         if (Exchange(m) != Exchange::kBulkPull) {
           const auto result = download<uint64_t>(base + lay.result_offset(), 1, p.device)[0];
           EXPECT_EQ(comm::packed_arrivals(result), R) << names[m] << " rank " << p.rank << ": arrivals";
@@ -344,8 +345,9 @@ TEST(RuntimeTransport, NvlinkDomainViewReachesItsDomainOnly) {
       std::vector<uint32_t> expected(layout::kMaxRanks, 0u);
       for (int l = 0; l < topo.ranks_per_domain(); ++l)
         expected[l] = 0xA5000000u | uint32_t(topo.rank_of(topo.domain_of(p.rank), l));
-      ASSERT_TRUE(test::bitwise_equal(expected, got, "mailbox of rank " + std::to_string(p.rank) + " with " +
-                                                         std::to_string(domains) + " domains"));
+      ASSERT_TRUE(test::bitwise_equal(
+          expected, got,
+          "mailbox of rank " + std::to_string(p.rank) + " with " + std::to_string(domains) + " domains"));
     }
     comm->host_barrier();
   }

@@ -81,7 +81,9 @@ void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
   const int R = s.shape.num_ranks, H = s.shape.hidden;
   Case c;
   const int routing = int(rng() % 5);
-  c.kind = routing == 1 ? ref::RoutingKind::kZipf : routing == 2 ? ref::RoutingKind::kHotExpert : ref::RoutingKind::kUniform;
+  c.kind = routing == 1   ? ref::RoutingKind::kZipf
+           : routing == 2 ? ref::RoutingKind::kHotExpert
+                          : ref::RoutingKind::kUniform;
   c.mask = routing == 3 ? 0.3 : routing == 4 ? 1.0 : 0.0;
   c.tokens = 1 + int(rng() % s.shape.num_max_tokens_per_rank);
   c.seed = rng();
@@ -161,7 +163,8 @@ void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
 
   if (st.calls % kGraphEvery == 0 && bad == 0) {
     const bool before = ::testing::Test::HasFailure();
-    expect_graph_replays_bitwise(s, in, fused, [&] { mega.forward(in.args); }, kGraphReplays);
+    expect_graph_replays_bitwise(
+        s, in, fused, [&] { mega.forward(in.args); }, kGraphReplays);
     ++st.graph_checks, st.graph_replays += kGraphReplays;
     if (!before && ::testing::Test::HasFailure()) ++bad;  // expect_graph_replays_bitwise reported the values
   }
@@ -200,11 +203,12 @@ TEST(Soak, FusedAndEpMatchComposedOnRandomShapes) {
       ADD_FAILURE() << "error after " << st.calls << " calls: " << e.what();
     }
   }
-  std::printf("[soak] %.1f s: %ld fused calls (%ld composed full-batch, %ld composed on sampled tokens), %ld tokens / "
-              "%ld values compared, %ld graph checks (%ld replays), %zu shapes; mismatches: %ld values in %ld calls; "
-              "timeouts: %ld\n", seconds_since(t0), st.calls, st.composed_full, st.composed_sampled,
-              st.tokens_compared, st.values_compared, st.graph_checks, st.graph_replays, st.shapes.size(),
-              st.mismatched_values, st.mismatched_calls, st.timeouts);
+  std::printf(
+      "[soak] %.1f s: %ld fused calls (%ld composed full-batch, %ld composed on sampled tokens), %ld tokens / "
+      "%ld values compared, %ld graph checks (%ld replays), %zu shapes; mismatches: %ld values in %ld calls; "
+      "timeouts: %ld\n",
+      seconds_since(t0), st.calls, st.composed_full, st.composed_sampled, st.tokens_compared, st.values_compared,
+      st.graph_checks, st.graph_replays, st.shapes.size(), st.mismatched_values, st.mismatched_calls, st.timeouts);
   EXPECT_GT(st.calls, 0);
   EXPECT_EQ(st.mismatched_values, 0);
   EXPECT_EQ(st.timeouts, 0);

@@ -34,10 +34,13 @@ int run_info(int argc, char** argv) {
   if (!args.parse(argc, argv)) return 0;
   const symmoe::cli::GpuProbe probe = symmoe::cli::probe_gpus();
   std::printf("symmoe %s (commit %s)\n", symmoe::kVersion, symmoe::kGitCommit);
-  if (symmoe::kWithCuda) std::printf("  CUDA runtime %s (static)\n", cuda_version_string(probe.runtime_version).c_str());
+  if (symmoe::kWithCuda)
+    std::printf("  CUDA runtime %s (static)\n", cuda_version_string(probe.runtime_version).c_str());
   if (probe.num_gpus == 0) {
-    std::printf("  no GPU: %s\n  `symmoe run` runs the golden model on the CPU here; the kernels and `symmoe bench` "
-                "need a Hopper GPU\n", probe.why_none.c_str());
+    std::printf(
+        "  no GPU: %s\n  `symmoe run` runs the golden model on the CPU here; the kernels and `symmoe bench` "
+        "need a Hopper GPU\n",
+        probe.why_none.c_str());
     print_knobs();
     return 0;
   }

@@ -12,10 +12,12 @@ int run_launch(int argc, char** argv) {
   symmoe::cli::Args args("launch",
                          "Start N processes of a multi-process job (one per GPU), wait for all, stop the others when "
                          "one fails.\nusage: symmoe launch -n N [--timeout S] -- command args...");
-  args.option("n", "", "number of processes (ranks); also accepted as -n").int_range(1, symmoe::cli::kMaxRanks)
+  args.option("n", "", "number of processes (ranks); also accepted as -n")
+      .int_range(1, symmoe::cli::kMaxRanks)
       .option("timeout", "0", "seconds before all processes are stopped (0: no limit); exit code 124")
       .real_range(0, 1e9)
-      .option("grace", "5", "seconds between SIGTERM and SIGKILL when stopping processes").real_range(0, 3600)
+      .option("grace", "5", "seconds between SIGTERM and SIGKILL when stopping processes")
+      .real_range(0, 3600)
       .positionals("-- command args...");
   // "-n N" is the conventional spelling; the flag parser knows only --name.
   std::vector<char*> rewritten(argv, argv + argc);
@@ -35,4 +37,5 @@ int run_launch(int argc, char** argv) {
 
 }  // namespace
 
-SYMMOE_CLI_COMMAND(launch, "launch", "start N processes (RANK/WORLD_SIZE/LOCAL_RANK) of a multi-process job", run_launch);
+SYMMOE_CLI_COMMAND(launch, "launch", "start N processes (RANK/WORLD_SIZE/LOCAL_RANK) of a multi-process job",
+                   run_launch);

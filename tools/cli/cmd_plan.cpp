@@ -22,8 +22,8 @@ void print_plan(const char* title, const std::string& line) {
 // inter-node numbers (plan_hybrid.hpp). The per-rank kernel plans above are NVLink-only and not printed here.
 int run_hybrid_plan(const cli::Args& args, layout::TokenDtype dtype) {
   const MoeShape shape = named_shape(args.str("shape"), args.integer("ranks"), args.integer("tokens"));
-  const plan::HybridPlan hybrid = plan::plan_hybrid(
-      plan::HybridDims::from_shape(shape, args.integer("nodes"), dtype, args.integer("node-limit")));
+  const plan::HybridPlan hybrid =
+      plan::plan_hybrid(plan::HybridDims::from_shape(shape, args.integer("nodes"), dtype, args.integer("node-limit")));
   std::printf("symmoe plan --nodes %d: %s (%s)\n\n", args.integer("nodes"), args.str("shape").c_str(),
               shape.to_string().c_str());
   print_plan("Hybrid EP dispatch/combine (network hop to the same local rank, then NVLink):", hybrid.to_string());
@@ -37,13 +37,17 @@ int run_hybrid_plan(const cli::Args& args, layout::TokenDtype dtype) {
 int run_plan(int argc, char** argv) {
   const cli::GpuLimits gpu = cli::gpu_limits();
   cli::Args args("plan", "Print the launch plans and the per-rank buffer layouts for one MoE deployment.");
-  args.option("shape", "v3", "model shape").choices({"flash", "pro", "v3", "tiny"})
-      .option("ranks", "8", "expert-parallel ranks R (E % R == 0)").int_range(1, cli::kMaxRanks)
+  args.option("shape", "v3", "model shape")
+      .choices({"flash", "pro", "v3", "tiny"})
+      .option("ranks", "8", "expert-parallel ranks R (E % R == 0)")
+      .int_range(1, cli::kMaxRanks)
       .option("tokens", "4096", "max tokens per rank T_max (the plans are for full batches)")
       .int_range(1, cli::kMaxTokensPerRank)
-      .option("sms", std::to_string(gpu.num_sms), "SMs per rank (132 on H100 SXM / H200; at most those of " +
-              gpu.name + ")").int_range(1, gpu.num_sms)
-      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16").choices({"fp8", "bf16"})
+      .option("sms", std::to_string(gpu.num_sms),
+              "SMs per rank (132 on H100 SXM / H200; at most those of " + gpu.name + ")")
+      .int_range(1, gpu.num_sms)
+      .option("dispatch-dtype", "fp8", "EP dispatch payload: fp8 (E4M3 + scales) or bf16")
+      .choices({"fp8", "bf16"})
       .option("nodes", "1", "nodes N (ranks / N GPUs each): given, prints the hybrid scale-out plan instead")
       .int_range(1, cli::kMaxRanks)
       .option("node-limit", "0", "with --nodes: max distinct nodes per token (DeepSeek-V3 routing: 4); 0 = none")

@@ -226,20 +226,29 @@ int run_layer(int argc, char** argv) {
       .int_range(1, cli::kMaxRanks)
       .option("tokens", "16", "tokens per rank (= num_max_tokens_per_rank; GPU default 512)")
       .int_range(1, cli::kMaxTokensPerRank)
-      .option("routing", "uniform", "routing generator").choices({"uniform", "zipf", "hot"})
-      .option("mask", "0", "probability that a top-k lane is masked (-1)").real_range(0, 1)
-      .option("zipf-s", "1.2", "Zipf exponent for --routing zipf (0: uniform)").real_range(0, cli::kMaxZipfExponent)
+      .option("routing", "uniform", "routing generator")
+      .choices({"uniform", "zipf", "hot"})
+      .option("mask", "0", "probability that a top-k lane is masked (-1)")
+      .real_range(0, 1)
+      .option("zipf-s", "1.2", "Zipf exponent for --routing zipf (0: uniform)")
+      .real_range(0, cli::kMaxZipfExponent)
       .option("hot-expert", "0", "the hot expert for --routing hot (< the shape's E)")
       .int_range(0, std::numeric_limits<int>::max())
-      .option("hot-fraction", "0.5", "fraction of tokens routed to the hot expert").real_range(0, 1)
-      .option("seed", "1", "seed of inputs, routing and weights").int_range(0, std::numeric_limits<int>::max())
-      .option("alignment", "1", "expert alignment of the expand layout (GPU default 128)").int_range(1, 1024)
-      .option("clamp", "0", "SwiGLU clamp (0 = off)").real_range(0, 1e30)
+      .option("hot-fraction", "0.5", "fraction of tokens routed to the hot expert")
+      .real_range(0, 1)
+      .option("seed", "1", "seed of inputs, routing and weights")
+      .int_range(0, std::numeric_limits<int>::max())
+      .option("alignment", "1", "expert alignment of the expand layout (GPU default 128)")
+      .int_range(1, 1024)
+      .option("clamp", "0", "SwiGLU clamp (0 = off)")
+      .real_range(0, 1e30)
       .option("check-tokens", "4", "GPU path: tokens per rank compared with the golden model")
       .int_range(1, cli::kMaxTokensPerRank)
-      .option("reps", "20", "GPU path: timed repetitions (CUDA-graph replays)").int_range(1, 100000)
-      .option("layer", "fused", "GPU path: fused (single kernel, also checked bitwise against composed) | composed "
-                                "(pipeline of kernels)")
+      .option("reps", "20", "GPU path: timed repetitions (CUDA-graph replays)")
+      .int_range(1, 100000)
+      .option("layer", "fused",
+              "GPU path: fused (single kernel, also checked bitwise against composed) | composed "
+              "(pipeline of kernels)")
       .choices({"fused", "composed"})
       .flag("cpu", "run the CPU golden model even where a GPU is available");
   if (!args.parse(argc, argv)) return 0;
@@ -262,8 +271,9 @@ int run_layer(int argc, char** argv) {
   o.routing.seed = uint64_t(args.integer("seed"));
   o.alignment = pick("alignment", 128);
   o.clamp = float(args.real("clamp"));
-  SYMMOE_CHECK(o.routing.hot_expert < o.shape.num_experts, "cli", "symmoe run: --hot-expert must be < E = ",
-               o.shape.num_experts, " of shape ", o.shape_name, ", got ", o.routing.hot_expert);
+  SYMMOE_CHECK(o.routing.hot_expert < o.shape.num_experts, "cli",
+               "symmoe run: --hot-expert must be < E = ", o.shape.num_experts, " of shape ", o.shape_name, ", got ",
+               o.routing.hot_expert);
 
   std::printf("symmoe run: shape %s (%s), routing %s, mask %g, seed %llu, alignment %d, clamp %g\n",
               o.shape_name.c_str(), o.shape.to_string().c_str(), ref::routing_kind_name(o.routing.kind),
@@ -279,5 +289,6 @@ int run_layer(int argc, char** argv) {
 
 }  // namespace
 
-SYMMOE_CLI_COMMAND(run, "run", "run one MoE layer across R ranks with its checks (GPUs: fused, or --layer composed; else CPU)",
+SYMMOE_CLI_COMMAND(run, "run",
+                   "run one MoE layer across R ranks with its checks (GPUs: fused, or --layer composed; else CPU)",
                    run_layer);

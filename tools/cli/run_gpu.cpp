@@ -50,10 +50,9 @@ std::vector<int> sample_tokens(int T, int count) {
   return t;
 }
 
-
 // "bitwise equal", or the first differing value and how many differ.
-std::string compare_bitwise(const std::vector<std::vector<uint16_t>>& want, const std::vector<std::vector<uint16_t>>& got,
-                            int H) {
+std::string compare_bitwise(const std::vector<std::vector<uint16_t>>& want,
+                            const std::vector<std::vector<uint16_t>>& got, int H) {
   std::string first;
   size_t count = 0, values = 0;
   for (size_t r = 0; r < want.size(); ++r) {
@@ -76,9 +75,9 @@ struct LayerRun {
   std::unique_ptr<Communicator> comm;
   MoeWeightStore weights;
   std::unique_ptr<ComposedMoe> composed;
-  std::unique_ptr<MegaMoe> mega;           // null: the composed layer is the one under test
-  std::vector<ref::MoeLayerInput> host;    // per rank, T tokens
-  std::vector<ref::Routing> routings;      // host[r].routing
+  std::unique_ptr<MegaMoe> mega;         // null: the composed layer is the one under test
+  std::vector<ref::MoeLayerInput> host;  // per rank, T tokens
+  std::vector<ref::Routing> routings;    // host[r].routing
   std::unique_ptr<DeviceLayerInputs> inputs;
   std::vector<MoeForwardArgs> args, mega_args;
   int T = 0, H = 0;
@@ -113,16 +112,18 @@ void build_layers(const GpuRunOptions& o, LayerRun& run) {
     MegaMoeOptions mo;
     mo.clamp = o.clamp;
     run.mega = std::make_unique<MegaMoe>(*run.comm, shape, run.weights.views(), mo);
-    std::printf("GPU path: FUSED single-kernel layer (MegaMoe: one persistent kernel per rank and call), checked "
-                "bitwise against one call of the composed pipeline.\n  fused plan (rank %d): %s\n",
-                run.comm->local_ranks()[0].rank, run.mega->plan(0).to_string().c_str());
+    std::printf(
+        "GPU path: FUSED single-kernel layer (MegaMoe: one persistent kernel per rank and call), checked "
+        "bitwise against one call of the composed pipeline.\n  fused plan (rank %d): %s\n",
+        run.comm->local_ranks()[0].rank, run.mega->plan(0).to_string().c_str());
   } else {
-    std::printf("GPU path: COMPOSED pipeline (EP dispatch expand -> grouped GEMM L1+SwiGLU/FP8 -> grouped GEMM L2 -> "
-                "EP combine); the default --layer fused runs the single-kernel layer.\n");
+    std::printf(
+        "GPU path: COMPOSED pipeline (EP dispatch expand -> grouped GEMM L1+SwiGLU/FP8 -> grouped GEMM L2 -> "
+        "EP combine); the default --layer fused runs the single-kernel layer.\n");
   }
   std::printf("  %d ranks on %d GPUs (in-process), synthetic weights %.2f GB per rank, set up in %.1f s\n",
-              shape.num_ranks, num_gpus,
-              double(MoeWeightStore::expert_bytes(shape)) * shape.num_local_experts() / 1e9, seconds_since(t0));
+              shape.num_ranks, num_gpus, double(MoeWeightStore::expert_bytes(shape)) * shape.num_local_experts() / 1e9,
+              seconds_since(t0));
 }
 
 // Random inputs of every rank (host and device); the fused layer's staged in its workspace, y stays args' y.
@@ -164,10 +165,10 @@ std::vector<std::vector<uint16_t>> check_eager(LayerRun& run, std::vector<const 
 
 // The golden model's outputs for the sampled tokens of every rank (kernel-faithful bf16 and exact fp64).
 struct GoldenOutputs {
-  std::vector<std::vector<int>> sampled;       // per rank: token indices
+  std::vector<std::vector<int>> sampled;        // per rank: token indices
   std::vector<std::vector<uint16_t>> faithful;  // per rank: [sampled, H]
   std::vector<std::vector<double>> exact;
-  size_t num_experts = 0;                        // experts regenerated on the host
+  size_t num_experts = 0;  // experts regenerated on the host
 };
 
 // Only the sampled tokens' experts' weights are regenerated on the host; one host thread per (rank, mode): a
@@ -229,9 +230,8 @@ void check_golden(const GpuRunOptions& o, const LayerRun& run, const std::vector
       for (int c = 0; c < H; ++c) masked_nonzero += y[r][size_t(t) * H + c] != 0;
     }
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%.2e over %zu values of %zu tokens x %d ranks (%.1f%% bitwise), %zu NaN",
-                err_f, values, g.sampled[0].size(), R, 100.0 * double(equal) / double(std::max<size_t>(values, 1)),
-                nans);
+  std::snprintf(buf, sizeof buf, "%.2e over %zu values of %zu tokens x %d ranks (%.1f%% bitwise), %zu NaN", err_f,
+                values, g.sampled[0].size(), R, 100.0 * double(equal) / double(std::max<size_t>(values, 1)), nans);
   // NOTES: 2e-2, not 1e-3: WGMMA's FP8 accumulation (~6e-4 vs the golden GEMM) flips ~5% of the L1 e4m3 codes by
   // one ulp; simulated effect on y ~7e-3 (tests/gpu/test_moe.cu).
   checks.push_back({"vs golden kernel-faithful, rel. Frob. <= 2e-2", nans == 0 && err_f <= 2e-2, buf});
@@ -247,10 +247,11 @@ void check_golden(const GpuRunOptions& o, const LayerRun& run, const std::vector
 double time_layer(const GpuRunOptions& o, LayerRun& run, const std::vector<const uint16_t*>& y_ptrs,
                   const std::vector<std::vector<uint16_t>>& y, std::vector<Check>& checks) {
   const int calls = run.T >= 2048 ? 2 : 10;
-  const double us = graph_time_all_ranks_us(*run.comm, [&] { run.forward(); }, calls, o.reps);
+  const double us = graph_time_all_ranks_us(
+      *run.comm, [&] { run.forward(); }, calls, o.reps);
   run.synchronize();
-  checks.push_back({"graph replays bitwise equal eager", run.download(y_ptrs) == y,
-                    "y after the timed CUDA-graph replays"});
+  checks.push_back(
+      {"graph replays bitwise equal eager", run.download(y_ptrs) == y, "y after the timed CUDA-graph replays"});
   return us;
 }
 
@@ -258,8 +259,8 @@ double time_layer(const GpuRunOptions& o, LayerRun& run, const std::vector<const
 bool print_report(const GpuRunOptions& o, const LayerRun& run, double us, const std::vector<Check>& checks) {
   const MoeShape& shape = o.shape;
   const RankTraffic tr = rank_traffic(shape, run.routings, 0);
-  std::printf("\n  %-8s %6s %8s %10s %10s %9s %9s %s\n", "shape", "ranks", "tokens", "pairs(r0)", "time_us",
-              "TFLOPS", "HBM_GB/s", "layer");
+  std::printf("\n  %-8s %6s %8s %10s %10s %9s %9s %s\n", "shape", "ranks", "tokens", "pairs(r0)", "time_us", "TFLOPS",
+              "HBM_GB/s", "layer");
   std::printf("  %-8s %6d %8d %10lld %10.1f %9.1f %9.0f %s\n", o.shape_name.c_str(), shape.num_ranks, run.T,
               tr.recv_pairs, us, tr.flops(shape) / us / 1e6, tr.hbm_bytes(shape) / us / 1e3, run.layer_name());
   std::printf("  (rank 0's (token, expert) pairs; TFLOPS = 2*pairs*H*I*3/t; time = median CUDA-graph replay)\n");

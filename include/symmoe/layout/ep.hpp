@@ -30,10 +30,10 @@
 // A token record (one truth for what a token carries) holds x, then the scale row (FP8: fp32 per 128 channels by
 // default, or EpDims::scale_row_bytes of packed UE8M0), K int32 top-k idx, K fp32 weights, K int32 expert
 // positions (the lane's rank among the source's tokens of that expert, -1 if not routed: the receiver's expand
-// placement) and the int32 src token global idx (src_rank * T_max + token), each field 16-byte aligned. x and the scale row go to the row regions, the rest (from
-// topk_idx_offset on, the "metadata record") to recv_meta: the sender knows the output row (it reads the counts of
-// earlier sources from the destination after the count exchange), so the receiver never copies x in non-expand
-// mode (DESIGN.md 4.1; measured: the copy epilogue was half of dispatch's time).
+// placement) and the int32 src token global idx (src_rank * T_max + token), each field 16-byte aligned. x and the scale
+// row go to the row regions, the rest (from topk_idx_offset on, the "metadata record") to recv_meta: the sender knows
+// the output row (it reads the counts of earlier sources from the destination after the count exchange), so the
+// receiver never copies x in non-expand mode (DESIGN.md 4.1; measured: the copy epilogue was half of dispatch's time).
 // NOTES: combine_recv is indexed by (token, top-k lane): in expand mode one row per routed lane; in non-expand mode
 // one row per (token, destination rank) stored at the rank's master lane (the highest lane choosing that rank, as
 // in the handle's recv_src_metadata col 1). So T*K rows is the worst case of both modes; indexing by source rank
@@ -65,7 +65,7 @@ struct TokenRecord {
   // scale_row_bytes < 0: the dtype's default (FP8: one fp32 per 128 channels; bf16: none).
   SYMMOE_HD constexpr TokenRecord(int hidden, int num_topk, TokenDtype dtype, int scale_row_bytes = -1) {
     x_bytes = static_cast<uint32_t>(hidden) * (dtype == TokenDtype::kBf16 ? 2u : 1u);
-    scales_bytes = scale_row_bytes >= 0 ? static_cast<uint32_t>(scale_row_bytes)
+    scales_bytes = scale_row_bytes >= 0            ? static_cast<uint32_t>(scale_row_bytes)
                    : dtype == TokenDtype::kFp8E4m3 ? static_cast<uint32_t>(hidden / 128) * 4u
                                                    : 0u;
     x_offset = 0;
@@ -104,7 +104,7 @@ struct EpDims {
   int hidden = 0;                   // H (multiple of 128)
   int num_max_tokens_per_rank = 0;  // T_max
   TokenDtype dtype = TokenDtype::kBf16;
-  int scale_row_bytes = -1;         // bytes of one scale row; -1: the dtype's default (see TokenRecord)
+  int scale_row_bytes = -1;  // bytes of one scale row; -1: the dtype's default (see TokenRecord)
   SYMMOE_HD constexpr int num_local_experts() const { return num_experts / num_ranks; }
 };
 

@@ -62,9 +62,7 @@ class EpHandleLayout {
   SYMMOE_HD int32_t* get_dst_buffer_slot_idx() const { return i32(kDstBufferSlotIdx); }
   SYMMOE_HD int64_t* get_topk_idx() const { return at_offset<int64_t>(base_, regions_.offset(kTopkIdx)); }
   SYMMOE_HD int32_t* get_psum_num_recv_tokens_per_rank() const { return i32(kPsumNumRecvTokensPerRank); }
-  SYMMOE_HD int32_t* get_num_unaligned_recv_tokens_per_expert() const {
-    return i32(kNumUnalignedRecvTokensPerExpert);
-  }
+  SYMMOE_HD int32_t* get_num_unaligned_recv_tokens_per_expert() const { return i32(kNumUnalignedRecvTokensPerExpert); }
   SYMMOE_HD int32_t* get_psum_num_recv_tokens_per_expert() const { return i32(kPsumNumRecvTokensPerExpert); }
   SYMMOE_HD int32_t* get_num_recv_tokens_per_expert() const { return i32(kNumRecvTokensPerExpert); }
   SYMMOE_HD int32_t* get_recv_src_metadata() const { return i32(kRecvSrcMetadata); }

@@ -23,7 +23,7 @@ struct MegaRoles {
   static constexpr int kNumMathWarpgroups = 2;  // warpgroups 0 .. kNumMathWarpgroups - 1
   static constexpr int kNumMathWarps = kNumMathWarpgroups * kWarpsPerWarpgroup;
   static constexpr int kNumMathThreads = kNumMathWarpgroups * kThreadsPerWarpgroup;
-  static constexpr int kDataWarpgroup = kNumMathWarpgroups;  // the one after the math warpgroups
+  static constexpr int kDataWarpgroup = kNumMathWarpgroups;                  // the one after the math warpgroups
   static constexpr int kProducerWarp = kDataWarpgroup * kWarpsPerWarpgroup;  // lane 0 issues the TMA loads
   static constexpr int kNumProducerWarps = 1;
   static constexpr int kFirstDispatchWarp = kProducerWarp + kNumProducerWarps;

@@ -28,8 +28,8 @@ struct MegaSmemCounts {
   SYMMOE_HD static constexpr int num_wave_words(int num_local_experts) { return (num_local_experts + 31) / 32; }
   // Bytes for R x El = num_experts counts, rounded up to 16.
   SYMMOE_HD static constexpr int num_bytes(int num_experts, int num_local_experts) {
-    return align_up<int>((num_experts + wave_last_from_seg_start(num_local_experts) +
-                          num_wave_words(num_local_experts)) * 4, 16);
+    return align_up<int>(
+        (num_experts + wave_last_from_seg_start(num_local_experts) + num_wave_words(num_local_experts)) * 4, 16);
   }
   SYMMOE_HD constexpr int num_bytes() const { return num_bytes(num_ranks * num_local_experts, num_local_experts); }
 

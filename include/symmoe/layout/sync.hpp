@@ -19,32 +19,41 @@
 
 namespace symmoe::layout {
 
-inline constexpr uint32_t kMaxRanks = 72;        // plan for 72 (NVL72); MoeShape::validate uses the same bound
-inline constexpr uint32_t kMaxErrorRecords = 16; // more timeouts are counted, not stored
+inline constexpr uint32_t kMaxRanks = 72;         // plan for 72 (NVL72); MoeShape::validate uses the same bound
+inline constexpr uint32_t kMaxErrorRecords = 16;  // more timeouts are counted, not stored
 
 // Where a bounded wait happened. Other components add their sites here so the host can name them.
 enum class WaitSite : uint32_t {
-  kGridSync = 1,      // all CTAs of one rank's kernel
-  kBarrier = 2,       // cross-rank barrier slot of one peer
-  kFlag = 3,          // point-to-point flag (ping-pong, notify)
-  kBulkCopy = 4,      // mbarrier completion of a bulk copy from peer memory
-  kPackedCounter = 5, // 64-bit (arrivals << 32 | count) counter
-  kMegaL1Arrival = 6, // fused MoE: rows of an L1 pool block pulled (dispatch warps -> L1 TMA producer)
-  kMegaL2Mask = 7,    // fused MoE: L1 n-blocks of a pool block written (L1 epilogue -> L2 TMA producer)
-  kTest = 100,        // planted waits in tests
+  kGridSync = 1,       // all CTAs of one rank's kernel
+  kBarrier = 2,        // cross-rank barrier slot of one peer
+  kFlag = 3,           // point-to-point flag (ping-pong, notify)
+  kBulkCopy = 4,       // mbarrier completion of a bulk copy from peer memory
+  kPackedCounter = 5,  // 64-bit (arrivals << 32 | count) counter
+  kMegaL1Arrival = 6,  // fused MoE: rows of an L1 pool block pulled (dispatch warps -> L1 TMA producer)
+  kMegaL2Mask = 7,     // fused MoE: L1 n-blocks of a pool block written (L1 epilogue -> L2 TMA producer)
+  kTest = 100,         // planted waits in tests
 };
 
 SYMMOE_HD constexpr const char* wait_site_name(uint32_t site) {
   switch (site) {
-    case uint32_t(WaitSite::kGridSync): return "grid_sync";
-    case uint32_t(WaitSite::kBarrier): return "barrier";
-    case uint32_t(WaitSite::kFlag): return "flag";
-    case uint32_t(WaitSite::kBulkCopy): return "bulk_copy";
-    case uint32_t(WaitSite::kPackedCounter): return "packed_counter";
-    case uint32_t(WaitSite::kMegaL1Arrival): return "mega_l1_arrival";
-    case uint32_t(WaitSite::kMegaL2Mask): return "mega_l2_mask";
-    case uint32_t(WaitSite::kTest): return "test";
-    default: return "unknown";
+    case uint32_t(WaitSite::kGridSync):
+      return "grid_sync";
+    case uint32_t(WaitSite::kBarrier):
+      return "barrier";
+    case uint32_t(WaitSite::kFlag):
+      return "flag";
+    case uint32_t(WaitSite::kBulkCopy):
+      return "bulk_copy";
+    case uint32_t(WaitSite::kPackedCounter):
+      return "packed_counter";
+    case uint32_t(WaitSite::kMegaL1Arrival):
+      return "mega_l1_arrival";
+    case uint32_t(WaitSite::kMegaL2Mask):
+      return "mega_l2_mask";
+    case uint32_t(WaitSite::kTest):
+      return "test";
+    default:
+      return "unknown";
   }
 }
 

@@ -45,8 +45,7 @@ std::vector<double> gemm_exact(const Fp8Activations& a, const Fp4Weights& b);   
 std::vector<float> gemm_faithful(const Fp8Activations& a, const Fp4Weights& b);  // [M, N]
 
 std::vector<uint16_t> expert_mlp_faithful(const Fp8Activations& x, int row_begin, int row_end,
-                                          const ExpertWeightsFp4& w, const std::vector<float>& row_weight,
-                                          float clamp);
+                                          const ExpertWeightsFp4& w, const std::vector<float>& row_weight, float clamp);
 std::vector<double> expert_mlp_exact(const Fp8Activations& x, int row_begin, int row_end, const ExpertWeightsFp4& w,
                                      const std::vector<double>& row_weight, double clamp);
 

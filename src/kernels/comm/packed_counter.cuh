@@ -21,8 +21,8 @@ __device__ __forceinline__ void packed_arrive_sys(uint64_t* counter, uint32_t co
 }
 
 // Consumer side: wait for `arrivals` arrivals; on success *value holds the packed word.
-__device__ __forceinline__ bool packed_wait_arrivals(const layout::WaitContext& ctx, int peer,
-                                                     const uint64_t* counter, uint32_t arrivals, uint64_t* value) {
+__device__ __forceinline__ bool packed_wait_arrivals(const layout::WaitContext& ctx, int peer, const uint64_t* counter,
+                                                     uint32_t arrivals, uint64_t* value) {
   return wait_until(
       ctx, layout::WaitSite::kPackedCounter, peer, counter, arrivals,
       [&] { return *value = ptx::ld_acquire_sys(counter); },

@@ -12,8 +12,8 @@
 namespace symmoe::comm {
 
 struct SymBuffer {
-  int64_t base = 0;                          // this rank's allocation
-  int64_t offsets[layout::kMaxRanks] = {};   // offsets[i] = base_i - base
+  int64_t base = 0;                         // this rank's allocation
+  int64_t offsets[layout::kMaxRanks] = {};  // offsets[i] = base_i - base
   uint32_t rank = 0;
   uint32_t num_ranks = 0;
 

@@ -21,8 +21,8 @@ __device__ __forceinline__ bool aborted(const layout::WaitContext& ctx) {
 }
 
 __device__ __forceinline__ void record_timeout(const layout::WaitContext& ctx, layout::WaitSite site, int peer,
-                                            const void* counter, uint64_t expected, uint64_t seen,
-                                            uint64_t elapsed_ns) {
+                                               const void* counter, uint64_t expected, uint64_t seen,
+                                               uint64_t elapsed_ns) {
   const uint32_t idx = ptx::atom_add_relaxed_gpu(ctx.num_errors, 1);
   if (idx >= layout::kMaxErrorRecords) return;  // counted, not stored
   layout::ErrorRecord* r = ctx.records + idx;

@@ -13,9 +13,7 @@ namespace symmoe::kernel {
 
 // bf16 -> fp32 is exact: the 16 bits shifted into the high half.
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
-__device__ __forceinline__ uint32_t float_to_bf16_bits(float v) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
+__device__ __forceinline__ uint32_t float_to_bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 
 __device__ __forceinline__ void combine_zero8(float (&acc)[8]) {
 #pragma unroll

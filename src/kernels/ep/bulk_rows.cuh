@@ -84,8 +84,7 @@ struct BulkRowPipe {
     const uint8_t* row = piece < x_pieces ? x + t * x_bytes : sf + t * sf_bytes;
     const uint32_t bytes = piece_bytes(piece);
     ptx::mbarrier_arrive_expect_tx(bars + s, bytes);
-    ptx::bulk_load_global_to_shared(stages + size_t(s) * kBulkStageBytes, row + piece_offset(piece), bytes,
-                                    bars + s);
+    ptx::bulk_load_global_to_shared(stages + size_t(s) * kBulkStageBytes, row + piece_offset(piece), bytes, bars + s);
   }
 
   // Whole warp: the next token's x row (and scale row unless !with_scales) to every destination held by the lanes

@@ -15,10 +15,10 @@ __device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
 
 // Top-k lane `lane_id()` of one token as a warp sees it.
 struct LaneRoute {
-  int64_t expert;   // as given (may be out of range on bad input)
-  bool valid;       // expert in [0, E)
-  int dst_rank;     // expert / El, -1 when not valid
-  bool master;      // the highest lane whose expert lives on dst_rank
+  int64_t expert;  // as given (may be out of range on bad input)
+  bool valid;      // expert in [0, E)
+  int dst_rank;    // expert / El, -1 when not valid
+  bool master;     // the highest lane whose expert lives on dst_rank
 };
 
 __device__ __forceinline__ LaneRoute route_lane(int64_t expert, int num_topk, int num_experts, int num_local) {
@@ -36,7 +36,10 @@ __device__ __forceinline__ LaneRoute route_lane(int64_t expert, int num_topk, in
 // else the read-only path (inputs of the call).
 template <bool kCoherent>
 __device__ __forceinline__ int4 load16(const int4* p) {
-  if constexpr (kCoherent) return __ldcg(p); else return __ldg(p);
+  if constexpr (kCoherent)
+    return __ldcg(p);
+  else
+    return __ldg(p);
 }
 
 // One warp: copies `bytes` (multiple of 16, 16-byte aligned) from `src` to every destination held by the lanes of
@@ -56,8 +59,8 @@ __device__ __forceinline__ void warp_copy16_fanout(const uint8_t* src, uint32_t 
       if (i < n) v[u] = load16<kCoherent>(s + i);
     }
     for (uint32_t rest = dst_mask; rest; rest &= rest - 1) {
-      auto* d = reinterpret_cast<int4*>(
-          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(dst), __ffs(rest) - 1));
+      auto* d =
+          reinterpret_cast<int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(dst), __ffs(rest) - 1));
 #pragma unroll
       for (int u = 0; u < kCopyVecs; ++u) {
         const uint32_t i = base + u * 32 + lane;
@@ -69,8 +72,7 @@ __device__ __forceinline__ void warp_copy16_fanout(const uint8_t* src, uint32_t 
 
 // The same for `bytes` a multiple of 4 (scale rows of any packing; small).
 template <bool kCoherent>
-__device__ __forceinline__ void warp_copy4_fanout(const uint8_t* src, uint32_t bytes, uint8_t* dst,
-                                                  uint32_t dst_mask) {
+__device__ __forceinline__ void warp_copy4_fanout(const uint8_t* src, uint32_t bytes, uint8_t* dst, uint32_t dst_mask) {
   const auto* s = reinterpret_cast<const uint32_t*>(src);
   for (uint32_t base = 0; base < bytes / 4; base += 32) {
     const uint32_t i = base + lane_id();

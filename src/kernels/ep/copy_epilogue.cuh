@@ -21,11 +21,11 @@
 namespace symmoe::ep {
 
 struct RecvMeta {
-  int* psum_rank;     // [R] inclusive
-  int* start;         // [El] exclusive prefix of aligned counts
-  int* unaligned;     // [El]
-  int* aligned;       // [El]
-  int* expert_base;   // [R * El] fresh only: start[e] + rows of earlier sources for e
+  int* psum_rank;    // [R] inclusive
+  int* start;        // [El] exclusive prefix of aligned counts
+  int* unaligned;    // [El]
+  int* aligned;      // [El]
+  int* expert_base;  // [R * El] fresh only: start[e] + rows of earlier sources for e
   int num_recv, num_expanded;
 };
 

@@ -64,8 +64,7 @@ __device__ __forceinline__ void push_token(const DispatchParams& p, const int* r
 // handle's dst_buffer_slot_idx and topk_idx copy, then the push. bases: this warp's [R + E] row (shared).
 template <uint32_t kSkip>
 __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
-                                                     int* pushed, int* bases, int begin, int end,
-                                                     BulkRowPipe& pipe) {
+                                                     int* pushed, int* bases, int begin, int end, BulkRowPipe& pipe) {
   const auto& dims = p.layout.dims();
   const int R = dims.num_ranks, E = dims.num_experts, K = dims.num_topk, El = dims.num_local_experts();
   const int T_max = dims.num_max_tokens_per_rank, lane = lane_id(), per_chunk = route_chunk_tokens(K);

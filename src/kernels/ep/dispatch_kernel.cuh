@@ -51,8 +51,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) dispatch_kernel(const __grid_c
   int begin, end;
   warp_token_range(p.num_tokens, g, num_warps, &begin, &end);
   BulkRowPipe pipe;  // row loads start now: they need only the token range
-  pipe.start(shared.bulk_pipe(warp), p.x, uint32_t(p.x_row_bytes), p.x_sf,
-               p.sf_row_bytes, begin, end);
+  pipe.start(shared.bulk_pipe(warp), p.x, uint32_t(p.x_row_bytes), p.x_sf, p.sf_row_bytes, begin, end);
   bool input_error = false, ok = true;
   if (!p.cached) {
     count_tokens(p, chunk, warp_counters, begin, end);
@@ -106,7 +105,8 @@ void launch_dispatch_kernel(const DispatchParams& p, int num_ctas, cudaStream_t 
   {
     const std::lock_guard<std::mutex> lock(mutex);
     if (device >= kMaxDevices || configured[device] < int(smem)) {
-      SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(dispatch_kernel<kSkip>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      SYMMOE_CUDA_CHECK(
+          cudaFuncSetAttribute(dispatch_kernel<kSkip>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       if (device < kMaxDevices) configured[device] = int(smem);
     }
   }

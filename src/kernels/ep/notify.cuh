@@ -111,14 +111,13 @@ __device__ __forceinline__ void count_tokens(const DispatchParams& p, RouteChunk
   __syncwarp();
   for (int t0 = begin; t0 < end; t0 += per_chunk) {
     const int t1 = min(end, t0 + per_chunk);
-    load_route_chunk(chunk, p.topk_idx, range_in_one_chunk(begin, end, K) ? p.topk_weights : nullptr, nullptr, t0,
-                     t1);
+    load_route_chunk(chunk, p.topk_idx, range_in_one_chunk(begin, end, K) ? p.topk_weights : nullptr, nullptr, t0, t1);
     for (int t = t0; t < t1; ++t) {
       const int64_t e = lane < K ? chunk.expert(t, lane) : int64_t(-1);
       const LaneRoute r = route_lane(e, K, E, El);
       // Input checks: out-of-range ids, and a valid expert repeated in the token (reported at the later lane).
-      const uint32_t same = __match_any_sync(0xffffffffu, r.valid ? static_cast<unsigned long long>(e)
-                                                                  : static_cast<unsigned long long>(-1 - lane));
+      const uint32_t same = __match_any_sync(
+          0xffffffffu, r.valid ? static_cast<unsigned long long>(e) : static_cast<unsigned long long>(-1 - lane));
       const bool out_of_range = lane < K && (e < -1 || e >= E);
       const bool duplicate = r.valid && (__ffs(same) - 1) != lane;
       if (out_of_range) atomicMin(p.error_key, input_error_key(t, lane, InputErrorKind::kOutOfRange));
@@ -144,7 +143,8 @@ __device__ __forceinline__ void publish_cta_counts(const DispatchParams& p, cons
 
 // Host-visible record of the first bad entry (smallest token, then lane). One thread.
 __device__ __forceinline__ void publish_input_error(const DispatchParams& p, unsigned long long key) {
-  const int64_t* token_experts = p.topk_idx + int64_t(symmoe::kernel::input_error_token(key)) * p.layout.dims().num_topk;
+  const int64_t* token_experts =
+      p.topk_idx + int64_t(symmoe::kernel::input_error_token(key)) * p.layout.dims().num_topk;
   symmoe::kernel::write_input_error(p.error, key, token_experts);
 }
 

@@ -24,9 +24,9 @@ constexpr int kNumThreads = layout::EpDispatchRoles::kNumThreads;
 constexpr int kCombineWarps = layout::EpCombineRoles::kNumWarps;
 
 // A bad routing entry found on the device while counting (kernels/common/input_error.hpp).
+using symmoe::kernel::input_error_key;
 using symmoe::kernel::InputError;
 using symmoe::kernel::InputErrorKind;
-using symmoe::kernel::input_error_key;
 
 // Device arrays of one EpHandle (see symmoe/ep.hpp for shapes).
 struct HandleArrays {
@@ -43,9 +43,9 @@ struct HandleArrays {
 };
 
 struct DispatchParams {
-  comm::SymBuffer sym;         // the EP buffer
-  layout::EpLayout layout;     // at this rank's base
-  layout::SyncArea sync;       // layout.get_sync_area()
+  comm::SymBuffer sym;      // the EP buffer
+  layout::EpLayout layout;  // at this rank's base
+  layout::SyncArea sync;    // layout.get_sync_area()
   layout::WaitContext wait;
   int rank, num_tokens, x_row_bytes, sf_row_bytes;
   const uint8_t* x;
@@ -55,13 +55,13 @@ struct DispatchParams {
   bool cached, expand, zero_padding;
   int expert_alignment;
   HandleArrays handle;
-  uint8_t* recv_x;   // expand outputs (non-expand rows are the buffer's recv_x / recv_scales regions)
+  uint8_t* recv_x;  // expand outputs (non-expand rows are the buffer's recv_x / recv_scales regions)
   uint8_t* recv_sf;
   int64_t* recv_topk_idx;
   float* recv_topk_weights;
-  int32_t* warp_counts;                  // [num_ctas * kNumWarps][R + E] workspace
-  unsigned long long* error_key;         // min over (token << 32 | lane << 8 | kind); all ones = none
-  InputError* error;                     // host-mapped
+  int32_t* warp_counts;           // [num_ctas * kNumWarps][R + E] workspace
+  unsigned long long* error_key;  // min over (token << 32 | lane << 8 | kind); all ones = none
+  InputError* error;              // host-mapped
 };
 
 struct CombineParams {

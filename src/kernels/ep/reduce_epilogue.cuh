@@ -69,7 +69,7 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
     ok = comm::wait_eq_sys(p.wait, layout::WaitSite::kFlag, dst_rank, flag, 1u);
     if (ok) *flag = 0u;  // consumed (see the header)
   }
-  if (!__all_sync(0xffffffffu, ok)) return false;  // acquire by the waiting lanes + warp barrier: rows visible
+  if (!__all_sync(0xffffffffu, ok)) return false;         // acquire by the waiting lanes + warp barrier: rows visible
   if constexpr ((kSkip & kSkipReduce) != 0) return true;  // flags only
 
   if (p.combined_topk_weights && lane < K) {

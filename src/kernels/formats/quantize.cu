@@ -18,7 +18,7 @@
 namespace symmoe {
 namespace {
 
-constexpr int kChunk = 128;             // channels per warp
+constexpr int kChunk = 128;  // channels per warp
 constexpr int kValuesPerLane = 4;
 constexpr int kWarpsPerCta = 8;
 
@@ -34,8 +34,8 @@ SYMMOE_DEVICE void load4(const __nv_bfloat16* p, float v[4]) {
 
 template <typename T>
 __global__ void __launch_bounds__(kWarpsPerCta * 32)
-    quantize_activations_kernel(const T* __restrict__ x, int num_rows, int num_cols, int block,
-                                fmt::ScaleFormat format, uint8_t* __restrict__ out, float* __restrict__ scales) {
+    quantize_activations_kernel(const T* __restrict__ x, int num_rows, int num_cols, int block, fmt::ScaleFormat format,
+                                uint8_t* __restrict__ out, float* __restrict__ scales) {
   const int lane = threadIdx.x % 32;
   const int lanes_per_block = block / kValuesPerLane;  // 32 or 8
   const int chunks_per_row = ceil_div(num_cols, kChunk);
@@ -80,8 +80,8 @@ void launch(const T* x, int num_rows, int num_cols, int block, fmt::ScaleFormat 
   constexpr const char* kFn = "quantize_activations_gpu";
   SYMMOE_CHECK(block == 128 || block == 32, "formats", kFn, ": block must be 32 or 128, got ", block);
   SYMMOE_CHECK(num_rows >= 0, "formats", kFn, ": num_rows must be >= 0, got ", num_rows);
-  SYMMOE_CHECK(num_cols >= 0 && num_cols % block == 0, "formats", kFn, ": num_cols must be a multiple of block ",
-               block, ", got ", num_cols);
+  SYMMOE_CHECK(num_cols >= 0 && num_cols % block == 0, "formats", kFn, ": num_cols must be a multiple of block ", block,
+               ", got ", num_cols);
   SYMMOE_CHECK(format == fmt::ScaleFormat::kFp32 || format == fmt::ScaleFormat::kUe8m0, "formats", kFn,
                ": unknown scale format ", int(format));
   if (num_rows == 0 || num_cols == 0) return;
@@ -95,8 +95,8 @@ void launch(const T* x, int num_rows, int num_cols, int block, fmt::ScaleFormat 
   const long long num_chunks = (long long)num_rows * ceil_div(num_cols, kChunk);
   // Grid-stride loop: cap the grid at 2^20 CTAs (far more than fit at once on any GPU).
   const long long num_ctas = std::min<long long>(ceil_div<long long>(num_chunks, kWarpsPerCta), 1 << 20);
-  quantize_activations_kernel<T><<<unsigned(num_ctas), kWarpsPerCta * 32, 0, stream>>>(x, num_rows, num_cols, block,
-                                                                                       format, out, scales);
+  quantize_activations_kernel<T>
+      <<<unsigned(num_ctas), kWarpsPerCta * 32, 0, stream>>>(x, num_rows, num_cols, block, format, out, scales);
   SYMMOE_CUDA_CHECK_LAUNCH("quantize_activations_kernel");
 }
 
@@ -107,8 +107,8 @@ void quantize_activations_gpu(const float* x, int num_rows, int num_cols, int bl
   launch(x, num_rows, num_cols, block, format, out, scales, stream);
 }
 
-void quantize_activations_gpu(const __nv_bfloat16* x, int num_rows, int num_cols, int block,
-                              fmt::ScaleFormat format, uint8_t* out, float* scales, cudaStream_t stream) {
+void quantize_activations_gpu(const __nv_bfloat16* x, int num_rows, int num_cols, int block, fmt::ScaleFormat format,
+                              uint8_t* out, float* scales, cudaStream_t stream) {
   launch(x, num_rows, num_cols, block, format, out, scales, stream);
 }
 

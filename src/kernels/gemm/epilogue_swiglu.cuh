@@ -30,8 +30,7 @@ __device__ __forceinline__ uint16_t quantize_e4m3x2_pow2(float first, float seco
 // Layout: a GemmSmemLayout (FP8 or FP4 weights); only its amax exchange is used.
 template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
 __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
-                                                    const Layout& smem,
-                                                    const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+                                                    const Layout& smem, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                                     float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
                                                     const WarpStaging& staging) {
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
@@ -75,7 +74,8 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
     uint8_t* out = staging.row(lane / 4 + 8 * r) + 2 * (lane % 4);
 #pragma unroll
     for (int q = 0; q < kPairs; ++q) {
-      *reinterpret_cast<uint16_t*>(out + 8 * q) = quantize_e4m3x2_pow2(acc[8 * q + 2 * r], acc[8 * q + 2 * r + 1], inv_scale);
+      *reinterpret_cast<uint16_t*>(out + 8 * q) =
+          quantize_e4m3x2_pow2(acc[8 * q + 2 * r], acc[8 * q + 2 * r + 1], inv_scale);
     }
     if (valid && (!Slice::kSplitN || wg == 0) && lane % 4 == 0)
       p.out_scales[size_t(inter_begin / 128) * p.out_scale_stride + row] = scale;

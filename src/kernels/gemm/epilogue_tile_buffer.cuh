@@ -17,9 +17,10 @@
 namespace symmoe::gemm::kernel {
 
 template <int BLOCK_M, int BLOCK_N, int kRowBytes>
-__device__ __forceinline__ void epilogue_bf16_tile_buffer(
-    const GemmParams& p, const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-    const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc], const StagingRows<kRowBytes>& staging) {
+__device__ __forceinline__ void epilogue_bf16_tile_buffer(const GemmParams& p, const Tile& tile,
+                                                          const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+                                                          const float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+                                                          const StagingRows<kRowBytes>& staging) {
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   static_assert(kRowBytes >= 2 * Slice::kWgN + 16 && kRowBytes % 16 == 0, "a staging row holds the slice's row");
   const int warp = (threadIdx.x % 128) / 32, lane = staging.lane;

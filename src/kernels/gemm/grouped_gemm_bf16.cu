@@ -28,8 +28,8 @@ std::string kernel_name(const plan::GemmKernelShape& s) {
 
 void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& params, const GemmTensorMaps& maps,
                          int num_ctas, cudaStream_t stream) {
-  SYMMOE_CHECK(num_ctas > 0 && num_ctas % shape.cluster_size == 0, "gemm",
-               "num_ctas must be a positive multiple of ", shape.cluster_size, ", got ", num_ctas);
+  SYMMOE_CHECK(num_ctas > 0 && num_ctas % shape.cluster_size == 0, "gemm", "num_ctas must be a positive multiple of ",
+               shape.cluster_size, ", got ", num_ctas);
   int index = -1;
   for (int i = 0; i < plan::kNumGemmKernels; ++i) {
     const plan::GemmKernelShape& k = plan::kGemmKernels[i];

@@ -65,8 +65,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const WarpStaging staging{smem.staging(wg * 4 + (threadIdx.x % 128) / 32), lane};
     Tile tile;
     for (int tile_count = 0; sched.next(tile); ++tile_count) {
-      math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, kEpilogue, false, true>(params, smem, tile, slice, wg, pipe,
-                                                                              acc);
+      math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, kEpilogue, false, true>(params, smem, tile, slice, wg, pipe, acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc, staging);
       else

@@ -11,8 +11,7 @@
 
 namespace symmoe::gemm::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer,
-          bool kFp4>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer, bool kFp4>
 void launch_config(const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream) {
   static_assert(!kFp4 || (kClusterM == 1 && !kTileBuffer), "FP4 weights: cluster 1, slab staging");
   constexpr int kSmemBytes = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>::kDynamicBytes;
@@ -61,8 +60,7 @@ void launch_entry(const GemmParams& params, const GemmTensorMaps& maps, int num_
 // must all satisfy `belongs` (so every entry is compiled in exactly one file).
 using KernelPredicate = bool (*)(const plan::GemmKernelShape&);
 template <KernelPredicate kBelongs, int... kIndices>
-bool launch_one_of(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
-                   cudaStream_t stream) {
+bool launch_one_of(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream) {
   static_assert((kBelongs(plan::kGemmKernels[kIndices]) && ...), "a kernel entry compiled in the wrong file");
   return ((index == kIndices && (launch_entry<kIndices>(params, maps, num_ctas, stream), true)) || ...);
 }

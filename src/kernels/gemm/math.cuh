@@ -105,11 +105,10 @@ __device__ __forceinline__ void promote(float* acc_half, const float (&partial)[
 // The raw stage's raw_full is waited on too, so that this thread acquires the A tile and scales that TMA wrote.
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false,
           bool kFp4 = false>
-__device__ __forceinline__ void math_mainloop(const GemmParams& p,
-                                              const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>& smem,
-                                              const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-                                              int wg, PipelineState<kNumStages>& pipe,
-                                              float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+__device__ __forceinline__ void math_mainloop(
+    const GemmParams& p, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>& smem, const Tile& tile,
+    const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice, int wg, PipelineState<kNumStages>& pipe,
+    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
   constexpr int kConvStages = plan::kGemmFp4ConvStages;
   static_assert(!kFp4 || kNumStages == 2 * kConvStages, "FP4: the E4M3 ring position is derived from R = 2C");
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;

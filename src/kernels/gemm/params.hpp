@@ -26,7 +26,7 @@ constexpr int kSfaBoxPad = plan::kGemmSfaBoxPad;
 
 struct GemmParams {
   int num_experts = 0, n = 0, k = 0;
-  int num_rows_total = 0;             // rows of A / D (masked: E * max_m)
+  int num_rows_total = 0;  // rows of A / D (masked: E * max_m)
   // Row ranges (see above): masked when max_m > 0.
   const int32_t* segment_starts = nullptr;  // [E + 1] contiguous
   const int32_t* num_valid_rows = nullptr;  // [E]; contiguous: optional, masked: the per-expert count

@@ -30,7 +30,10 @@ struct TileScheduler {
   int next_tile;
 
   __device__ TileScheduler(const GemmParams& p, int cluster_idx_, int num_clusters_, int cta_rank_)
-      : params(p), cluster_idx(cluster_idx_), num_clusters(num_clusters_), cta_rank(cta_rank_),
+      : params(p),
+        cluster_idx(cluster_idx_),
+        num_clusters(num_clusters_),
+        cta_rank(cta_rank_),
         next_tile(cluster_idx_) {}
 
   // A partial last n-block (n % BLOCK_N == 128 with BLOCK_N = 256) is computed whole; its second warpgroup

@@ -27,9 +27,9 @@ struct GemmSmemLayout {
   static constexpr int kABytes = BLOCK_M * kBlockK;
   static constexpr int kBBytes = BLOCK_N * kBlockK;
   static constexpr int kBFp4Bytes = kFp4 ? BLOCK_N * kBlockK / 2 : 0;  // packed E2M1, two per byte
-  static constexpr int kCodesBytes = kFp4 ? BLOCK_N * 4 : 0;          // one int32 of 4 UE8M0 codes per row
-  static constexpr int kSfaBoxBytes = (BLOCK_M + kSfaBoxPad) * 4;  // what TMA writes per stage
-  static constexpr int kSfaBytes = (kSfaBoxBytes + 127) / 128 * 128;  // stage stride (TMA destination alignment)
+  static constexpr int kCodesBytes = kFp4 ? BLOCK_N * 4 : 0;           // one int32 of 4 UE8M0 codes per row
+  static constexpr int kSfaBoxBytes = (BLOCK_M + kSfaBoxPad) * 4;      // what TMA writes per stage
+  static constexpr int kSfaBytes = (kSfaBoxBytes + 127) / 128 * 128;   // stage stride (TMA destination alignment)
   static constexpr int kNumConvStages = kFp4 ? plan::kGemmFp4ConvStages : 0;
   static constexpr int kNumBStages = kFp4 ? kNumConvStages : kNumStages;  // E4M3 B tiles
   static constexpr int kAOffset = 0;
@@ -61,8 +61,8 @@ struct GemmSmemLayout {
   static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kWeights),
                 "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
   static_assert(kStagingOffset % 16 == 0 && kStagingRowBytes % 16 == 0, "bulk-store sources are 16-byte aligned");
-  static_assert(kBFp4Offset % 128 == 0 && kCodesOffset % 128 == 0 && kSfaOffset % 128 == 0 &&
-                    kTableOffset % 8 == 0 && kBarrierOffset % 8 == 0,
+  static_assert(kBFp4Offset % 128 == 0 && kCodesOffset % 128 == 0 && kSfaOffset % 128 == 0 && kTableOffset % 8 == 0 &&
+                    kBarrierOffset % 8 == 0,
                 "TMA destinations 128-byte aligned, tables and barriers 8-byte aligned");
 
   uint8_t* base;
@@ -72,9 +72,7 @@ struct GemmSmemLayout {
   __device__ float* sfa(int s) const { return reinterpret_cast<float*>(base + kSfaOffset + s * kSfaBytes); }
   // kFp4 only: the packed FP4 B tile (row r at r * 64 bytes), its scale codes (row r's int32), the tables.
   __device__ uint8_t* b_fp4(int s) const { return base + kBFp4Offset + s * kBFp4Bytes; }
-  __device__ uint32_t* codes(int s) const {
-    return reinterpret_cast<uint32_t*>(base + kCodesOffset + s * kCodesBytes);
-  }
+  __device__ uint32_t* codes(int s) const { return reinterpret_cast<uint32_t*>(base + kCodesOffset + s * kCodesBytes); }
   __device__ Fp4ShiftTable* fp4_tables() const { return reinterpret_cast<Fp4ShiftTable*>(base + kTableOffset); }
   __device__ int2* fp4_base_codes(int s) const { return reinterpret_cast<int2*>(base + kTableOffset + 128) + s; }
   __device__ float* amax(int parity, int wg) const {

@@ -121,8 +121,8 @@ __device__ __noinline__ void publish_input_error(const MegaParams& p) {
 
 // One dispatch warp: the pool rows r = warp_idx, warp_idx + num_warps, ... below the last segment's end; padding
 // rows are skipped. A row's (expert, source rank) is a binary search over the chunk starts in shared memory.
-// NOTES: written for the few registers of the data warpgroup (MegaRoles::kDataRegisters): little state per row, loops not
-// unrolled (nested per-expert/per-source cursors spilled).
+// NOTES: written for the few registers of the data warpgroup (MegaRoles::kDataRegisters): little state per row, loops
+// not unrolled (nested per-expert/per-source cursors spilled).
 template <int BLOCK_M>
 __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCounts& c, int warp_idx, int num_warps,
                                           int lane) {
@@ -135,7 +135,10 @@ __device__ __forceinline__ void pull_rows(const MegaParams& p, const ExpertCount
 #pragma unroll 1
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (c.chunk_start[mid] <= r) lo = mid; else hi = mid - 1;
+      if (c.chunk_start[mid] <= r)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const int e = lo / R, s = lo % R;
     const int chunk_end = s + 1 < R ? c.chunk_start[lo + 1] : c.seg_start[e] + c.num_rows[e];

@@ -6,7 +6,8 @@
 //   combine.cuh    fp32 sum of each token's rows in ascending lane order, one bf16 rounding (all warps)
 //   scheduler.cuh  waves of experts; L1 then L2 tiles per wave; block counts from device-side counts
 // Stages of one call (every CTA; R ranks; all CTAs co-resident, grid <= the rank's SM share):
-//   count_and_publish (routing checked) -> rank_barrier #1 -> load_expert_counts -> roles (pull || TMA || math+epilogues)
+//   count_and_publish (routing checked) -> rank_barrier #1 -> load_expert_counts -> roles (pull || TMA ||
+//   math+epilogues)
 //   -> grid_sync -> clear the call's counters (recv counts, arrival counters, masks) + rank barrier #2 (CTA 0's
 //   cross-rank step, then a grid sync) -> combine
 // NOTES: why the counters are safe to clear there: every CTA read the recv counts before its roles; peers write
@@ -151,7 +152,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     MegaTile t;
     for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
       if (!t.l2) {
-        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe, acc);
+        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe,
+                                                                                 acc);
         if constexpr (kTrace)
           if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
         epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);

@@ -24,11 +24,11 @@ struct MegaTensorMaps {
 static_assert(sizeof(CUtensorMap) == 128, "MegaTensorMaps: the phase's maps are consecutive");
 
 struct MegaParams {
-  layout::MegaLayout ws;     // this rank's workspace (local base); peers' copies through sym.map
-  comm::SymBuffer sym;       // the workspace's symmetric buffer (same offsets as ws on every rank)
-  layout::WaitContext ctx;   // bounded waits: records go to the Communicator's error area
-  int num_tokens = 0;        // this rank's tokens T (<= T_max); inputs already in ws (x, scales, topk)
-  int wave_l1_tiles = 0;     // plan::MegaPlan::wave_l1_tiles (the scheduler's wave rule)
+  layout::MegaLayout ws;    // this rank's workspace (local base); peers' copies through sym.map
+  comm::SymBuffer sym;      // the workspace's symmetric buffer (same offsets as ws on every rank)
+  layout::WaitContext ctx;  // bounded waits: records go to the Communicator's error area
+  int num_tokens = 0;       // this rank's tokens T (<= T_max); inputs already in ws (x, scales, topk)
+  int wave_l1_tiles = 0;    // plan::MegaPlan::wave_l1_tiles (the scheduler's wave rule)
   // This rank's experts (MoeRankWeights): only the block scales are read directly, the FP8 tiles come through the
   // tensor maps. w1_scales: transformed (gate, up) pairs [El, I/128, H/128, 2]; w2_scales [El, H/128, I/128].
   const float* w1_scales = nullptr;

@@ -47,10 +47,9 @@ __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const Mega
 constexpr int kEarlyWeightStages = 3;
 
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
-__device__ __forceinline__ void run_mega_producer(const MegaParams& p,
-                                                  const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
-                                                  const MegaTensorMaps& maps,
-                                                  MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
+__device__ __forceinline__ void run_mega_producer(
+    const MegaParams& p, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+    const MegaTensorMaps& maps, MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
   using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
   const layout::MegaDims& d = p.ws.dims();
   gemm::kernel::PipelineState<kNumStages> pipe;

@@ -41,7 +41,7 @@ __device__ __forceinline__ int wave_end_from(const uint32_t* wave_last, int begi
   uint32_t bits = wave_last[word] & (~0u << (begin % 32));
 #pragma unroll 1
   while (bits == 0) bits = wave_last[++word];  // load_expert_counts sets the last expert's bit: terminates
-  return word * 32 + __ffs(bits);  // __ffs is 1-based: the last expert + 1
+  return word * 32 + __ffs(bits);              // __ffs is 1-based: the last expert + 1
 }
 
 struct MegaTile {
@@ -61,13 +61,15 @@ struct MegaScheduler {
   // array: a dynamically indexed array would put the scheduler in local memory.
   int l1_n_blocks, l2_n_blocks;
   int next_tile;
-  int wave_end = 0;                            // one past the current wave's last expert
+  int wave_end = 0;                              // one past the current wave's last expert
   int wave_block_begin = 0, wave_block_end = 0;  // the current wave's pool blocks
 
   __device__ MegaScheduler(const MegaParams& p, const ExpertCounts& c, int cta)
-      : seg_start(c.seg_start), num_local_experts(p.ws.dims().num_local_experts()),
+      : seg_start(c.seg_start),
+        num_local_experts(p.ws.dims().num_local_experts()),
         l1_n_blocks(2 * p.ws.dims().intermediate / BLOCK_N),
-        l2_n_blocks((p.ws.dims().hidden + BLOCK_N - 1) / BLOCK_N), next_tile(cta) {}
+        l2_n_blocks((p.ws.dims().hidden + BLOCK_N - 1) / BLOCK_N),
+        next_tile(cta) {}
 
   __device__ int num_rows(int e) const {
     return seg_start[layout::MegaSmemCounts::num_rows_from_seg_start(num_local_experts) + e];
@@ -99,7 +101,10 @@ struct MegaScheduler {
 #pragma unroll 1
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (seg_start[mid] <= row_begin) lo = mid; else hi = mid - 1;
+      if (seg_start[mid] <= row_begin)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     t.tile.expert_idx = lo;
     t.tile.row_begin = row_begin;

@@ -27,8 +27,8 @@ __global__ void __launch_bounds__(256) expand_glue_kernel(const ExpandGlueParams
 }  // namespace
 
 void launch_expand_glue(const ExpandGlueParams& p, int max_rows, cudaStream_t stream) {
-  const int blocks = int(std::min<size_t>(std::max<size_t>(ceil_div<size_t>(size_t(max_rows) * p.num_k_blocks, 256), 1),
-                                          264));
+  const int blocks =
+      int(std::min<size_t>(std::max<size_t>(ceil_div<size_t>(size_t(max_rows) * p.num_k_blocks, 256), 1), 264));
   expand_glue_kernel<<<blocks, 256, 0, stream>>>(p);
   SYMMOE_CUDA_CHECK_LAUNCH("moe expand_glue_kernel");
 }

@@ -70,9 +70,17 @@ void launch_synthetic_weights(const MoeShape& shape, int first_expert, int num_e
   SYMMOE_CHECK(shape.hidden % 128 == 0 && shape.intermediate % 128 == 0, "moe", "synthetic weights need H and I ",
                "multiples of 128, got ", shape.to_string());
   if (num_experts <= 0) return;
-  FillParams p{shape.hidden, shape.intermediate, first_expert, num_experts, seed,
-               synthetic::fan_in_scale(shape.hidden), synthetic::fan_in_scale(shape.intermediate),
-               reinterpret_cast<uint32_t*>(w1), w1_scales, reinterpret_cast<uint32_t*>(w2), w2_scales};
+  FillParams p{shape.hidden,
+               shape.intermediate,
+               first_expert,
+               num_experts,
+               seed,
+               synthetic::fan_in_scale(shape.hidden),
+               synthetic::fan_in_scale(shape.intermediate),
+               reinterpret_cast<uint32_t*>(w1),
+               w1_scales,
+               reinterpret_cast<uint32_t*>(w2),
+               w2_scales};
   int device = 0, sms = 0;
   SYMMOE_CUDA_CHECK(cudaGetDevice(&device));
   SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));

@@ -38,7 +38,8 @@ TEST(EpHostChecks, ScaleRowBytes) {
   EXPECT_EQ(ep_scale_row_bytes(EpScales::kUe8m0Per32, 7168), 224);
   EXPECT_EQ(ep_scale_row_bytes(EpScales::kUe8m0Per128, 7168), 56);
   EXPECT_EQ(ep_scale_row_bytes(EpScales::kUe8m0Per128, 128), 4);  // one byte padded to a whole int32
-  EXPECT_NE(error_of([] { ep_scale_row_bytes(EpScales::kFp32Per128, 100); }).find("multiple of 128"), std::string::npos);
+  EXPECT_NE(error_of([] { ep_scale_row_bytes(EpScales::kFp32Per128, 100); }).find("multiple of 128"),
+            std::string::npos);
 }
 
 TEST(EpHostChecks, ConfigValidation) {
@@ -77,13 +78,15 @@ TEST(EpHostChecks, DispatchArguments) {
   a.topk_weights = nullptr;
   EXPECT_NE(error_of([&] { check_dispatch_args(c, 8, 1, a, o); }).find("topk_weights"), std::string::npos);
   o.expert_alignment = 0;
-  EXPECT_NE(error_of([&] { check_dispatch_args(c, 8, 1, good_args(4), o); }).find("expert_alignment"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_dispatch_args(c, 8, 1, good_args(4), o); }).find("expert_alignment"),
+            std::string::npos);
   o = EpDispatchOptions{};
   EXPECT_EQ(error_of([&] { check_dispatch_args(c, 8, 1, good_args(0), o); }), "");  // no tokens: no pointers needed
   EXPECT_NE(error_of([&] { check_dispatch_args(c, 7, 1, good_args(4), o); }).find("num_ranks (7)"), std::string::npos);
   EpBufferConfig bf16 = c;
   bf16.dtype = EpDtype::kBf16, bf16.scales = EpScales::kNone;
-  EXPECT_NE(error_of([&] { check_dispatch_args(bf16, 8, 0, good_args(4), o); }).find("x_scales given"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_dispatch_args(bf16, 8, 0, good_args(4), o); }).find("x_scales given"),
+            std::string::npos);
 }
 
 TEST(EpHostChecks, CombineArguments) {

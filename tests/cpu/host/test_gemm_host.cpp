@@ -49,7 +49,8 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x256x128, stages 3, cluster 1, epilogue bf16, tile buffer} x 132 CTAs");
   opt.tile_buffer = -1;
-  EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16} x 132 CTAs");
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16} x 132 CTAs");
   opt.tile_buffer = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
@@ -65,7 +66,8 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
   opt = {};
   opt.num_sms = 132;
-  EXPECT_EQ(describe_launch(in, false, opt), "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
 }
 
 TEST(GemmHost, BadArgumentsAreNamed) {

@@ -136,7 +136,8 @@ TEST(MoeGlue, SegmentStartsFromExpandMetadata) {
     ref::RoutingOptions ro;
     ro.seed = 11 + alignment, ro.mask_prob = 0.3, ro.kind = ref::RoutingKind::kZipf;
     std::vector<ref::DispatchInput> inputs;
-    for (int r = 0; r < s.num_ranks; ++r) inputs.push_back(ref::make_dispatch_input(ref::make_random_layer_input(s, 9 - r, ro, r)));
+    for (int r = 0; r < s.num_ranks; ++r)
+      inputs.push_back(ref::make_dispatch_input(ref::make_random_layer_input(s, 9 - r, ro, r)));
     ref::DispatchConfig c;
     c.num_ranks = s.num_ranks, c.num_experts = s.num_experts, c.num_topk = s.num_topk;
     c.num_max_tokens_per_rank = s.num_max_tokens_per_rank, c.expert_alignment = alignment, c.do_expand = true;

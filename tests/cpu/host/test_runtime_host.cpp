@@ -54,8 +54,7 @@ TEST(RuntimeLayout, SymBufferMapIsSameOffsetInPeer) {
   sym.num_ranks = 3;
   for (int r = 0; r < 3; ++r) sym.offsets[r] = bases[r] - bases[1];
   auto* p = reinterpret_cast<uint32_t*>(bases[1] + 4096);
-  for (uint32_t r = 0; r < 3; ++r)
-    EXPECT_EQ(reinterpret_cast<int64_t>(sym.map(p, r)), bases[r] + 4096) << "peer " << r;
+  for (uint32_t r = 0; r < 3; ++r) EXPECT_EQ(reinterpret_cast<int64_t>(sym.map(p, r)), bases[r] + 4096) << "peer " << r;
   EXPECT_EQ(sym.map(p, 1), p);
   EXPECT_EQ(reinterpret_cast<int64_t>(sym.local<uint8_t>(100)), bases[1] + 100);
 }
@@ -195,8 +194,8 @@ layout::ErrorRecord record(uint32_t rank, int peer, uint32_t site = uint32_t(lay
 TEST(RuntimeErrors, BlamesThePeerThatNeverWaited) {
   EXPECT_NO_THROW(throw_if_timed_out({}, "here"));
   // Ranks 0 and 2 waited for 3; rank 1 (still in a grid sync) also recorded; 3 recorded nothing -> 3 stalled.
-  const std::vector<layout::ErrorRecord> records = {record(1, -1, uint32_t(layout::WaitSite::kGridSync)),
-                                                    record(0, 2), record(0, 3), record(2, 3)};
+  const std::vector<layout::ErrorRecord> records = {record(1, -1, uint32_t(layout::WaitSite::kGridSync)), record(0, 2),
+                                                    record(0, 3), record(2, 3)};
   try {
     throw_if_timed_out(records, "here");
     ADD_FAILURE() << "must throw";

@@ -26,9 +26,9 @@ TEST(Transport, TopologyMapsAndErrors) {
   }
   EXPECT_TRUE(t.same_domain(8, 15));
   EXPECT_FALSE(t.same_domain(7, 8));
-  EXPECT_NE(error_of([] { TransportTopology::make(64, 3); })
-                .find("num_domains (3) must be >= 1 and divide num_ranks (64)"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { TransportTopology::make(64, 3); }).find("num_domains (3) must be >= 1 and divide num_ranks (64)"),
+      std::string::npos);
   EXPECT_NE(error_of([] { TransportTopology::make(8, 0); }).find("num_domains (0)"), std::string::npos);
   EXPECT_NE(error_of([] { TransportTopology::make(0, 1); }).find("num_ranks must be >= 1, got 0"), std::string::npos);
   EXPECT_NE(error_of([] { TransportTopology::make(144, 1); }).find("144 ranks per domain, expected <= 72"),
@@ -47,8 +47,8 @@ TEST(Transport, NvlinkReachesItsDomainOnly) {
 TEST(Transport, DomainViewIsTheTeamOfTheRank) {
   const TransportTopology t = TransportTopology::make(16, 2);
   const int rank = 10;
-  const comm::SymBuffer v =
-      domain_view(fake_base(rank), [&](int peer) { return fake_base(peer) - fake_base(rank); }, t, rank);
+  const comm::SymBuffer v = domain_view(
+      fake_base(rank), [&](int peer) { return fake_base(peer) - fake_base(rank); }, t, rank);
   EXPECT_EQ(v.rank, 2u);
   EXPECT_EQ(v.num_ranks, 8u);
   EXPECT_EQ(v.base, fake_base(rank));
@@ -59,7 +59,10 @@ TEST(Transport, DomainViewIsTheTeamOfTheRank) {
         << "local " << local;
   }
   for (size_t i = 8; i < layout::kMaxRanks; ++i) EXPECT_EQ(v.offsets[i], 0) << "entry " << i << " outside the team";
-  EXPECT_NE(error_of([&] { domain_view(0, [](int) { return int64_t(0); }, t, 16); }).find("rank 16 outside [0, 16)"),
+  EXPECT_NE(error_of([&] {
+              domain_view(
+                  0, [](int) { return int64_t(0); }, t, 16);
+            }).find("rank 16 outside [0, 16)"),
             std::string::npos);
 }
 
@@ -67,8 +70,8 @@ TEST(Transport, OneDomainViewEqualsTheGlobalView) {
   const int R = 8;
   const TransportTopology t = TransportTopology::make(R, 1);
   for (int rank = 0; rank < R; ++rank) {
-    const comm::SymBuffer v =
-        domain_view(fake_base(rank), [&](int peer) { return fake_base(peer) - fake_base(rank); }, t, rank);
+    const comm::SymBuffer v = domain_view(
+        fake_base(rank), [&](int peer) { return fake_base(peer) - fake_base(rank); }, t, rank);
     // What comm::make_sym_buffer fills from a SymmetricBuffer with these bases.
     comm::SymBuffer global;
     global.base = fake_base(rank), global.rank = uint32_t(rank), global.num_ranks = uint32_t(R);

@@ -6,8 +6,9 @@
 namespace symmoe::cli {
 
 int run_gpu_layer(const GpuRunOptions&) {
-  SYMMOE_FAIL("cli", "symmoe was built without CUDA (CPU-only build): the GPU path of `run` is not available; "
-                     "use `symmoe run --cpu`");
+  SYMMOE_FAIL("cli",
+              "symmoe was built without CUDA (CPU-only build): the GPU path of `run` is not available; "
+              "use `symmoe run --cpu`");
 }
 
 }  // namespace symmoe::cli
