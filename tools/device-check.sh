@@ -43,16 +43,18 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_runtime) echo "--gtest_filter=-*Stress100k*" ;;
     memcheck:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert:GroupedGemm.MaskedDecodeSizes:GroupedGemmL1.MaskedSwigluFp8" ;;
     memcheck:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*:EpRepeat.*" ;;
+    memcheck:gpu_test_gemm_fp4) echo "--gtest_filter=GroupedGemmFp4.MaskedDecodeSizes:GroupedGemmFp4L1.MaskedSwigluFp8:GroupedGemmFp4.BadArgumentsRaiseBeforeWriting" ;;
     memcheck:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*:MegaErrors.*" ;;
     memcheck:gpu_test_moe) echo "--gtest_filter=Ranks/MoeComposed.*/ranks1_host_weights:MoeComposedErrors.*" ;;
     memcheck:gpu_test_soak) echo "--seconds=5" ;;
     *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
     *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
+    *:gpu_test_gemm_fp4) echo "--gtest_filter=GroupedGemmFp4.MaskedDecodeSizes" ;;
     *) echo "" ;;
   esac
 }
-# Seconds per run (binary tool): memcheck 265 s over the 7 binaries + racecheck / synccheck 120 + 5 x 32 s = 545 s
+# Seconds per run (binary tool): memcheck 265 s over the 7 binaries + racecheck / synccheck 120 + 7 x 32 s = 609 s
 # at most.
 sanitize_cap() {
   case "$2:$1" in
@@ -69,7 +71,7 @@ if [ $sanitize -eq 1 ]; then
   command -v compute-sanitizer > /dev/null || { echo "compute-sanitizer not found" | tee -a "$log"; exit 2; }
   runs=()
   for t in "$bin"/gpu_test_*; do [ -x "$t" ] && runs+=("$(basename "$t") memcheck"); done
-  for name in gpu_test_mega gpu_test_ep gpu_test_gemm; do
+  for name in gpu_test_mega gpu_test_ep gpu_test_gemm gpu_test_gemm_fp4; do
     [ -x "$bin/$name" ] && runs+=("$name racecheck" "$name synccheck")
   done
   rows=()
@@ -95,7 +97,7 @@ if [ $sanitize -eq 1 ]; then
     echo "# compute-sanitizer, $SYMMOE_GPU_KIND, $(date -u +%F' '%TZ), commit $SYMMOE_COMMIT"
     echo
     echo "\`tools/device-check.sh --sanitize\`: memcheck over every GPU test binary, racecheck and synccheck over the"
-    echo "fused, EP and GEMM binaries, each with the gtest arguments shown (small cases) and a time cap (rc 124 = cap hit)."
+    echo "fused, EP, GEMM and FP4 GEMM binaries, each with the gtest arguments shown (small cases) and a time cap (rc 124 = cap hit)."
     echo
     echo "| binary | tool | errors | rc | seconds | tests | arguments |"
     echo "|---|---|---|---|---|---|---|"
