@@ -8,10 +8,11 @@
 // Protocol per K block j (smem_layout.hpp, producer_fp4.cuh): wait raw_full of raw stage j % R (the producer's TMA
 // of the FP4 tile and codes, and its base-code slot), wait conv_empty of tile j % C (the math warps are done with
 // the tile of block j - C), convert the warp's rows, fence the generic-proxy stores for the async proxy (WGMMA), one
-// arrive per converter warp on full of tile j % C. The math warps wait for full and raw_full, then release both
-// empty and conv_empty. Every wait depends only on earlier blocks or on the producer's block j, so nothing waits in a
-// cycle; the producer refills a raw stage only after the math warps, who wait for full (the converters are done
-// reading it), release it. The converters take the raw stages in ring order until the one that carries the stop
+// arrive per converter warp on full of tile j % C and on empty of raw stage j % R (so the producer's next write of
+// the stage's base-code slot follows the converters' reads directly). The math warps wait for full and raw_full,
+// then release both empty and conv_empty. Every wait depends only on earlier blocks or on the producer's block j, so
+// nothing waits in a cycle; the producer refills a raw stage only after the math warps and the converters have all
+// released it. The converters take the raw stages in ring order until the one that carries the stop
 // mark, which the producer publishes after its last K block. (No scheduler copy here: it would not fit the
 // producer warpgroup's 40 registers next to the loop.)
 // NOTES: two E4M3 tiles (64 KiB for BLOCK_N 256) let the converters work one K block ahead of the math warps while
@@ -87,7 +88,10 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
     }
     ptx::fence_proxy_async_shared_cta();  // this thread's E4M3 stores -> visible to the WGMMA (async proxy)
     __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(smem.full(conv.stage));
+    if (lane == 0) {
+      ptx::mbarrier_arrive(smem.full(conv.stage));
+      ptx::mbarrier_arrive(smem.empty(pipe.stage));  // done reading the raw stage (FP4 tile, codes, base slot)
+    }
     pipe.advance();
     conv.advance();
   }

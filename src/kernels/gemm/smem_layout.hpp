@@ -98,7 +98,7 @@ struct GemmSmemLayout {
   __device__ void init_stage_barriers(uint32_t consumer_arrivals, uint32_t full_arrivals = 1) const {
     for (int s = 0; s < kNumStages; ++s) {
       if constexpr (!kFp4) ptx::mbarrier_init(full(s), 1);
-      ptx::mbarrier_init(empty(s), consumer_arrivals);
+      ptx::mbarrier_init(empty(s), consumer_arrivals + (kFp4 ? full_arrivals : 0u));  // FP4: + the converters
       if constexpr (kFp4) ptx::mbarrier_init(raw_full(s), 1);
     }
     if constexpr (kFp4)
