@@ -8,6 +8,7 @@
 #include "kernels/common/input_error.hpp"
 #include "ep/bench_access.hpp"
 #include "kernels/ep/params.hpp"
+#include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/env.hpp"
 #include "symmoe/ep.hpp"
@@ -18,37 +19,7 @@
 namespace symmoe {
 namespace {
 
-// One cudaMalloc block carved into aligned arrays (freed on the owning device).
-class DeviceBlock {
- public:
-  DeviceBlock() = default;
-  DeviceBlock(const DeviceBlock&) = delete;
-  DeviceBlock& operator=(const DeviceBlock&) = delete;
-  DeviceBlock(DeviceBlock&& o) noexcept : base_(o.base_), bytes_(o.bytes_), device_(o.device_) { o.base_ = nullptr; }
-  ~DeviceBlock() { release(); }
-  void allocate(int device, size_t bytes) {
-    release();
-    device_ = device;
-    SYMMOE_CUDA_CHECK(cudaSetDevice(device));
-    SYMMOE_CUDA_CHECK(cudaMalloc(&base_, std::max<size_t>(bytes, 256)));
-    bytes_ = bytes;
-  }
-  void release() {
-    if (base_) {
-      cudaSetDevice(device_);
-      cudaFree(base_);
-    }
-    base_ = nullptr;
-    bytes_ = 0;
-  }
-  uint8_t* base() const { return static_cast<uint8_t*>(base_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
-  int device_ = 0;
-};
+using runtime::DeviceBlock;
 
 // Offsets of consecutive 256-byte aligned arrays.
 struct Carver {
