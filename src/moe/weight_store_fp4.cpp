@@ -43,9 +43,7 @@ Fp4Weights host_matrix_fp4(int rows, int cols, uint64_t seed, int expert, Matrix
 
 }  // namespace
 
-int fp4_base_code(int fan_in) {
-  return 127 + int(std::lround(std::log2(1.0 / std::sqrt(8.5625 * double(fan_in)))));
-}
+int fp4_base_code(int fan_in) { return 127 + int(std::lround(std::log2(1.0 / std::sqrt(8.5625 * double(fan_in))))); }
 
 ref::ExpertWeightsFp4 host_expert_fp4(int hidden, int intermediate, int expert, uint64_t seed) {
   SYMMOE_CHECK(hidden % 128 == 0 && intermediate % 128 == 0, "moe",
@@ -83,7 +81,11 @@ struct Fp4Chunk {
   std::vector<uint32_t> c1, c2;
   std::vector<float> b1, b2;
   explicit Fp4Chunk(const ExpertArraySizes& z, size_t n)
-      : w1(n * z.w1_bytes), w2(n * z.w2_bytes), c1(n * z.w1_codes), c2(n * z.w2_codes), b1(n * z.w1_scales),
+      : w1(n * z.w1_bytes),
+        w2(n * z.w2_bytes),
+        c1(n * z.w1_codes),
+        c2(n * z.w2_codes),
+        b1(n * z.w1_scales),
         b2(n * z.w2_scales) {}
   // Transforms expert w into slot j.
   void put(size_t j, const ref::ExpertWeightsFp4& w, const ExpertArraySizes& z, int H, int I) {
@@ -181,11 +183,10 @@ MoeWeightStore MoeWeightStore::from_host_fp4(const Communicator& comm, const Moe
 MoeWeightStore MoeWeightStore::synthetic_fp4(const Communicator& comm, const MoeShape& shape, uint64_t seed) {
   MoeWeightStore store;
   store.impl_->allocate(comm, shape, gemm::WeightFormat::kFp4);
-  fill_fp4(store.impl_->ranks, comm, shape,
-           [&](int e, ref::ExpertWeightsFp4& scratch) -> const ref::ExpertWeightsFp4& {
-             scratch = synthetic::host_expert_fp4(shape.hidden, shape.intermediate, e, seed);
-             return scratch;
-           });
+  fill_fp4(store.impl_->ranks, comm, shape, [&](int e, ref::ExpertWeightsFp4& scratch) -> const ref::ExpertWeightsFp4& {
+    scratch = synthetic::host_expert_fp4(shape.hidden, shape.intermediate, e, seed);
+    return scratch;
+  });
   return store;
 }
 

@@ -180,8 +180,8 @@ TEST_P(MoeComposedFp4, BitwiseEqualToFp8OnExpandedWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MoeComposedFp4,
-                         ::testing::Values(Param{1, false, 128, 0.f}, Param{8, false, 1, 2.f},
-                                           Param{0, true, 64, 0.f}, Param{8, true, 128, 0.f}),
+                         ::testing::Values(Param{1, false, 128, 0.f}, Param{8, false, 1, 2.f}, Param{0, true, 64, 0.f},
+                                           Param{8, true, 128, 0.f}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
                            return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
@@ -204,11 +204,11 @@ TEST(MoeComposedFp4Graph, CaptureReplayBitwise) {
 }
 
 // Expects `expr` to throw symmoe::Error whose message contains `word`.
-#define EXPECT_ERROR_NAMES(expr, word)                                                                        \
-  do {                                                                                                        \
-    const std::string msg_ = test::error_of([&] { expr; });                                                   \
-    EXPECT_NE(msg_.find(word), std::string::npos) << "expected an error naming '" << (word) << "', got '" << msg_ \
-                                                  << "'";                                                     \
+#define EXPECT_ERROR_NAMES(expr, word)                                          \
+  do {                                                                          \
+    const std::string msg_ = test::error_of([&] { expr; });                     \
+    EXPECT_NE(msg_.find(word), std::string::npos)                               \
+        << "expected an error naming '" << (word) << "', got '" << msg_ << "'"; \
   } while (0)
 
 // Bad FP4 weights raise naming the argument before the layer writes anything (y stays poisoned); MegaMoe refuses
