@@ -153,6 +153,11 @@ void fill_fp4(const std::vector<runtime::DeviceBlock>& blocks, const Communicato
       copy_up(b + l.w2_codes + e0 * z.w2_codes * 4, host.c2, n * z.w2_codes);
       copy_up(b + l.w2_scales + e0 * z.w2_scales * 4, host.b2, n * z.w2_scales);
     }
+  // A pageable cudaMemcpy may return before its DMA lands; the layers read the weights on non-blocking streams.
+  for (const RankPlacement& p : local) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(p.device));
+    SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
 }
 
 }  // namespace
