@@ -8,10 +8,16 @@
 //                                is compared with the composed y bitwise (bitwise_equal_composed; a mismatch is
 //                                printed and recorded, the bench goes on). The composed layer is always built (the
 //                                check needs it), timed only when listed.
-// Inputs: synthetic weights generated on the GPUs, FP8 x (per-128 fp32 scales), routing from ref::make_routing.
+// Weights (--weights, default fp8): each listed format gets its own synthetic weights and composed layer, timed on
+// the same inputs one after the other (field "weights"): fp8 = synthetic weights generated on the GPUs; fp4 =
+// synthetic FP4 E2M1 weights (MoeWeightStore::synthetic_fp4: generated on the host, UE8M0 codes per 32 columns),
+// composed layer only (the fused kernel has no FP4 path yet; the fused layer runs the fp8 weights). The two formats
+// hold different synthetic weights, so their y are not compared.
+// Inputs: FP8 x (per-128 fp32 scales), routing from ref::make_routing.
 // Metrics (DESIGN.md 8), for rank 0 (the rank whose stream is timed; the layer is collective), for both layers:
 //   tflops      2 * recv_pairs * H * I * 3 / t, recv_pairs = (token, expert) pairs rank 0 computes
-//   hbm_gbps    (touched local experts' weights incl. scales + recv_pairs * (H + 4H/128) FP8 rows in
+//   hbm_gbps    (touched local experts' weights incl. scales (FP4: + codes, data at half a byte per weight)
+//               + recv_pairs * (H + 4H/128) FP8 rows in
 //               + recv_pairs * 2H bf16 rows out) / t — the layer's minimum traffic, not every intermediate
 //   weight_gbps touched local experts' weights incl. scales / t, and weight_fraction_of_ceiling against
 //               hbm_ceiling_gbps: a streaming read of 4 GiB on GPU 0 measured at the start of the same run
@@ -42,12 +48,15 @@ namespace symmoe::bench {
 namespace {
 
 struct Row {
+  gemm::WeightFormat weights = gemm::WeightFormat::kFp8;
   int tokens = 0;
   cli::RankTraffic traffic;
   double forward_us = 0, dispatch_us = 0, l1_us = 0, l2_us = 0, combine_us = 0;  // composed (0: not timed)
   double fused_us = 0;                                                           // 0: not timed
   bool fused_equal = false;
 };
+
+const char* format_name(gemm::WeightFormat f) { return f == gemm::WeightFormat::kFp4 ? "fp4" : "fp8"; }
 
 // "" when equal, else where the first bf16 differs and how many do.
 std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want,
@@ -169,6 +178,7 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
 struct MoeBenchConfig {
   std::string out, shape_name, routing, trace_raw;
   std::vector<int> token_list;
+  std::vector<gemm::WeightFormat> formats;  // --weights, in the order given
   bool time_composed = false, time_fused = false, trace = false;
   int reps = 0, ranks = 0, alignment = 0, ep_sms = 0;
   uint64_t seed = 0;
@@ -180,6 +190,9 @@ void declare_flags(cli::Args& args) {
       .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank")
       .list_range(1, cli::kMaxTokensPerRank)
       .option("layers", "composed,fused", "layers to time: composed | fused | composed,fused")
+      .option("weights", "fp8",
+              "comma list of weight formats, each with its own synthetic weights and composed layer, timed in the "
+              "same run (JSON field 'weights'): fp8, fp4 (E2M1 + UE8M0 per 32; composed layer only)")
       .option("ranks", "0", "EP ranks (0: one per visible GPU; more: virtual ranks, round-robin over the GPUs)")
       .int_range(0, cli::kMaxRanks)
       .option("routing", "uniform", "uniform | zipf | hot")
@@ -203,6 +216,20 @@ MoeBenchConfig read_config(const cli::Args& args) {
     (l == "composed" ? c.time_composed : c.time_fused) = true;
   }
   SYMMOE_CHECK(c.time_composed || c.time_fused, "bench", "--layers is empty");
+  for (const auto& w : args.str_list("weights")) {
+    SYMMOE_CHECK(w == "fp8" || w == "fp4", "bench", "--weights: unknown format '", w, "' (fp8, fp4)");
+    const gemm::WeightFormat f = w == "fp4" ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kFp8;
+    SYMMOE_CHECK(std::find(c.formats.begin(), c.formats.end(), f) == c.formats.end(), "bench", "--weights: '", w,
+                 "' given twice");
+    c.formats.push_back(f);
+  }
+  SYMMOE_CHECK(!c.formats.empty(), "bench", "--weights is empty");
+  const bool has_fp8 = std::find(c.formats.begin(), c.formats.end(), gemm::WeightFormat::kFp8) != c.formats.end();
+  SYMMOE_CHECK(!c.time_fused || has_fp8, "bench",
+               "--layers fused needs fp8 in --weights (the fused layer has no FP4 kernel yet), got --weights ",
+               args.str("weights"));
+  SYMMOE_CHECK(c.time_composed || c.formats.size() == 1, "bench",
+               "--weights fp4 is timed in the composed layer only: add composed to --layers");
   c.reps = args.integer("reps");
   c.seed = uint64_t(args.integer("seed"));
   c.ranks = args.integer("ranks");
@@ -212,8 +239,15 @@ MoeBenchConfig read_config(const cli::Args& args) {
   return c;
 }
 
-// Everything the points of one run share: the layers (composed always: the fused one's bitwise reference), their
-// synthetic weights, the input buffers and the same-run HBM ceiling.
+// One weight format of the run: its synthetic weights and the composed layer on them.
+struct LayerVariant {
+  gemm::WeightFormat format = gemm::WeightFormat::kFp8;
+  MoeWeightStore store;
+  std::unique_ptr<ComposedMoe> layer;
+};
+
+// Everything the points of one run share: the composed layer per weight format (FP8's is also the fused layer's
+// bitwise reference), their synthetic weights, the input buffers and the same-run HBM ceiling.
 struct MoeBench {
   MoeBenchConfig config;
   int argc = 0;
@@ -222,10 +256,9 @@ struct MoeBench {
   MoeShape shape;
   double hbm_ceiling = 0;
   std::unique_ptr<Communicator> comm;
-  MoeWeightStore weights;
   ComposedMoeOptions opt;
-  std::unique_ptr<ComposedMoe> layer;
-  std::unique_ptr<MegaMoe> fused;  // null unless fused is timed
+  std::vector<LayerVariant> variants;  // config.formats order
+  std::unique_ptr<MegaMoe> fused;      // null unless fused is timed (on the fp8 variant's weights)
   std::unique_ptr<cli::DeviceLayerInputs> inputs;
   ref::RoutingOptions ro;
 };
@@ -242,14 +275,22 @@ void set_up(MoeBench& b) {
   b.hbm_ceiling = hbm_read_ceiling_gbps();  // rank 0's GPU, before the layers take their memory
   std::printf("HBM streaming-read ceiling (same run, GPU 0): %.0f GB/s\n", b.hbm_ceiling);
   b.comm = Communicator::in_process(b.R);
-  std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic weights (%.2f GB per rank)\n", c.shape_name.c_str(),
-              b.shape.to_string().c_str(), b.R, b.num_gpus,
-              double(MoeWeightStore::expert_bytes(b.shape)) * b.shape.num_local_experts() / 1e9);
-  b.weights = MoeWeightStore::synthetic(*b.comm, b.shape, c.seed);
   b.opt.expert_alignment = c.alignment, b.opt.ep_sms = c.ep_sms;
-  b.layer = std::make_unique<ComposedMoe>(*b.comm, b.shape, b.weights.views(), b.opt);
+  for (const gemm::WeightFormat f : c.formats) {
+    std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic %s weights (%.2f GB per rank)\n",
+                c.shape_name.c_str(), b.shape.to_string().c_str(), b.R, b.num_gpus, format_name(f),
+                double(MoeWeightStore::expert_bytes(b.shape, f)) * b.shape.num_local_experts() / 1e9);
+    LayerVariant v;
+    v.format = f;
+    v.store = f == gemm::WeightFormat::kFp4 ? MoeWeightStore::synthetic_fp4(*b.comm, b.shape, c.seed)
+                                            : MoeWeightStore::synthetic(*b.comm, b.shape, c.seed);
+    v.layer = std::make_unique<ComposedMoe>(*b.comm, b.shape, v.store.views(), b.opt);
+    b.variants.push_back(std::move(v));
+  }
   if (c.time_fused) {
-    b.fused = std::make_unique<MegaMoe>(*b.comm, b.shape, b.weights.views());
+    const auto fp8 = std::find_if(b.variants.begin(), b.variants.end(),
+                                  [](const LayerVariant& v) { return v.format == gemm::WeightFormat::kFp8; });
+    b.fused = std::make_unique<MegaMoe>(*b.comm, b.shape, fp8->store.views());
     std::printf("fused plan (rank %d): %s\n", b.comm->local_ranks()[0].rank, b.fused->plan(0).to_string().c_str());
   }
   b.inputs = std::make_unique<cli::DeviceLayerInputs>(*b.comm, b.shape);
@@ -284,16 +325,17 @@ JsonLine layer_line(const MoeBench& b, const Row& row, const char* op, double t)
   const MoeShape& shape = b.shape;
   JsonLine line = common_fields("moe", b.argc, b.argv);
   line.add("op", op)
+      .add("weights", format_name(row.weights))
       .add("shape", b.config.shape_name)
       .add("ranks", b.R)
       .add("tokens", row.tokens)
       .add("sms", b.sms)
       .add("time_us", t)
       .add("tflops", tr.flops(shape) / t / 1e6)
-      .add("hbm_gbps", tr.hbm_bytes(shape) / t / 1e3)
+      .add("hbm_gbps", tr.hbm_bytes(shape, row.weights) / t / 1e3)
       .add("hbm_ceiling_gbps", b.hbm_ceiling)
-      .add("weight_gbps", tr.weight_bytes(shape) / t / 1e3)
-      .add("weight_fraction_of_ceiling", tr.weight_bytes(shape) / t / 1e3 / b.hbm_ceiling)
+      .add("weight_gbps", tr.weight_bytes(shape, row.weights) / t / 1e3)
+      .add("weight_fraction_of_ceiling", tr.weight_bytes(shape, row.weights) / t / 1e3 / b.hbm_ceiling)
       .add("nvl_gbps", tr.nvl_bytes(shape) / t / 1e3)
       .add("recv_pairs", double(tr.recv_pairs))
       .add("experts_touched", tr.experts_touched);
@@ -337,27 +379,21 @@ void write_composed(const MoeBench& b, const Row& row) {
   append_result(b.config.out, "moe", line);
 }
 
-// One token count: inputs, the fused check, the composed stages and the fused layer timed, result lines written.
-Row measure_point(MoeBench& b, int T) {
+// One weight format at one token count: the composed layer's warm-up, the fused check (fp8), the composed stages
+// and the fused layer timed, result lines written.
+Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardArgs>& fargs,
+                    const std::vector<ref::Routing>& routings, int T) {
   const MoeBenchConfig& c = b.config;
-  std::vector<ref::MoeLayerInput> host;
-  std::vector<ref::Routing> routings;
-  for (int r = 0; r < b.R; ++r) {
-    host.push_back(cli::fast_layer_input(b.shape, T, b.ro, r));
-    routings.push_back(host.back().routing);
-  }
-  // y = null: the result stays in the layer's buffer (no extra copy timed, as the fused layer will write it).
-  auto fargs = b.inputs->upload(host);
-  for (auto& a : fargs) a.y = nullptr;
-  ComposedMoe& layer = *b.layer;
+  ComposedMoe& layer = *v.layer;
   const auto composed_ptrs = layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
   layer.synchronize();
   const int calls = T >= 2048 ? 2 : 10;
   Row row;
-  row.tokens = T;
+  row.weights = v.format, row.tokens = T;
   row.traffic = cli::rank_traffic(b.shape, routings, 0);
+  const bool fused = b.fused && v.format == gemm::WeightFormat::kFp8;
   std::vector<MoeForwardArgs> margs;
-  if (b.fused) margs = check_fused(b, fargs, composed_ptrs, row);
+  if (fused) margs = check_fused(b, fargs, composed_ptrs, row);
   if (c.time_composed) {
     row.forward_us = graph_time_all_ranks_us(
         *b.comm, [&] { layer.forward(fargs); }, calls, c.reps);
@@ -371,9 +407,25 @@ Row measure_point(MoeBench& b, int T) {
         *b.comm, [&] { layer.stage_combine(fargs); }, calls, c.reps);
     layer.synchronize();
   }
-  if (b.fused) time_fused(b, margs, calls, row);
+  if (fused) time_fused(b, margs, calls, row);
   if (c.time_composed) write_composed(b, row);
   return row;
+}
+
+// One token count: the inputs, then every weight format on them (config.formats order).
+std::vector<Row> measure_point(MoeBench& b, int T) {
+  std::vector<ref::MoeLayerInput> host;
+  std::vector<ref::Routing> routings;
+  for (int r = 0; r < b.R; ++r) {
+    host.push_back(cli::fast_layer_input(b.shape, T, b.ro, r));
+    routings.push_back(host.back().routing);
+  }
+  // y = null: the result stays in the layer's buffer (no extra copy timed, as the fused layer will write it).
+  auto fargs = b.inputs->upload(host);
+  for (auto& a : fargs) a.y = nullptr;
+  std::vector<Row> rows;
+  for (LayerVariant& v : b.variants) rows.push_back(measure_variant(b, v, fargs, routings, T));
+  return rows;
 }
 
 // Composed columns from time_us on; fused: its time, speedup over composed, bitwise check ("-": not run).
@@ -381,14 +433,14 @@ void print_table(const MoeBench& b, const std::vector<Row>& rows) {
   const MoeShape& shape = b.shape;
   std::printf("\n%s, %d ranks (rank 0's view; TFLOPS/HBM of the composed layer, stage times each measured alone)\n",
               b.config.shape_name.c_str(), b.R);
-  std::printf("%7s %8s %10s %8s %8s %9s %9s %9s %9s %9s %10s %8s %7s\n", "tokens", "pairs", "time_us", "TFLOPS",
-              "HBM_GB/s", "disp_us", "l1_us", "l2_us", "comb_us", "sum_us", "fused_us", "speedup", "bitwise");
+  std::printf("%7s %7s %8s %10s %8s %8s %9s %9s %9s %9s %9s %10s %8s %7s\n", "weights", "tokens", "pairs", "time_us",
+              "TFLOPS", "HBM_GB/s", "disp_us", "l1_us", "l2_us", "comb_us", "sum_us", "fused_us", "speedup", "bitwise");
   for (const auto& r : rows) {
     const double t = r.forward_us;
-    std::printf("%7d %8lld", r.tokens, r.traffic.recv_pairs);
+    std::printf("%7s %7d %8lld", format_name(r.weights), r.tokens, r.traffic.recv_pairs);
     if (t > 0)
       std::printf(" %10.1f %8.1f %8.0f %9.1f %9.1f %9.1f %9.1f %9.1f", t, r.traffic.flops(shape) / t / 1e6,
-                  r.traffic.hbm_bytes(shape) / t / 1e3, r.dispatch_us, r.l1_us, r.l2_us, r.combine_us,
+                  r.traffic.hbm_bytes(shape, r.weights) / t / 1e3, r.dispatch_us, r.l1_us, r.l2_us, r.combine_us,
                   r.dispatch_us + r.l1_us + r.l2_us + r.combine_us);
     else
       std::printf(" %10s %8s %8s %9s %9s %9s %9s %9s", "-", "-", "-", "-", "-", "-", "-", "-");
@@ -413,7 +465,8 @@ int run_moe_bench(int argc, char** argv) {
   b.argc = argc, b.argv = argv;
   set_up(b);
   std::vector<Row> rows;
-  for (const int T : b.config.token_list) rows.push_back(measure_point(b, T));
+  for (const int T : b.config.token_list)
+    for (Row& r : measure_point(b, T)) rows.push_back(r);
   print_table(b, rows);
   return 0;
 }

@@ -9,6 +9,7 @@
 //   allocates nothing and is CUDA-graph capturable.
 // - Weights: MoeRankWeights per local rank (symmoe/weight_store.hpp), L1 ALREADY TRANSFORMED; not owned, must
 //   outlive the layer (or the next bind_weights). Given to the constructor or bound later with bind_weights().
+//   FP8 only: FP4 weights (format kFp4) are refused by name (symmoe::Error); ComposedMoe runs them.
 // - Inputs live in the symmetric workspace (peers pull from there). Either fill them in place through input(i)
 //   (x e4m3 [T, H] rows H apart; x_scales fp32 rows x_scales_stride floats apart; topk_idx int64 [T, K];
 //   topk_weights fp32 [T, K]) and pass those pointers in MoeForwardArgs, or pass your own device arrays

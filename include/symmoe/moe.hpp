@@ -14,7 +14,9 @@
 //   intermediates), so forward() allocates nothing and is CUDA-graph capturable from the first call.
 // - Weights: one MoeRankWeights per local rank (Communicator::local_ranks() order), device memory on the rank's
 //   device, L1 ALREADY TRANSFORMED (gemm::transform_l1_weights layout; MoeWeightStore produces it). Not owned:
-//   they must outlive the layer and stay unchanged while a forward runs.
+//   they must outlive the layer and stay unchanged while a forward runs. FP8 or FP4 (MoeRankWeights::format,
+//   layouts in symmoe/weight_store.hpp): both grouped GEMMs run the weights' format; with FP4 weights y is bitwise
+//   the layer's y on the FP8 weights gemm::expand_l{1,2}_fp4 make of them (tests/gpu/test_moe_fp4.cu).
 // - forward(args): one MoeForwardArgs (symmoe/moe_args.hpp) per local rank; every rank must call it (collective).
 //     x            device e4m3 [T, H] (T = num_tokens <= T_max), rows contiguous
 //     x_scales     device fp32 [T, H/128] (one scale per token per 128 channels; UE8M0-valued scales accepted)

@@ -9,6 +9,12 @@
 //   from the hash of (seed, expert, matrix + 2, block row, block col). fan_in = H for W1, I for W2, so a weight has
 //   variance ~1/fan_in (as ref::make_random_expert). Rows/cols are in the ORIGINAL layout (W1 rows 0..I-1 gate,
 //   I..2I-1 up); the GPU fill applies the L1 interleave as it writes.
+// FP4 synthetic weights (host_expert_fp4; MoeWeightStore::synthetic_fp4 generates them on the host and uploads them
+// through the FP4 transform): packed E2M1 byte b of row r of a matrix = byte b % 8 (little-endian) of
+// mix64(key ^ (r << 32 | b / 8)), key = stream_key(seed, expert, matrix + 4), so every nibble is uniform over the
+// 16 E2M1 codes; the UE8M0 code of (row r, 32-column block j) = fp4_base_code(fan_in) + d, d in {-1, 0, 1} =
+// int(3 * unit(stream_key(seed, expert, matrix + 6), r, j)) - 1. fp4_base_code puts the variance near 1/fan_in
+// (E2M1 codes have mean square 8.5625); the codes of a block span 3 binades, inside the fold's exact range.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,6 +25,7 @@
 
 #include "symmoe/common.hpp"
 #include "symmoe/formats.hpp"
+#include "symmoe/reference/fp4.hpp"
 #include "symmoe/reference/mlp.hpp"
 #include "symmoe/shape.hpp"
 #include "symmoe/weight_store.hpp"
@@ -59,7 +66,17 @@ ref::ExpertWeights host_expert(int hidden, int intermediate, int expert, uint64_
 ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vector<ref::Routing>& routings,
                                   uint64_t seed, int num_threads = 0);
 
+// FP4 (see the definition above): the UE8M0 code of the middle binade, 127 + round(log2(1 / sqrt(8.5625 * fan_in))).
+int fp4_base_code(int fan_in);
+// One FP4 expert on the host, ORIGINAL layout (W1 [2I, H] gate rows then up rows; W2 [H, I]).
+ref::ExpertWeightsFp4 host_expert_fp4(int hidden, int intermediate, int expert, uint64_t seed);
+
 }  // namespace synthetic
+
+// Host check of one FP4 expert for `shape` (what MoeWeightStore::from_host_fp4 runs on every expert before it
+// allocates): W1 [2I, H] and W2 [H, I] with their data and scale-code sizes, every 128 x 128 scale block within the
+// fold's exact range (fp4_fold.hpp). Throws symmoe::Error naming the expert, the matrix, expected and got.
+void check_expert_fp4(const MoeShape& shape, int expert, const ref::ExpertWeightsFp4& w);
 
 // Launches the synthetic fill of local experts [first_expert, first_expert + num_experts) into `w` on `stream`
 // (current device). src/kernels/moe/synthetic_weights.cu.

@@ -102,12 +102,12 @@ ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const
   return in;
 }
 
-double RankTraffic::weight_bytes(const MoeShape& s) const {
-  return double(experts_touched) * double(MoeWeightStore::expert_bytes(s));
+double RankTraffic::weight_bytes(const MoeShape& s, gemm::WeightFormat f) const {
+  return double(experts_touched) * double(MoeWeightStore::expert_bytes(s, f));
 }
 
-double RankTraffic::hbm_bytes(const MoeShape& s) const {
-  return weight_bytes(s) + double(recv_pairs) * (s.hidden + 4.0 * s.hidden / 128 + 2.0 * s.hidden);
+double RankTraffic::hbm_bytes(const MoeShape& s, gemm::WeightFormat f) const {
+  return weight_bytes(s, f) + double(recv_pairs) * (s.hidden + 4.0 * s.hidden / 128 + 2.0 * s.hidden);
 }
 
 double RankTraffic::nvl_bytes(const MoeShape& s) const {

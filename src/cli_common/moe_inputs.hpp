@@ -60,10 +60,11 @@ struct RankTraffic {
   long long remote_recv_tokens = 0;  // dispatch: (token, this rank) records from OTHER ranks
   long long remote_return_rows = 0;  // combine (expand): rows this rank sends back to OTHER ranks
   double flops(const MoeShape& s) const { return 2.0 * double(recv_pairs) * s.hidden * s.intermediate * 3; }
-  // Touched weights + FP8 rows in (x + scales) + bf16 rows out.
-  double hbm_bytes(const MoeShape& s) const;
-  // Touched weights alone (incl. scales): what a memory-bound call must stream at least once.
-  double weight_bytes(const MoeShape& s) const;
+  // Touched weights (in format f) + FP8 rows in (x + scales) + bf16 rows out.
+  double hbm_bytes(const MoeShape& s, gemm::WeightFormat f = gemm::WeightFormat::kFp8) const;
+  // Touched weights alone (incl. scales, + codes for FP4; MoeWeightStore::expert_bytes): what a memory-bound call
+  // must stream at least once.
+  double weight_bytes(const MoeShape& s, gemm::WeightFormat f = gemm::WeightFormat::kFp8) const;
   // Token records in (x + scales + K idx/weights) + bf16 rows back.
   double nvl_bytes(const MoeShape& s) const;
 };

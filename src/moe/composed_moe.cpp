@@ -53,9 +53,7 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
   const auto& local = comm.local_ranks();
   SYMMOE_CHECK(weights.size() == local.size(), "moe", "expected one MoeRankWeights per local rank (", local.size(),
                "), got ", weights.size());
-  for (size_t i = 0; i < weights.size(); ++i)
-    SYMMOE_CHECK(weights[i].w1 && weights[i].w1_scales && weights[i].w2 && weights[i].w2_scales, "moe", "rank ",
-                 local[i].rank, ": a weight pointer is null (w1, w1_scales, w2, w2_scales are all required)");
+  for (size_t i = 0; i < weights.size(); ++i) check_rank_weights(weights[i], local[i].rank, "moe");
   Impl& im = *impl_;
   im.comm = &comm;
   EpBufferConfig cfg;
@@ -189,7 +187,8 @@ void ComposedMoe::stage_experts_l1(const std::vector<MoeForwardArgs>& args) {
     in.num_experts = El, in.n = 2 * I, in.k = H, in.num_rows = im.capacity;
     in.segment_starts = r.segment_starts, in.num_valid_rows = h.num_unaligned_recv_tokens_per_expert;
     in.a = static_cast<const uint8_t*>(r.dispatched.recv_x), in.sfa = r.sfa, in.sfa_stride = im.sfa_stride;
-    in.b = r.weights.w1, in.sfb = r.weights.w1_scales;
+    in.weights = r.weights.format;
+    in.b = r.weights.w1, in.sfb = r.weights.w1_scales, in.b_scale_codes = r.weights.w1_scale_codes;
     gemm::SwigluFp8Output out;
     out.out = r.l1_out, out.out_scales = r.l1_scales, out.out_scale_stride = im.sfa_stride;
     out.row_weights = r.dispatched.recv_topk_weights, out.clamp = options_.clamp;
@@ -210,7 +209,8 @@ void ComposedMoe::stage_experts_l2(const std::vector<MoeForwardArgs>& args) {
     in.num_experts = El, in.n = H, in.k = I, in.num_rows = im.capacity;
     in.segment_starts = r.segment_starts, in.num_valid_rows = h.num_unaligned_recv_tokens_per_expert;
     in.a = r.l1_out, in.sfa = r.l1_scales, in.sfa_stride = im.sfa_stride;
-    in.b = r.weights.w2, in.sfb = r.weights.w2_scales;
+    in.weights = r.weights.format;
+    in.b = r.weights.w2, in.sfb = r.weights.w2_scales, in.b_scale_codes = r.weights.w2_scale_codes;
     gemm::grouped_gemm_bf16(in, r.l2_out, im.stream(i, args[i]),
                             gemm_launch_options(shape_, options_, args[i].num_tokens));
   }

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <thread>
 
-#include "runtime/device_block.hpp"
+#include "moe/weight_store_layout.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/weight_transform.hpp"
 
@@ -65,40 +65,6 @@ ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vecto
 
 }  // namespace synthetic
 
-namespace {
-
-// Byte offsets of one rank's arrays in its allocation (256-byte aligned).
-struct RankLayout {
-  size_t w1 = 0, w1_scales = 0, w2 = 0, w2_scales = 0, total = 0;
-  explicit RankLayout(const MoeShape& s) {
-    const size_t El = size_t(s.num_local_experts()), H = size_t(s.hidden), I = size_t(s.intermediate);
-    auto take = [this](size_t bytes) {
-      const size_t at = total;
-      total = align_up<size_t>(total + bytes, 256);
-      return at;
-    };
-    w1 = take(El * 2 * I * H);
-    w1_scales = take(El * (I / 128) * (H / 128) * 2 * 4);
-    w2 = take(El * H * I);
-    w2_scales = take(El * (H / 128) * (I / 128) * 4);
-  }
-};
-
-}  // namespace
-
-struct MoeWeightStore::Impl {
-  MoeShape shape;
-  std::vector<runtime::DeviceBlock> ranks;  // one block per local rank (RankLayout)
-  void allocate(const Communicator& comm, const MoeShape& s) {
-    s.validate();
-    SYMMOE_CHECK(s.num_ranks == comm.num_ranks(), "moe", "weights for ", s.num_ranks, " ranks, the communicator has ",
-                 comm.num_ranks());
-    shape = s;
-    const RankLayout l(s);
-    for (const RankPlacement& p : comm.local_ranks()) ranks.emplace_back(p.device, l.total);
-  }
-};
-
 MoeWeightStore::MoeWeightStore() : impl_(new Impl) {}
 MoeWeightStore::MoeWeightStore(MoeWeightStore&&) noexcept = default;
 MoeWeightStore& MoeWeightStore::operator=(MoeWeightStore&&) noexcept = default;
@@ -106,8 +72,8 @@ MoeWeightStore::~MoeWeightStore() = default;
 
 MoeWeightStore MoeWeightStore::synthetic(const Communicator& comm, const MoeShape& shape, uint64_t seed) {
   MoeWeightStore store;
-  store.impl_->allocate(comm, shape);
-  const RankLayout l(shape);
+  store.impl_->allocate(comm, shape, gemm::WeightFormat::kFp8);
+  const RankLayout l(shape, gemm::WeightFormat::kFp8);
   const int El = shape.num_local_experts();
   const auto& local = comm.local_ranks();
   for (size_t i = 0; i < local.size(); ++i) {
@@ -126,8 +92,8 @@ MoeWeightStore MoeWeightStore::synthetic(const Communicator& comm, const MoeShap
 MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShape& shape,
                                          const ref::ExpertWeightMap& weights) {
   MoeWeightStore store;
-  store.impl_->allocate(comm, shape);
-  const RankLayout l(shape);
+  store.impl_->allocate(comm, shape, gemm::WeightFormat::kFp8);
+  const RankLayout l(shape, gemm::WeightFormat::kFp8);
   const int El = shape.num_local_experts(), H = shape.hidden, I = shape.intermediate;
   const size_t w1_bytes = size_t(2) * I * H, w1_scales = size_t(I / 128) * (H / 128) * 2;
   const size_t w2_bytes = size_t(H) * I, w2_scales = size_t(H / 128) * (I / 128);
@@ -160,17 +126,39 @@ MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShap
   return store;
 }
 
+gemm::WeightFormat MoeWeightStore::format() const { return impl_->format; }
+
 std::vector<MoeRankWeights> MoeWeightStore::views() const {
-  const RankLayout l(impl_->shape);
+  const RankLayout l(impl_->shape, impl_->format);
+  const bool fp4 = impl_->format == gemm::WeightFormat::kFp4;
   std::vector<MoeRankWeights> v;
-  for (const auto& r : impl_->ranks)
-    v.push_back({r.base() + l.w1, r.at<const float>(l.w1_scales), r.base() + l.w2, r.at<const float>(l.w2_scales)});
+  for (const auto& r : impl_->ranks) {
+    MoeRankWeights w;
+    w.w1 = r.base() + l.w1, w.w1_scales = r.at<const float>(l.w1_scales);
+    w.w2 = r.base() + l.w2, w.w2_scales = r.at<const float>(l.w2_scales);
+    w.format = impl_->format;
+    if (fp4) w.w1_scale_codes = r.at<const uint32_t>(l.w1_codes), w.w2_scale_codes = r.at<const uint32_t>(l.w2_codes);
+    v.push_back(w);
+  }
   return v;
 }
 
-size_t MoeWeightStore::expert_bytes(const MoeShape& s) {
-  const size_t H = size_t(s.hidden), I = size_t(s.intermediate);
-  return 3 * H * I + ((2 * I / 128) * (H / 128) + (H / 128) * (I / 128)) * 4;
+size_t MoeWeightStore::expert_bytes(const MoeShape& s, gemm::WeightFormat format) {
+  return ExpertArraySizes(s, format).total_bytes();
+}
+
+void check_rank_weights(const MoeRankWeights& w, int rank, const char* layer) {
+  SYMMOE_CHECK(w.format == gemm::WeightFormat::kFp8 || w.format == gemm::WeightFormat::kFp4, layer, "rank ", rank,
+               ": weights.format must be kFp8 or kFp4, got ", int(w.format));
+  SYMMOE_CHECK(w.w1 && w.w1_scales && w.w2 && w.w2_scales, layer, "rank ", rank,
+               ": a weight pointer is null (w1, w1_scales, w2, w2_scales are all required)");
+  if (w.format == gemm::WeightFormat::kFp4)
+    SYMMOE_CHECK(w.w1_scale_codes && w.w2_scale_codes, layer, "rank ", rank,
+                 ": FP4 weights need w1_scale_codes and w2_scale_codes (got ", w.w1_scale_codes ? "" : "null ",
+                 "w1_scale_codes, ", w.w2_scale_codes ? "" : "null ", "w2_scale_codes)");
+  else
+    SYMMOE_CHECK(!w.w1_scale_codes && !w.w2_scale_codes, layer, "rank ", rank,
+                 ": w1_scale_codes / w2_scale_codes are set but weights.format is kFp8 (FP4 weights need kFp4)");
 }
 
 }  // namespace symmoe
