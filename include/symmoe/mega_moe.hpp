@@ -47,8 +47,6 @@ struct MegaMoeOptions {
   float clamp = 0.f;            // SwiGLU clamp (<= 0: off)
   int num_sms = 0;              // persistent CTAs per rank (0: the rank's SM share, placement().num_sms)
   bool count_received = false;  // received_counts() valid after each forward
-  // Tests only: this rank's kernel is not launched, so its peers' waits time out naming it (a planted stall).
-  int skip_rank_for_test = -1;
 };
 
 // Where a rank's inputs live in the workspace (device pointers, rank's device).
@@ -98,6 +96,7 @@ class MegaMoe {
   std::vector<unsigned long long> trace(size_t local_index) const;
 
  private:
+  friend struct MegaTestAccess;  // tests/gpu/test_mega.cu's planted stall only (src/mega/test_access.hpp)
   struct Impl;
   std::unique_ptr<Impl> impl_;
   MoeShape shape_;
