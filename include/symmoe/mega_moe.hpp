@@ -90,8 +90,8 @@ class MegaMoe {
   const int32_t* received_counts(size_t local_index) const;
 
   // Stage timeline of the following forward() calls, for benchmarks; trace(i) downloads the last call's
-  // [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()). The words' format is the kernel's
-  // (symmoe/mega_trace.hpp, for the benches that print it).
+  // [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()). The words' format is the kernel's,
+  // internal (src/kernels/mega/trace_format.hpp; `symmoe bench moe --trace` prints it).
   void set_trace(bool on);
   std::vector<unsigned long long> trace(size_t local_index) const;
 

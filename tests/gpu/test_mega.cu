@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "gpu/moe_fixture.hpp"
+#include "kernels/mega/trace_format.hpp"
 #include "mega/test_access.hpp"
 #include "symmoe/mega_moe.hpp"
-#include "symmoe/mega_trace.hpp"
 
 namespace symmoe {
 namespace {
