@@ -37,9 +37,9 @@
 #include "cli_common/limits.hpp"
 #include "cli_common/moe_inputs.hpp"
 #include "hbm_ceiling.hpp"
+#include "kernels/mega/trace_format.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
-#include "symmoe/mega_trace.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/routing.hpp"
@@ -201,7 +201,8 @@ void declare_flags(cli::Args& args) {
       .option("reps", "20", "timed repetitions per point")
       .int_range(1, 100000)
       .option("seed", "1", "seed of weights, inputs and routing")
-      .flag("trace", "fused: after timing, one traced call; print rank 0's stage timeline (symmoe/mega_trace.hpp)")
+      .flag("trace",
+            "fused: after timing, one traced call; print rank 0's stage timeline (kernels/mega/trace_format.hpp)")
       .option("trace-raw", "", "with --trace: directory for every CTA's raw stamps, trace-<shape>-<tokens>.csv");
 }
 

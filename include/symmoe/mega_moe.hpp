@@ -48,8 +48,6 @@ struct MegaMoeOptions {
   float clamp = 0.f;            // SwiGLU clamp (<= 0: off)
   int num_sms = 0;              // persistent CTAs per rank (0: the rank's SM share, placement().num_sms)
   bool count_received = false;  // received_counts() valid after each forward
-  // Tests only: this rank's kernel is not launched, so its peers' waits time out naming it (a planted stall).
-  int skip_rank_for_test = -1;
 };
 
 // Where a rank's inputs live in the workspace (device pointers, rank's device).
@@ -93,12 +91,13 @@ class MegaMoe {
   const int32_t* received_counts(size_t local_index) const;
 
   // Stage timeline of the following forward() calls, for benchmarks; trace(i) downloads the last call's
-  // [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()). The words' format is the kernel's
-  // (symmoe/mega_trace.hpp, for the benches that print it).
+  // [num_sms][kTraceWordsPerCta] values of local rank i (after synchronize()). The words' format is the kernel's,
+  // internal (src/kernels/mega/trace_format.hpp; `symmoe bench moe --trace` prints it).
   void set_trace(bool on);
   std::vector<unsigned long long> trace(size_t local_index) const;
 
  private:
+  friend struct MegaTestAccess;  // tests/gpu/test_mega.cu's planted stall only (src/mega/test_access.hpp)
   struct Impl;
   std::unique_ptr<Impl> impl_;
   MoeShape shape_;

@@ -276,8 +276,7 @@ struct EpPlan {
   void validate() const;
 };
 
-EpPlan plan_ep(const MoeShape& shape, layout::TokenDtype dtype, int num_sms,
-               const PlanOverrides& overrides = PlanOverrides::from_env());
+EpPlan plan_ep(const MoeShape& shape, layout::TokenDtype dtype, int num_sms, const PlanOverrides& overrides);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Printing of buffer layouts (for `symmoe plan`): one line per region with offset, size and alignment, and a total.

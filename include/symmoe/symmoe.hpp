@@ -33,7 +33,6 @@
 #include "symmoe/ep.hpp"
 #include "symmoe/gemm.hpp"
 #include "symmoe/mega_moe.hpp"
-#include "symmoe/mega_trace.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_args.hpp"
 #include "symmoe/moe_weights.hpp"

@@ -33,6 +33,26 @@ from symmoe import reference as ref  # noqa: E402
 BENCH_ROUTING_SEED = 1234  # bench/ep.cu
 
 
+def start_buffer(args):
+    """torchrun's process for this GPU: the NCCL process group and an FP8 ElasticBuffer of named_shape(--shape, world
+    size, --tokens). Returns (rank, world, buf). ep_host_breakdown.py starts the same way."""
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    shape = symmoe.named_shape(args.shape, world, args.tokens)
+    buf = symmoe.ElasticBuffer(dist.group.WORLD, num_max_tokens_per_rank=args.tokens, hidden=shape.hidden,
+                               num_topk=shape.num_topk, num_experts=shape.num_experts, use_fp8_dispatch=True)
+    return rank, world, buf
+
+
+def finish_buffer(buf, exit_code):
+    """Collective end of start_buffer(): destroys the buffer and the process group, then exits with exit_code."""
+    dist.barrier()
+    buf.destroy()
+    dist.destroy_process_group()
+    sys.exit(exit_code)
+
+
 def median_us(fn, reps, warmup=2):
     """Median of `reps` event-timed runs of fn() on the current stream, in microseconds."""
     for _ in range(warmup):
@@ -72,13 +92,20 @@ class Case:
         combined_x, _, _ = self.combine(handle, sms)
         return recv_x, handle, combined_x
 
+    def native_args(self, sms):
+        """What symmoe._C's dispatch_one and combine_one take for this case, addresses precomputed: (handle, ins, y,
+        stream), with handle a fresh dispatch's (keep it while calling), ins = (T, x, sf, idx, w, stream,
+        handle.native) the leading arguments of dispatch_one and y the combine input's address."""
+        _, _, _, handle, _ = self.dispatch(sms)
+        stream = torch.cuda.current_stream().cuda_stream or 1
+        ins = (self.x.shape[0], self.x.data_ptr(), self.sf.data_ptr(), self.idx.data_ptr(), self.w.data_ptr(), stream,
+               handle.native)
+        return handle, ins, self.y.data_ptr(), stream
+
     def native_host_us(self, sms, iters):
         """CPU time of one dispatch + combine through symmoe._C with precomputed addresses (no Python checks)."""
-        _, _, _, handle, _ = self.dispatch(sms)
-        impl, native, T = self.buf._impl, handle.native, self.x.shape[0]
-        stream = torch.cuda.current_stream().cuda_stream or 1
-        args = (T, self.x.data_ptr(), self.sf.data_ptr(), self.idx.data_ptr(), self.w.data_ptr(), stream, native)
-        y = self.y.data_ptr()
+        handle, args, y, stream = self.native_args(sms)
+        impl, native = self.buf._impl, handle.native
         start = time.perf_counter()
         for _ in range(iters):
             impl.dispatch_one(*args, False, 1, True, False, sms, False)
@@ -120,12 +147,7 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="cProfile of the eager loop at the last SM count (rank 0 prints the top functions)")
     args = ap.parse_args()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    shape = symmoe.named_shape(args.shape, world, args.tokens)
-    buf = symmoe.ElasticBuffer(dist.group.WORLD, num_max_tokens_per_rank=args.tokens, hidden=shape.hidden,
-                               num_topk=shape.num_topk, num_experts=shape.num_experts, use_fp8_dispatch=True)
+    rank, world, buf = start_buffer(args)
     case = Case(buf, rank, args.tokens)
     sms_list = [int(s) for s in args.sms.split(",")]
     failures, rows = [], []
@@ -244,10 +266,7 @@ def main():
                                        allow_nan=False) + "\n")
     for f in failures:
         print(f, flush=True)
-    dist.barrier()
-    buf.destroy()
-    dist.destroy_process_group()
-    sys.exit(1 if failures else 0)
+    finish_buffer(buf, 1 if failures else 0)
 
 
 if __name__ == "__main__":

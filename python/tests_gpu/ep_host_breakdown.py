@@ -26,9 +26,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import symmoe  # noqa: E402
 from symmoe import _ep_eager  # noqa: E402
-from ep_graph_timing import Case  # noqa: E402
+from ep_graph_timing import Case, finish_buffer, start_buffer  # noqa: E402
 
 
 def host_us(fn, iters, repeats):
@@ -53,12 +52,7 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=41)
     args = ap.parse_args()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    shape = symmoe.named_shape(args.shape, world, args.tokens)
-    buf = symmoe.ElasticBuffer(dist.group.WORLD, num_max_tokens_per_rank=args.tokens, hidden=shape.hidden,
-                               num_topk=shape.num_topk, num_experts=shape.num_experts, use_fp8_dispatch=True)
+    rank, world, buf = start_buffer(args)
     case, sms, it, rep = Case(buf, rank, args.tokens), args.sms, args.iters, args.repeats
     for _ in range(3):
         case.pair(sms)
@@ -74,11 +68,8 @@ def main():
     del used
 
     t = {"python_pair": host_us(lambda: case.pair(sms), it, rep)}
-    _, _, _, handle, _ = case.dispatch(sms)
+    handle, ins, y, stream = case.native_args(sms)
     impl, native, T = buf._impl, handle.native, case.x.shape[0]
-    stream = torch.cuda.current_stream().cuda_stream or 1
-    ins = (T, case.x.data_ptr(), case.sf.data_ptr(), case.idx.data_ptr(), case.w.data_ptr(), stream, native)
-    y = case.y.data_ptr()
 
     def native_pair():
         impl.dispatch_one(*ins, False, 1, True, False, sms, False)
@@ -122,10 +113,7 @@ def main():
               f"fast path taken: {fast}")
         for k, v in t.items():
             print(f"  {k:<16} {v:8.2f} us")
-    dist.barrier()
-    buf.destroy()
-    dist.destroy_process_group()
-    sys.exit(0 if fast else 1)
+    finish_buffer(buf, 0 if fast else 1)
 
 
 if __name__ == "__main__":

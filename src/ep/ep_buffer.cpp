@@ -10,7 +10,6 @@
 #include "kernels/ep/params.hpp"
 #include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
-#include "symmoe/env.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/layout/ep_handle.hpp"
 #include "symmoe/log.hpp"
@@ -95,6 +94,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
   shape.hidden = config.hidden, shape.intermediate = config.hidden, shape.num_experts = config.num_experts;
   shape.num_topk = config.num_topk, shape.num_ranks = R, shape.num_max_tokens_per_rank = config.num_max_tokens_per_rank;
   const int n = impl_->dims.num_ranks + impl_->dims.num_experts;
+  const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();  // read once (SYMMOE_EP_SMS)
   for (const RankPlacement& p : comm.local_ranks()) {
     Impl::RankState st;
     st.placement = p;
@@ -104,7 +104,7 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
     SYMMOE_CHECK(ep::dispatch_smem_bytes(impl_->dims) <= size_t(max_smem), "ep", "dispatch needs ",
                  ep::dispatch_smem_bytes(impl_->dims), " B of shared memory (", R, " ranks, ", config.num_experts,
                  " experts), the device has ", max_smem);
-    const plan::EpPlan plan = plan::plan_ep(shape, impl_->dims.dtype, p.num_sms);
+    const plan::EpPlan plan = plan::plan_ep(shape, impl_->dims.dtype, p.num_sms, overrides);
     st.plan_dispatch_sms = plan.dispatch_sms, st.plan_combine_sms = plan.combine_sms;
     SYMMOE_LOG(kInfo, "ep", "rank ", p.rank, " (device ", p.device, ", ", p.num_sms, " SMs): symmetric buffer ",
                plan::format_bytes(sizing.num_bytes()), "; ", plan.to_string());

@@ -10,6 +10,7 @@
 #include "kernels/common/input_error.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/mega/launch.hpp"
+#include "mega/test_access.hpp"
 #include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/log.hpp"
@@ -43,6 +44,7 @@ struct MegaMoe::Impl {
   plan::PlanOverrides overrides;  // read once (SYMMOE_* knobs), applied to every call's plan
   SymmetricBuffer buffer;
   std::vector<Rank> ranks;
+  int skip_rank = -1;  // MegaTestAccess::skip_rank: this rank's kernel is not launched (tests only)
 
   ~Impl() {
     for (auto& r : ranks)
@@ -235,11 +237,13 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;
-    if (r.placement.rank == options_.skip_rank_for_test) continue;
+    if (r.placement.rank == im.skip_rank) continue;
     const int candidate = call_plan.block_m == layout::kMegaBlockMCandidates[0] ? 0 : 1;
     mega::kernel::launch_mega_moe(call_plan, p, r.maps[candidate], call_plan.num_sms, stream);
   }
   return ys;
 }
+
+void MegaTestAccess::skip_rank(MegaMoe& layer, int rank) { layer.impl_->skip_rank = rank; }
 
 }  // namespace symmoe

@@ -23,6 +23,7 @@
 #include "symmoe/reference/gemm.hpp"
 #include "symmoe/weight_transform.hpp"
 #include "gpu/device_array.hpp"
+#include "gpu/gemm_fixture.hpp"
 
 namespace fmt = symmoe::fmt;
 namespace gemm = symmoe::gemm;
@@ -32,20 +33,12 @@ namespace rnd = symmoe::ref::rnd;
 namespace {
 
 using symmoe::test::DeviceArray;
+using symmoe::test::sync_kernels;
 
 using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
 
-// A grouped problem on the host: all rows of A (padding rows hold random data too), per-expert weights, the row
-// ranges of each expert.
-struct Problem {
-  gemm::GroupLayout layout = gemm::GroupLayout::kContiguous;
-  int num_experts = 0, n = 0, k = 0, num_rows = 0;  // num_rows: M_total (contiguous) or max_m (masked)
-  std::vector<int32_t> starts, counts;              // per expert: first row, rows passed to the kernel
-  std::vector<int> valid;                           // rows the kernel must compute (counts clamped to max_m)
-  symmoe::Fp8Activations a;
-  std::vector<symmoe::Fp8BlockWeights> b;  // original layout [n, k]
-  int total_rows() const { return layout == gemm::GroupLayout::kMasked ? num_experts * num_rows : num_rows; }
-};
+// FP8 block weights [n, k] per expert (gpu/gemm_fixture.hpp).
+using Problem = symmoe::test::GemmProblem<symmoe::Fp8BlockWeights>;
 
 enum class Data {
   kNormal,        // x ~ N(0, 1) * 2^[-4, 4] per row, w ~ N(0, 1) * 0.05 * (1..3 per block), quantised
@@ -62,30 +55,7 @@ Problem make_problem(gemm::GroupLayout layout, const std::vector<int>& counts, i
                      fmt::ScaleFormat a_scales, uint64_t seed, Data data = Data::kNormal) {
   std::mt19937_64 rng(seed);
   Problem p;
-  p.layout = layout;
-  p.num_experts = int(counts.size());
-  p.n = n, p.k = k;
-  int row = 0;
-  for (int e = 0; e < p.num_experts; ++e) {
-    if (layout == gemm::GroupLayout::kMasked) {
-      p.starts.push_back(e * alignment_or_max_m);
-      p.valid.push_back(std::min(counts[e], alignment_or_max_m));
-    } else {
-      p.starts.push_back(row);
-      p.valid.push_back(counts[e]);
-      row += symmoe::align_up(counts[e], alignment_or_max_m);
-    }
-    p.counts.push_back(counts[e]);
-  }
-  if (layout == gemm::GroupLayout::kContiguous) p.starts.push_back(row);
-  p.num_rows = layout == gemm::GroupLayout::kMasked ? alignment_or_max_m : row;
-  const int total = p.total_rows();
-  std::vector<float> x(size_t(total) * k);
-  for (int r = 0; r < total; ++r) {
-    const float mag = std::exp2(float(rnd::uniform_below(rng, 9) - 4));
-    for (int c = 0; c < k; ++c) x[size_t(r) * k + c] = float(rnd::standard_normal(rng)) * mag;
-  }
-  p.a = symmoe::quantize_activations(x.data(), total, k, 128, a_scales);
+  symmoe::test::fill_rows_and_activations(p, layout, counts, alignment_or_max_m, n, k, a_scales, rng);
   for (int e = 0; e < p.num_experts; ++e) {
     std::vector<float> w(size_t(n) * k);
     for (int r = 0; r < n; ++r)
@@ -104,34 +74,16 @@ Problem make_problem(gemm::GroupLayout layout, const std::vector<int>& counts, i
   return p;
 }
 
-// Device copies of the problem's inputs in the kernel's layouts.
+// Device copies of the problem's inputs in the kernel's layouts: A (gpu/gemm_fixture.hpp) and the weights as given.
 struct DeviceInputs {
-  DeviceArray<uint8_t> a, b;
-  DeviceArray<float> sfa, sfb;
-  DeviceArray<int32_t> starts, counts;
-  int sfa_stride;
+  symmoe::test::DeviceActivations act;
+  DeviceArray<uint8_t> b;
+  DeviceArray<float> sfb;
   DeviceInputs(const Problem& p, const std::vector<uint8_t>& b_data, const std::vector<float>& b_scales)
-      : a(p.a.data),
-        b(b_data),
-        sfa(host_sfa(p)),
-        sfb(b_scales),
-        starts(p.starts),
-        counts(p.counts),
-        sfa_stride(gemm::sfa_stride_for(p.total_rows())) {}
-  static std::vector<float> host_sfa(const Problem& p) {
-    const int stride = gemm::sfa_stride_for(p.total_rows()), kb = p.k / 128;
-    std::vector<float> s(size_t(kb) * stride, std::nanf(""));
-    for (int r = 0; r < p.total_rows(); ++r)
-      for (int b = 0; b < kb; ++b) s[size_t(b) * stride + r] = p.a.scales[size_t(r) * kb + b];
-    return s;
-  }
+      : act(p), b(b_data), sfb(b_scales) {}
   gemm::GroupedGemmInput input(const Problem& p) const {
-    gemm::GroupedGemmInput in;
-    in.layout = p.layout;
-    in.num_experts = p.num_experts, in.n = p.n, in.k = p.k, in.num_rows = p.num_rows;
-    in.segment_starts = p.layout == gemm::GroupLayout::kContiguous ? starts.ptr : nullptr;
-    in.num_valid_rows = counts.ptr;
-    in.a = a.ptr, in.sfa = sfa.ptr, in.sfa_stride = sfa_stride, in.b = b.ptr, in.sfb = sfb.ptr;
+    gemm::GroupedGemmInput in = act.input(p);
+    in.b = b.ptr, in.sfb = sfb.ptr;
     return in;
   }
 };
@@ -175,47 +127,16 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
   d.poison();
   const gemm::LaunchOptions opt = launch_options(c);
   gemm::grouped_gemm_bf16(dev.input(p), d.ptr, nullptr, opt);
-  SYMMOE_CUDA_CHECK(cudaGetLastError());
-  SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
+  sync_kernels();
   const auto got = d.download();
   // A second call into a fresh poisoned buffer: bitwise the same (deterministic, no state left between calls).
   d.poison();
   gemm::grouped_gemm_bf16(dev.input(p), d.ptr, nullptr, opt);
-  SYMMOE_CUDA_CHECK(cudaGetLastError());
-  SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
+  sync_kernels();
   EXPECT_TRUE(symmoe::test::bitwise_equal(got, d.download(), "second call"));
-  std::vector<double> all_exact, all_faithful, all_got;
-  std::vector<char> written(p.total_rows(), 0);
-  for (int e = 0; e < p.num_experts; ++e) {
-    const int r0 = p.starts[e], rows = p.valid[e];
-    if (rows == 0) continue;
-    const auto exact = ref::gemm_exact(p.a, r0, r0 + rows, p.b[e]);
-    const auto faithful = ref::gemm_faithful(p.a, r0, r0 + rows, p.b[e]);
-    for (int r = 0; r < rows; ++r) {
-      written[r0 + r] = 1;
-      for (int col = 0; col < p.n; ++col) {
-        const size_t i = size_t(r) * p.n + col;
-        all_exact.push_back(exact[i]);
-        all_faithful.push_back(fmt::bf16_to_float(fmt::float_to_bf16(faithful[i])));
-        all_got.push_back(fmt::bf16_to_float(got[size_t(r0 + r) * p.n + col]));
-      }
-    }
-  }
-  const double err_faithful = symmoe::test::rel_frobenius(all_faithful, all_got);
-  const double err_exact = symmoe::test::rel_frobenius(all_exact, all_got);
-  std::printf("    [%s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", name(c).c_str(), all_got.size() / p.n,
-              err_faithful, err_exact);
-  EXPECT_LE(err_faithful, 1e-3);
-  EXPECT_LE(err_exact, 2e-3);
-  if (expect_bitwise) {
-    std::vector<float> want(all_faithful.begin(), all_faithful.end()), have(all_got.begin(), all_got.end());
-    EXPECT_TRUE(symmoe::test::bitwise_equal(want, have, "bf16 D vs bf16(ref::gemm_faithful)"));
-  }
-  size_t overwritten = 0;
-  for (int r = 0; r < p.total_rows(); ++r)
-    if (!written[r])
-      for (int col = 0; col < p.n; ++col) overwritten += got[size_t(r) * p.n + col] != 0xFFFF;
-  EXPECT_EQ(overwritten, 0u) << "elements written outside the experts' valid rows";
+  const auto expert_weights = [&](int e) -> const symmoe::Fp8BlockWeights& { return p.b[e]; };
+  symmoe::test::check_bf16_against_model(p, got, expert_weights, name(c), expect_bitwise,
+                                         "bf16 D vs bf16(ref::gemm_faithful)");
 }
 
 TEST(GroupedGemm, ContiguousOddAndEmptyExperts) {
@@ -306,8 +227,7 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
   o.clamp = clamp;
   const gemm::LaunchOptions opt = launch_options(c);
   gemm::grouped_gemm_swiglu_fp8(dev.input(p), o, nullptr, opt);
-  SYMMOE_CUDA_CHECK(cudaGetLastError());
-  SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
+  sync_kernels();
   const auto got = out.download();
   const auto got_scales = out_scales.download();
   std::ostringstream first_offenders;

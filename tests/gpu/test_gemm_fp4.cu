@@ -20,6 +20,7 @@
 
 #include "common/compare.hpp"
 #include "gpu/device_array.hpp"
+#include "gpu/gemm_fixture.hpp"
 #include "reference/random.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
@@ -38,47 +39,16 @@ namespace {
 
 using symmoe::test::DeviceArray;
 using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
+using symmoe::test::sync_kernels;
 
-// A grouped problem with FP4 weights: A rows (padding rows random too), per-expert FP4 weights [n, k] in the
-// original layout, the experts' row ranges.
-struct Problem {
-  gemm::GroupLayout layout = gemm::GroupLayout::kContiguous;
-  int num_experts = 0, n = 0, k = 0, num_rows = 0;  // num_rows: M_total (contiguous) or max_m (masked)
-  std::vector<int32_t> starts, counts;
-  std::vector<int> valid;  // rows the kernel computes (masked: counts clamped to max_m)
-  symmoe::Fp8Activations a;
-  std::vector<symmoe::Fp4Weights> b;
-  int total_rows() const { return layout == gemm::GroupLayout::kMasked ? num_experts * num_rows : num_rows; }
-};
+// FP4 weights [n, k] per expert in the original layout (gpu/gemm_fixture.hpp).
+using Problem = symmoe::test::GemmProblem<symmoe::Fp4Weights>;
 
 Problem make_problem(gemm::GroupLayout layout, const std::vector<int>& counts, int alignment_or_max_m, int n, int k,
                      uint64_t seed) {
   std::mt19937_64 rng(seed);
   Problem p;
-  p.layout = layout;
-  p.num_experts = int(counts.size());
-  p.n = n, p.k = k;
-  int row = 0;
-  for (int e = 0; e < p.num_experts; ++e) {
-    if (layout == gemm::GroupLayout::kMasked) {
-      p.starts.push_back(e * alignment_or_max_m);
-      p.valid.push_back(std::min(counts[e], alignment_or_max_m));
-    } else {
-      p.starts.push_back(row);
-      p.valid.push_back(counts[e]);
-      row += symmoe::align_up(counts[e], alignment_or_max_m);
-    }
-    p.counts.push_back(counts[e]);
-  }
-  if (layout == gemm::GroupLayout::kContiguous) p.starts.push_back(row);
-  p.num_rows = layout == gemm::GroupLayout::kMasked ? alignment_or_max_m : row;
-  const int total = p.total_rows();
-  std::vector<float> x(size_t(total) * k);
-  for (int r = 0; r < total; ++r) {
-    const float mag = std::exp2(float(rnd::uniform_below(rng, 9) - 4));
-    for (int c = 0; c < k; ++c) x[size_t(r) * k + c] = float(rnd::standard_normal(rng)) * mag;
-  }
-  p.a = symmoe::quantize_activations(x.data(), total, k, 128, fmt::ScaleFormat::kFp32);
+  symmoe::test::fill_rows_and_activations(p, layout, counts, alignment_or_max_m, n, k, fmt::ScaleFormat::kFp32, rng);
   for (int e = 0; e < p.num_experts; ++e) {
     // Per-32-block magnitudes over a few binades, so the scale codes of a 128 x 128 block differ (the per-32 shift
     // of the upconversion is exercised) and stay inside the fold's exact range.
@@ -146,36 +116,17 @@ KernelWeights l1_weights(const Problem& p) {
   return w;
 }
 
+// Device copies: A (gpu/gemm_fixture.hpp), the FP4 weights with their codes and bases, and their FP8 expansion.
 struct DeviceInputs {
-  DeviceArray<uint8_t> a, b_fp4, b_fp8;
+  symmoe::test::DeviceActivations act;
+  DeviceArray<uint8_t> b_fp4, b_fp8;
   DeviceArray<uint32_t> codes;
-  DeviceArray<float> sfa, bases;
-  DeviceArray<int32_t> starts, counts;
-  int sfa_stride;
+  DeviceArray<float> bases;
   DeviceInputs(const Problem& p, const KernelWeights& w)
-      : a(p.a.data),
-        b_fp4(w.fp4_data),
-        b_fp8(w.fp8_data),
-        codes(w.codes),
-        sfa(host_sfa(p)),
-        bases(w.bases),
-        starts(p.starts),
-        counts(p.counts),
-        sfa_stride(gemm::sfa_stride_for(p.total_rows())) {}
-  static std::vector<float> host_sfa(const Problem& p) {
-    const int stride = gemm::sfa_stride_for(p.total_rows()), kb = p.k / 128;
-    std::vector<float> s(size_t(kb) * stride, std::nanf(""));
-    for (int r = 0; r < p.total_rows(); ++r)
-      for (int b = 0; b < kb; ++b) s[size_t(b) * stride + r] = p.a.scales[size_t(r) * kb + b];
-    return s;
-  }
+      : act(p), b_fp4(w.fp4_data), b_fp8(w.fp8_data), codes(w.codes), bases(w.bases) {}
   gemm::GroupedGemmInput input(const Problem& p, gemm::WeightFormat weights) const {
-    gemm::GroupedGemmInput in;
-    in.layout = p.layout;
-    in.num_experts = p.num_experts, in.n = p.n, in.k = p.k, in.num_rows = p.num_rows;
-    in.segment_starts = p.layout == gemm::GroupLayout::kContiguous ? starts.ptr : nullptr;
-    in.num_valid_rows = counts.ptr;
-    in.a = a.ptr, in.sfa = sfa.ptr, in.sfa_stride = sfa_stride, in.sfb = bases.ptr;
+    gemm::GroupedGemmInput in = act.input(p);
+    in.sfb = bases.ptr;
     in.weights = weights;
     if (weights == gemm::WeightFormat::kFp4) {
       in.b = b_fp4.ptr, in.b_scale_codes = codes.ptr;
@@ -201,11 +152,6 @@ gemm::LaunchOptions launch_options(const Config& c) {
 // stage lands on every stage index).
 const std::vector<Config> kConfigs = {{64, 0}, {128, 0}, {0, 0}, {128, 5}, {64, 3}, {128, 1}, {64, 2}};
 
-void sync() {
-  SYMMOE_CUDA_CHECK(cudaGetLastError());
-  SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
 // bf16 epilogue: FP4 kernel == FP8 kernel on the expanded weights (bitwise), tolerances vs faithful and exact
 // (expect_bitwise: == bf16(faithful) bit for bit), poison kept outside the valid rows.
 void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) {
@@ -218,44 +164,15 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
   d8.poison();
   const gemm::LaunchOptions opt = launch_options(c);
   gemm::grouped_gemm_bf16(dev.input(p, gemm::WeightFormat::kFp4), d4.ptr, nullptr, opt);
-  sync();
+  sync_kernels();
   gemm::grouped_gemm_bf16(dev.input(p, gemm::WeightFormat::kFp8), d8.ptr, nullptr, opt);
-  sync();
+  sync_kernels();
   const auto got = d4.download();
   EXPECT_TRUE(symmoe::test::bitwise_equal(d8.download(), got, "FP4 kernel vs FP8 kernel on expand_l2_fp4"));
-  std::vector<double> all_exact, all_faithful, all_got;
-  std::vector<char> written(p.total_rows(), 0);
-  for (int e = 0; e < p.num_experts; ++e) {
-    const int r0 = p.starts[e], rows = p.valid[e];
-    if (rows == 0) continue;
-    const symmoe::Fp8BlockWeights folded = symmoe::fold_fp4_weights(p.b[e], "expert weights");
-    const auto exact = ref::gemm_exact(p.a, r0, r0 + rows, folded);  // the fold is exact: the FP4 product
-    const auto faithful = ref::gemm_faithful(p.a, r0, r0 + rows, folded);
-    for (int r = 0; r < rows; ++r) {
-      written[r0 + r] = 1;
-      for (int col = 0; col < p.n; ++col) {
-        const size_t i = size_t(r) * p.n + col;
-        all_exact.push_back(exact[i]);
-        all_faithful.push_back(fmt::bf16_to_float(fmt::float_to_bf16(faithful[i])));
-        all_got.push_back(fmt::bf16_to_float(got[size_t(r0 + r) * p.n + col]));
-      }
-    }
-  }
-  const double err_faithful = symmoe::test::rel_frobenius(all_faithful, all_got);
-  const double err_exact = symmoe::test::rel_frobenius(all_exact, all_got);
-  std::printf("    [fp4 %s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", name(c).c_str(), all_got.size() / p.n,
-              err_faithful, err_exact);
-  EXPECT_LE(err_faithful, 1e-3);
-  EXPECT_LE(err_exact, 2e-3);
-  if (expect_bitwise) {
-    std::vector<float> want(all_faithful.begin(), all_faithful.end()), have(all_got.begin(), all_got.end());
-    EXPECT_TRUE(symmoe::test::bitwise_equal(want, have, "bf16 D vs bf16(ref::gemm_faithful) on the folded weights"));
-  }
-  size_t overwritten = 0;
-  for (int r = 0; r < p.total_rows(); ++r)
-    if (!written[r])
-      for (int col = 0; col < p.n; ++col) overwritten += got[size_t(r) * p.n + col] != 0xFFFF;
-  EXPECT_EQ(overwritten, 0u) << "elements written outside the experts' valid rows";
+  // The model multiplies the folded weights: the fold is exact, so gemm_exact is the FP4 product.
+  const auto folded = [&](int e) { return symmoe::fold_fp4_weights(p.b[e], "expert weights"); };
+  symmoe::test::check_bf16_against_model(p, got, folded, "fp4 " + name(c), expect_bitwise,
+                                         "bf16 D vs bf16(ref::gemm_faithful) on the folded weights");
 }
 
 TEST(GroupedGemmFp4, ContiguousOddAndEmptyExperts) {
@@ -317,10 +234,10 @@ void check_l1(const Problem& p, float clamp, const Config& c) {
   o.out_scale_stride = scale_stride, o.row_weights = d_weights.ptr, o.clamp = clamp;
   o.out = out4.ptr, o.out_scales = scales4.ptr;
   gemm::grouped_gemm_swiglu_fp8(dev.input(p, gemm::WeightFormat::kFp4), o, nullptr, opt);
-  sync();
+  sync_kernels();
   o.out = out8.ptr, o.out_scales = scales8.ptr;
   gemm::grouped_gemm_swiglu_fp8(dev.input(p, gemm::WeightFormat::kFp8), o, nullptr, opt);
-  sync();
+  sync_kernels();
   const auto got = out4.download();
   EXPECT_TRUE(symmoe::test::bitwise_equal(out8.download(), got, "L1 codes: FP4 kernel vs FP8 on expand_l1_fp4"));
   EXPECT_TRUE(symmoe::test::bitwise_equal(scales8.download(), scales4.download(), "L1 scales: FP4 vs FP8"));
@@ -393,7 +310,7 @@ TEST(GroupedGemmFp4, BadArgumentsRaiseBeforeWriting) {
   in = dev.input(p, gemm::WeightFormat::kFp4);
   in.n = 384;  // the L1 epilogue needs n % 256 == 0
   expect_error(in, true, "n must");
-  sync();
+  sync_kernels();
   const auto after = d.download();
   EXPECT_TRUE(std::all_of(after.begin(), after.end(), [](uint16_t v) { return v == 0xFFFF; }))
       << "a refused call wrote to d";

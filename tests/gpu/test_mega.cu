@@ -27,8 +27,9 @@
 #include <vector>
 
 #include "gpu/moe_fixture.hpp"
+#include "kernels/mega/trace_format.hpp"
+#include "mega/test_access.hpp"
 #include "symmoe/mega_moe.hpp"
-#include "symmoe/mega_trace.hpp"
 
 namespace symmoe {
 namespace {
@@ -336,9 +337,8 @@ TEST(MegaErrors, StalledPeerIsNamed) {
   s->synthetic = true;
   for (const auto& p : s->comm->local_ranks()) s->devices.push_back(p.device);
   s->store = MoeWeightStore::synthetic(*s->comm, shape, s->weight_seed);
-  MegaMoeOptions o;
-  o.skip_rank_for_test = 1;
-  MegaMoe mega(*s->comm, shape, s->store.views(), o);
+  MegaMoe mega(*s->comm, shape, s->store.views(), MegaMoeOptions{});
+  MegaTestAccess::skip_rank(mega, 1);
   Case c;
   c.tokens = 8, c.seed = fresh_seed();
   Inputs in = make_inputs(*s, c);

@@ -9,8 +9,8 @@
 #include "kernels/common/input_error.hpp"
 #include "kernels/gemm/params.hpp"
 #include "symmoe/layout/mega.hpp"
+#include "kernels/mega/trace_format.hpp"
 #include "symmoe/layout/sync.hpp"
-#include "symmoe/mega_trace.hpp"
 
 namespace symmoe::mega::kernel {
 
@@ -37,7 +37,7 @@ struct MegaParams {
   uint16_t* y = nullptr;           // bf16 [T, H]
   int32_t* recv_counts = nullptr;  // optional [El]: (token, expert) pairs received per local expert this call
   symmoe::kernel::InputError* input_error = nullptr;  // host-mapped record of this rank's first bad routing entry
-  unsigned long long* trace = nullptr;  // optional [gridDim.x][kTraceWordsPerCta] (symmoe/mega_trace.hpp), zeroed
+  unsigned long long* trace = nullptr;  // optional [gridDim.x][kTraceWordsPerCta] (trace_format.hpp), zeroed
   // The GEMM core's parameters of the two phases (only what math.cuh and epilogue_swiglu.cuh read), filled by
   // make_phase_params. NOTES: kept in the kernel's parameter space (__grid_constant__) rather than built in
   // registers: two copies live across the math loop cost ~50 registers and spilled.

@@ -1,4 +1,4 @@
-// Trace stamps of the fused kernel (symmoe/mega_trace.hpp). The kernel is instantiated with kTrace true only for
+// Trace stamps of the fused kernel (trace_format.hpp). The kernel is instantiated with kTrace true only for
 // traced calls (MegaParams::trace set), so the timed kernels carry no trace code. The traced kernels do not spill
 // either (the build checks both): trace state is never kept live across a role (cta_trace below; producer.cuh).
 #pragma once

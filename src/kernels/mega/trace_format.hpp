@@ -1,7 +1,8 @@
 // Optional timeline of one fused-kernel call (MegaMoe::set_trace): per CTA, %globaltimer stamps at the stage
 // boundaries of src/kernels/mega/mega_kernel.cuh, two sums and the stamps of its first tiles. For `symmoe bench moe
 // --trace`: it shows where a call's time goes (which stage waits on which), measured, instead of guessed. Off (a null
-// pointer) by default; on, it adds a handful of global stores per CTA.
+// pointer) by default; on, it adds a handful of global stores per CTA. Internal: the kernel writes it (trace.cuh),
+// the bench and the GPU tests read it; not part of the installed API.
 #pragma once
 
 namespace symmoe::mega {
