@@ -244,8 +244,7 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
   return v;
 }
 
-int run_gemm_bench(int argc, char** argv) {
-  cli::Args args("bench gemm", "grouped FP8 GEMM vs cuBLASLt (same run)");
+void declare_gemm_args(cli::Args& args) {
   args.option("cases", "all",
               "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode "
               "(or all)")
@@ -270,9 +269,16 @@ int run_gemm_bench(int argc, char** argv) {
               "packed two per byte + UE8M0 codes per 32, upconverted in the kernel; JSON field "
               "'weights'; w GB/s counts the format's bytes: fp4 = k/2 + k/32 per weight row)")
       .flag("no-baseline", "skip cuBLASLt");
-  if (!args.parse(argc, argv)) return 0;
-  if (!require_hopper_gpu()) return 1;
-  std::vector<std::string> wanted = args.str_list("cases");
+}
+
+// The --cases selection (with the --k / --n overrides applied).
+std::vector<Case> selected_cases(const cli::Args& args) {
+  const std::vector<std::string> wanted = args.str_list("cases");
+  const std::vector<std::string> known = {"all", "dense_l1", "dense_l2", "l1",       "l1_swiglu", "l1_swiglu_wide",
+                                          "l2",  "e128",     "flash_l1", "flash_l2", "decode"};
+  for (const std::string& w : wanted)
+    SYMMOE_CHECK(std::find(known.begin(), known.end(), w) != known.end(), "bench", "--cases: unknown case '", w,
+                 "' (dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode, all)");
   auto want = [&](const std::string& c) {
     return std::find(wanted.begin(), wanted.end(), "all") != wanted.end() ||
            std::find(wanted.begin(), wanted.end(), c) != wanted.end();
@@ -290,194 +296,266 @@ int run_gemm_bench(int argc, char** argv) {
   if (want("flash_l2")) cases.push_back({"flash_l2", "contiguous", 128, 386, 4096, 2048});
   if (want("decode"))
     for (int t : args.int_list("decode-tokens")) cases.push_back({"decode", "masked", 128, t, 4096, 7168});
-  const int reps = args.integer("reps");
-  const std::vector<std::string> formats = args.str_list("weights");
-  for (const std::string& f : formats)
-    SYMMOE_CHECK(f == "fp8" || f == "fp4", "bench", "--weights: unknown format '", f, "' (fp8, fp4)");
-  SYMMOE_CHECK(args.str("alt").empty() || formats == std::vector<std::string>{"fp8"}, "bench",
-               "--alt variants are FP8 kernel pins: use them with --weights fp8 only");
   for (Case& c : cases) {
     if (args.integer("k") > 0) c.k = args.integer("k");
     if (args.integer("n") > 0) c.n = args.integer("n");
   }
+  return cases;
+}
 
-  std::unique_ptr<CublasLt> lt;
-  if (!args.has("no-baseline")) {
-    lt = std::make_unique<CublasLt>();
-    if (!lt->ok()) std::printf("[bench gemm] cuBLASLt unavailable: %s (baseline columns are 0)\n", lt->error.c_str());
-  }
-  cudaStream_t stream;
-  SYMMOE_CUDA_CHECK(cudaStreamCreate(&stream));
-  const size_t workspace_bytes = size_t(64) << 20;
-  Buffer<uint8_t> workspace(workspace_bytes);
+// The planner pins of --block-m / --block-n / --tile-buffer.
+gemm::LaunchOptions pinned_options(const cli::Args& args) {
+  gemm::LaunchOptions opt;
+  opt.block_m = args.integer("block-m"), opt.block_n = args.integer("block-n");
+  opt.tile_buffer = args.integer("tile-buffer");
+  return opt;
+}
 
+std::vector<AltVariant> alt_variants(const cli::Args& args) {
   std::vector<AltVariant> alts;
-  {
-    gemm::LaunchOptions base;
-    base.block_m = args.integer("block-m"), base.block_n = args.integer("block-n");
-    base.tile_buffer = args.integer("tile-buffer");
-    const std::string list = args.str("alt");
-    for (size_t pos = 0; pos < list.size();) {
-      const size_t end = std::min(list.find(';', pos), list.size());
-      if (end > pos) alts.push_back(parse_alt(list.substr(pos, end - pos), base));
-      pos = end + 1;
-    }
+  const std::string list = args.str("alt");
+  for (size_t pos = 0; pos < list.size();) {
+    const size_t end = std::min(list.find(';', pos), list.size());
+    if (end > pos) alts.push_back(parse_alt(list.substr(pos, end - pos), pinned_options(args)));
+    pos = end + 1;
   }
-  std::printf("%-14s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s", "case", "op", "experts", "tokens", "n", "k",
-              "us", "TFLOPS", "w GB/s", "lt us", "lt TFLOP", "ratio");
-  for (const AltVariant& v : alts) std::printf(" | alt/ours %s", v.spec.c_str());
-  std::printf("\n");
-  std::vector<std::string> table;
-  for (const Case& c : cases) {
-    const bool masked = c.op == "masked", swiglu = c.op == "l1";
-    const int rows_per_expert = masked ? c.tokens : align_up(c.tokens, 128);
-    const size_t total_rows = size_t(c.experts) * rows_per_expert;
-    Buffer<uint8_t> a(total_rows * c.k), b(size_t(c.experts) * c.n * c.k);
-    const int sfa_stride = gemm::sfa_stride_for(int(total_rows));
-    Buffer<float> sfa(size_t(c.k / 128) * sfa_stride + 4096), sfb(size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096);
-    Buffer<uint16_t> d(total_rows * c.n);
-    Buffer<uint8_t> out(total_rows * c.n / 2);
-    Buffer<float> out_scales(size_t(c.n / 256 + 1) * sfa_stride), row_weights(total_rows);
+  return alts;
+}
+
+// One case's device data: random e4m3 A and B, constant scales, the segment layout, and (with FP4 timed) random
+// packed E2M1 weights whose UE8M0 codes are all 119 = the base code of sfb's 2^-8, so every upconversion shift is 0
+// (the kernel's work does not depend on the values).
+struct CaseData {
+  bool masked, swiglu;
+  int rows_per_expert;
+  size_t total_rows;
+  int sfa_stride;
+  Buffer<uint8_t> a, b;
+  Buffer<float> sfa, sfb;
+  Buffer<uint16_t> d;
+  Buffer<uint8_t> out;
+  Buffer<float> out_scales, row_weights;
+  std::unique_ptr<Buffer<uint8_t>> b_fp4;
+  std::unique_ptr<Buffer<uint32_t>> b_codes;
+  std::unique_ptr<Buffer<int32_t>> starts, counts;
+  gemm::GroupedGemmInput in;
+  gemm::SwigluFp8Output o;
+
+  CaseData(const Case& c, bool with_fp4, cudaStream_t stream)
+      : masked(c.op == "masked"),
+        swiglu(c.op == "l1"),
+        rows_per_expert(masked ? c.tokens : align_up(c.tokens, 128)),
+        total_rows(size_t(c.experts) * rows_per_expert),
+        sfa_stride(gemm::sfa_stride_for(int(total_rows))),
+        a(total_rows * c.k),
+        b(size_t(c.experts) * c.n * c.k),
+        sfa(size_t(c.k / 128) * sfa_stride + 4096),
+        sfb(size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096),
+        d(total_rows * c.n),
+        out(total_rows * c.n / 2),
+        out_scales(size_t(c.n / 256 + 1) * sfa_stride),
+        row_weights(total_rows) {
     fill_e4m3<<<1024, 256, 0, stream>>>(a.ptr, total_rows * c.k, 1);
     fill_e4m3<<<1024, 256, 0, stream>>>(b.ptr, size_t(c.experts) * c.n * c.k, 2);
     fill_value<<<256, 256, 0, stream>>>(sfa.ptr, size_t(c.k / 128) * sfa_stride + 4096, c.act_scale);
     fill_value<<<256, 256, 0, stream>>>(sfb.ptr, size_t(c.experts) * (c.n / 128) * (c.k / 128) + 4096, 1.f / 256);
     fill_value<<<256, 256, 0, stream>>>(row_weights.ptr, total_rows, 0.5f);
     SYMMOE_CUDA_CHECK_LAUNCH("fill");
-    // FP4 weights (when timed): random packed E2M1 bytes, every UE8M0 code 119 = the base code of sfb's 2^-8, so
-    // every upconversion shift is 0 (the kernel's work does not depend on the values).
-    std::unique_ptr<Buffer<uint8_t>> b_fp4;
-    std::unique_ptr<Buffer<uint32_t>> b_codes;
-    if (std::find(formats.begin(), formats.end(), "fp4") != formats.end()) {
+    if (with_fp4) {
       b_fp4 = std::make_unique<Buffer<uint8_t>>(size_t(c.experts) * c.n * c.k / 2);
       b_codes = std::make_unique<Buffer<uint32_t>>(size_t(c.experts) * (c.k / 128) * c.n);
       fill_e4m3<<<1024, 256, 0, stream>>>(b_fp4->ptr, size_t(c.experts) * c.n * c.k / 2, 3);
       SYMMOE_CUDA_CHECK_LAUNCH("fill fp4");
       SYMMOE_CUDA_CHECK(cudaMemsetAsync(b_codes->ptr, 0x77, size_t(c.experts) * (c.k / 128) * c.n * 4, stream));
     }
-    std::vector<int32_t> starts(c.experts + 1), counts(c.experts, c.tokens);
-    for (int e = 0; e <= c.experts; ++e) starts[e] = e * rows_per_expert;
-    Buffer<int32_t> d_starts(starts.size()), d_counts(counts.size());
-    SYMMOE_CUDA_CHECK(cudaMemcpy(d_starts.ptr, starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(d_counts.ptr, counts.data(), counts.size() * 4, cudaMemcpyHostToDevice));
-
-    gemm::GroupedGemmInput in;
+    std::vector<int32_t> h_starts(c.experts + 1), h_counts(c.experts, c.tokens);
+    for (int e = 0; e <= c.experts; ++e) h_starts[e] = e * rows_per_expert;
+    starts = std::make_unique<Buffer<int32_t>>(h_starts.size());
+    counts = std::make_unique<Buffer<int32_t>>(h_counts.size());
+    SYMMOE_CUDA_CHECK(cudaMemcpy(starts->ptr, h_starts.data(), h_starts.size() * 4, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(counts->ptr, h_counts.data(), h_counts.size() * 4, cudaMemcpyHostToDevice));
     in.layout = masked ? gemm::GroupLayout::kMasked : gemm::GroupLayout::kContiguous;
     in.num_experts = c.experts, in.n = c.n, in.k = c.k;
     in.num_rows = masked ? c.tokens : int(total_rows);
-    in.segment_starts = d_starts.ptr, in.num_valid_rows = d_counts.ptr;
+    in.segment_starts = starts->ptr, in.num_valid_rows = counts->ptr;
     in.a = a.ptr, in.sfa = sfa.ptr, in.sfa_stride = sfa_stride, in.b = b.ptr, in.sfb = sfb.ptr;
-    gemm::SwigluFp8Output o;
     o.out = out.ptr, o.out_scales = out_scales.ptr, o.out_scale_stride = sfa_stride, o.row_weights = row_weights.ptr;
-    gemm::LaunchOptions opt;
-    // Masked: the launcher plans from max_m (every expert fits it); contiguous: the tokens per expert.
-    opt.expected_rows_per_expert = masked ? 0 : c.tokens;
-    opt.block_m = args.integer("block-m");
-    opt.block_n = args.integer("block-n");
-    opt.tile_buffer = args.integer("tile-buffer");
-    for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
-    for (const std::string& format : formats) {
-      const bool fp4 = format == "fp4";
-      gemm::GroupedGemmInput win = in;
-      if (fp4) win.weights = gemm::WeightFormat::kFp4, win.b = b_fp4->ptr, win.b_scale_codes = b_codes->ptr;
-      const std::string config = gemm::describe_launch(win, swiglu, opt);
-      auto run_ours = [&](const gemm::LaunchOptions& o_opt) {
-        if (swiglu)
-          gemm::grouped_gemm_swiglu_fp8(win, o, stream, o_opt);
-        else
-          gemm::grouped_gemm_bf16(win, d.ptr, stream, o_opt);
-      };
-      // Ours, the --alt variants and cuBLASLt, timed round-robin (interleaved_median_us says why).
-      std::vector<std::function<void()>> timed{[&] { run_ours(opt); }};
-      for (const AltVariant& v : alts) timed.push_back([&run_ours, &v] { run_ours(v.opt); });
-      std::unique_ptr<LtGemm> lt_gemm;
-      int lt_rows = c.tokens;  // rows per expert cuBLASLt computes (FLOPs still count c.tokens)
-      if (lt && lt->ok()) {
-        // cuBLASLt's scale tensors: sized generously (values are all equal), one per expert.
-        lt_gemm = std::make_unique<LtGemm>(*lt, c.n, c.tokens, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
-        // Row counts it has no algorithm for (e.g. 386): the contiguous segment's padded rows (rows_per_expert, a
-        // multiple of 128) instead, so the baseline does at least the real work.
-        if (!lt_gemm->ok && !masked && rows_per_expert != c.tokens) {
-          std::printf(
-              "[bench gemm] cuBLASLt found no algorithm for %d rows per expert (status %d): timing it on the "
-              "%d padded rows\n",
-              c.tokens, int(lt_gemm->status), rows_per_expert);
-          lt_rows = rows_per_expert;
-          lt_gemm = std::make_unique<LtGemm>(*lt, c.n, lt_rows, c.k, workspace_bytes, sfa.ptr, sfb.ptr);
-        }
-        if (lt_gemm->ok) {
-          timed.push_back([&] {
-            for (int e = 0; e < c.experts; ++e)
-              lt_gemm->run(*lt, b.ptr + size_t(e) * c.n * c.k, sfb.ptr, a.ptr + size_t(e) * rows_per_expert * c.k,
-                           sfa.ptr, d.ptr + size_t(e) * rows_per_expert * c.n, workspace.ptr, workspace_bytes, stream);
-          });
-        } else {
-          std::printf("[bench gemm] cuBLASLt found no algorithm for n=%d tokens=%d k=%d (status %d)\n", c.n, lt_rows,
-                      c.k, int(lt_gemm->status));
-        }
-      }
-      const std::vector<double> times = interleaved_median_us(stream, timed, 3, reps);
-      const double t_ours = times[0];
-      const std::vector<double> t_alt(times.begin() + 1, times.begin() + 1 + alts.size());
-      const double t_lt = times.size() > alts.size() + 1 ? times.back() : 0.0;
-      SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
-      const double weight_bytes = double(c.experts) * c.n * (fp4 ? c.k / 2 + c.k / 32 : c.k);
-      const double tflops = flops / t_ours * 1e-6, gbps = weight_bytes / t_ours * 1e-3;
-      const double lt_tflops = t_lt > 0 ? flops / t_lt * 1e-6 : 0;
-      char row[512];
-      int len = std::snprintf(row, sizeof row, "%-14s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f",
-                              (fp4 ? c.name + "/fp4" : c.name).c_str(), c.op.c_str(), c.experts, c.tokens, c.n, c.k,
-                              t_ours, tflops, gbps, t_lt, lt_tflops, t_lt > 0 ? t_lt / t_ours : 0.0);
-      for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
-        len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
-      std::printf("%s   %s\n", row, config.c_str());
-      table.push_back(row);
-      JsonLine line = common_fields("gemm", argc, argv);
-      line.add("op", c.op)
-          .add("shape", c.name)
-          .add("ranks", 1)
-          .add("tokens", c.tokens)
-          .add("experts", c.experts)
-          .add("m", int(c.tokens))
-          .add("n", c.n)
-          .add("k", c.k)
-          .add("time_us", t_ours)
-          .add("tflops", tflops)
-          .add("weight_gbps", gbps)
-          .add("baseline", "cublaslt")
-          .add("baseline_time_us", t_lt)
-          .add("baseline_tflops", lt_tflops)
-          .add("baseline_rows", lt_rows)
-          .add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
-          .add("kernel", config)
-          .add("variant", args.str("variant"))
-          .add("weights", format)
-          .add("act_scale", double(c.act_scale));
-      const double solo_ms = args.real("solo-ms");
-      if (solo_ms > 0) {  // each timed function alone in turn: ours, the --alt variants, cuBLASLt
-        for (size_t f = 0; f < timed.size(); ++f) {
-          const std::string who = f == 0 ? "ours" : f <= alts.size() ? "alt" + std::to_string(f - 1) : "baseline";
-          std::string begin, end;
-          const double us = solo_mean_us(stream, timed[f], solo_ms, begin, end);
-          std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), who.c_str(),
-                      f >= 1 && f <= alts.size() ? (" " + alts[f - 1].spec).c_str() : "", us, flops / us * 1e-6,
-                      begin.c_str(), end.c_str());
-          line.add("solo_" + who + "_time_us", us).add("solo_" + who + "_utc", begin + "-" + end);
-        }
-      }
-      for (size_t i = 0; i < alts.size(); ++i)
-        line.add("alt" + std::to_string(i), alts[i].spec)
-            .add("alt" + std::to_string(i) + "_time_us", t_alt[i])
-            .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(win, swiglu, alts[i].opt));
-      append_result(args.str("out"), "gemm", line);
+  }
+  // The kernel input for one weight format.
+  gemm::GroupedGemmInput input(bool fp4) const {
+    gemm::GroupedGemmInput win = in;
+    if (fp4) win.weights = gemm::WeightFormat::kFp4, win.b = b_fp4->ptr, win.b_scale_codes = b_codes->ptr;
+    return win;
+  }
+};
+
+// The shared state of one run: cuBLASLt (or none), the stream and its workspace.
+struct GemmBench {
+  std::unique_ptr<CublasLt> lt;
+  cudaStream_t stream = nullptr;
+  static constexpr size_t kWorkspaceBytes = size_t(64) << 20;
+  Buffer<uint8_t> workspace{kWorkspaceBytes};
+  explicit GemmBench(bool baseline) {
+    if (baseline) {
+      lt = std::make_unique<CublasLt>();
+      if (!lt->ok()) std::printf("[bench gemm] cuBLASLt unavailable: %s (baseline columns are 0)\n", lt->error.c_str());
     }
+    SYMMOE_CUDA_CHECK(cudaStreamCreate(&stream));
+  }
+  ~GemmBench() { cudaStreamDestroy(stream); }
+};
+
+// cuBLASLt's matmuls for a case (one per expert), or none; `rows` is what it computes per expert (FLOPs still
+// count c.tokens): a row count it has no algorithm for (e.g. 386) is timed on the contiguous segment's padded rows
+// (rows_per_expert, a multiple of 128) instead, so the baseline does at least the real work.
+std::unique_ptr<LtGemm> baseline_gemm(GemmBench& bench, const Case& c, const CaseData& data, int& rows) {
+  rows = c.tokens;
+  if (!bench.lt || !bench.lt->ok()) return nullptr;
+  // cuBLASLt's scale tensors: sized generously (values are all equal), one per expert.
+  auto g =
+      std::make_unique<LtGemm>(*bench.lt, c.n, c.tokens, c.k, GemmBench::kWorkspaceBytes, data.sfa.ptr, data.sfb.ptr);
+  if (!g->ok && !data.masked && data.rows_per_expert != c.tokens) {
+    std::printf(
+        "[bench gemm] cuBLASLt found no algorithm for %d rows per expert (status %d): timing it on the "
+        "%d padded rows\n",
+        c.tokens, int(g->status), data.rows_per_expert);
+    rows = data.rows_per_expert;
+    g = std::make_unique<LtGemm>(*bench.lt, c.n, rows, c.k, GemmBench::kWorkspaceBytes, data.sfa.ptr, data.sfb.ptr);
+  }
+  if (!g->ok) {
+    std::printf("[bench gemm] cuBLASLt found no algorithm for n=%d tokens=%d k=%d (status %d)\n", c.n, rows, c.k,
+                int(g->status));
+    return nullptr;
+  }
+  return g;
+}
+
+// The JSON line of one (case, format) row.
+JsonLine result_line(const cli::Args& args, int argc, char** argv, const Case& c, const std::string& format,
+                     const std::string& config, double t_ours, double t_lt, int lt_rows) {
+  const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
+  const double weight_bytes = double(c.experts) * c.n * (format == "fp4" ? c.k / 2 + c.k / 32 : c.k);
+  JsonLine line = common_fields("gemm", argc, argv);
+  line.add("op", c.op)
+      .add("shape", c.name)
+      .add("ranks", 1)
+      .add("tokens", c.tokens)
+      .add("experts", c.experts)
+      .add("m", int(c.tokens))
+      .add("n", c.n)
+      .add("k", c.k)
+      .add("time_us", t_ours)
+      .add("tflops", flops / t_ours * 1e-6)
+      .add("weight_gbps", weight_bytes / t_ours * 1e-3)
+      .add("baseline", "cublaslt")
+      .add("baseline_time_us", t_lt)
+      .add("baseline_tflops", t_lt > 0 ? flops / t_lt * 1e-6 : 0)
+      .add("baseline_rows", lt_rows)
+      .add("ratio_vs_baseline", t_lt > 0 ? t_lt / t_ours : 0.0)
+      .add("kernel", config)
+      .add("variant", args.str("variant"))
+      .add("weights", format)
+      .add("act_scale", double(c.act_scale));
+  return line;
+}
+
+// --solo-ms: each timed function alone in turn (ours, the --alt variants, cuBLASLt), recorded in `line`.
+void time_solo(cudaStream_t stream, const Case& c, const std::vector<std::function<void()>>& timed,
+               const std::vector<AltVariant>& alts, double solo_ms, JsonLine& line) {
+  const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
+  for (size_t f = 0; f < timed.size(); ++f) {
+    const std::string who = f == 0 ? "ours" : f <= alts.size() ? "alt" + std::to_string(f - 1) : "baseline";
+    std::string begin, end;
+    const double us = solo_mean_us(stream, timed[f], solo_ms, begin, end);
+    std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), who.c_str(),
+                f >= 1 && f <= alts.size() ? (" " + alts[f - 1].spec).c_str() : "", us, flops / us * 1e-6,
+                begin.c_str(), end.c_str());
+    line.add("solo_" + who + "_time_us", us).add("solo_" + who + "_utc", begin + "-" + end);
+  }
+}
+
+// One (case, weight format) row: ours, the --alt variants and cuBLASLt timed round-robin (interleaved_median_us
+// says why), printed, appended to the table and written as a JSON line.
+void measure_row(GemmBench& bench, const cli::Args& args, int argc, char** argv, const Case& c, const CaseData& data,
+                 const std::string& format, const gemm::LaunchOptions& opt, const std::vector<AltVariant>& alts,
+                 std::vector<std::string>& table) {
+  const gemm::GroupedGemmInput win = data.input(format == "fp4");
+  const std::string config = gemm::describe_launch(win, data.swiglu, opt);
+  const cudaStream_t stream = bench.stream;
+  auto run_ours = [&](const gemm::LaunchOptions& o_opt) {
+    if (data.swiglu)
+      gemm::grouped_gemm_swiglu_fp8(win, data.o, stream, o_opt);
+    else
+      gemm::grouped_gemm_bf16(win, data.d.ptr, stream, o_opt);
+  };
+  std::vector<std::function<void()>> timed{[&] { run_ours(opt); }};
+  for (const AltVariant& v : alts) timed.push_back([&run_ours, &v] { run_ours(v.opt); });
+  int lt_rows = c.tokens;
+  const std::unique_ptr<LtGemm> lt_gemm = baseline_gemm(bench, c, data, lt_rows);
+  if (lt_gemm)
+    timed.push_back([&] {
+      for (int e = 0; e < c.experts; ++e)
+        lt_gemm->run(*bench.lt, data.b.ptr + size_t(e) * c.n * c.k, data.sfb.ptr,
+                     data.a.ptr + size_t(e) * data.rows_per_expert * c.k, data.sfa.ptr,
+                     data.d.ptr + size_t(e) * data.rows_per_expert * c.n, bench.workspace.ptr,
+                     GemmBench::kWorkspaceBytes, stream);
+    });
+  const std::vector<double> times = interleaved_median_us(stream, timed, 3, args.integer("reps"));
+  const double t_ours = times[0];
+  const std::vector<double> t_alt(times.begin() + 1, times.begin() + 1 + alts.size());
+  const double t_lt = times.size() > alts.size() + 1 ? times.back() : 0.0;
+  SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  JsonLine line = result_line(args, argc, argv, c, format, config, t_ours, t_lt, lt_rows);
+  const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
+  const double weight_bytes = double(c.experts) * c.n * (format == "fp4" ? c.k / 2 + c.k / 32 : c.k);
+  char row[512];
+  int len = std::snprintf(row, sizeof row, "%-14s %-10s %7d %6d %5d %5d | %9.1f %8.1f %9.1f | %9.1f %8.1f | %6.3f",
+                          (format == "fp4" ? c.name + "/fp4" : c.name).c_str(), c.op.c_str(), c.experts, c.tokens, c.n,
+                          c.k, t_ours, flops / t_ours * 1e-6, weight_bytes / t_ours * 1e-3, t_lt,
+                          t_lt > 0 ? flops / t_lt * 1e-6 : 0, t_lt > 0 ? t_lt / t_ours : 0.0);
+  for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
+    len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
+  std::printf("%s   %s\n", row, config.c_str());
+  table.push_back(row);
+  if (args.real("solo-ms") > 0) time_solo(stream, c, timed, alts, args.real("solo-ms"), line);
+  for (size_t i = 0; i < alts.size(); ++i)
+    line.add("alt" + std::to_string(i), alts[i].spec)
+        .add("alt" + std::to_string(i) + "_time_us", t_alt[i])
+        .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(win, data.swiglu, alts[i].opt));
+  append_result(args.str("out"), "gemm", line);
+}
+
+int run_gemm_bench(int argc, char** argv) {
+  cli::Args args("bench gemm", "grouped FP8 GEMM vs cuBLASLt (same run)");
+  declare_gemm_args(args);
+  if (!args.parse(argc, argv)) return 0;
+  const std::vector<std::string> formats = args.str_list("weights");
+  for (const std::string& f : formats)
+    SYMMOE_CHECK(f == "fp8" || f == "fp4", "bench", "--weights: unknown format '", f, "' (fp8, fp4)");
+  SYMMOE_CHECK(args.str("alt").empty() || formats == std::vector<std::string>{"fp8"}, "bench",
+               "--alt variants are FP8 kernel pins: use them with --weights fp8 only");
+  std::vector<AltVariant> alts = alt_variants(args);  // --alt errors before the GPU check too
+  const std::vector<Case> cases = selected_cases(args);
+  if (!require_hopper_gpu()) return 1;
+  const bool with_fp4 = std::find(formats.begin(), formats.end(), "fp4") != formats.end();
+  GemmBench bench(!args.has("no-baseline"));
+  std::printf("%-14s %-10s %7s %6s %5s %5s | %9s %8s %9s | %9s %8s | %6s", "case", "op", "experts", "tokens", "n", "k",
+              "us", "TFLOPS", "w GB/s", "lt us", "lt TFLOP", "ratio");
+  for (const AltVariant& v : alts) std::printf(" | alt/ours %s", v.spec.c_str());
+  std::printf("\n");
+  std::vector<std::string> table;
+  for (const Case& c : cases) {
+    const CaseData data(c, with_fp4, bench.stream);
+    gemm::LaunchOptions opt = pinned_options(args);
+    // Masked: the launcher plans from max_m (every expert fits it); contiguous: the tokens per expert.
+    opt.expected_rows_per_expert = data.masked ? 0 : c.tokens;
+    for (AltVariant& v : alts) v.opt.expected_rows_per_expert = opt.expected_rows_per_expert;
+    for (const std::string& format : formats) measure_row(bench, args, argc, argv, c, data, format, opt, alts, table);
   }
   std::printf("\n== gemm summary (ratio = cuBLASLt time / ours; alt/ours = variant time / ours:");
   for (const AltVariant& v : alts) std::printf(" [%s]", v.spec.c_str());
   std::printf(") ==\n");
   for (const auto& r : table) std::printf("%s\n", r.c_str());
-  SYMMOE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
 
