@@ -20,6 +20,20 @@ namespace {
 
 using runtime::DeviceBlock;
 
+// The kernels' view of a handle's device arrays (dispatch fills them, combine reads them).
+ep::HandleArrays handle_arrays(const EpHandle& h) {
+  return {h.num_tokens_per_rank,
+          h.num_tokens_per_expert,
+          h.dst_buffer_slot_idx,
+          h.topk_idx,
+          h.psum_num_recv_tokens_per_rank,
+          h.num_unaligned_recv_tokens_per_expert,
+          h.psum_num_recv_tokens_per_expert,
+          h.num_recv_tokens_per_expert,
+          h.recv_src_metadata,
+          h.device_counts};
+}
+
 // Offsets of consecutive 256-byte aligned arrays.
 struct Carver {
   size_t cursor = 0;
@@ -258,16 +272,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     p.topk_weights = args[i].topk_weights;
     p.cached = options.cached, p.expand = expand, p.zero_padding = options.zero_padding;
     p.expert_alignment = alignment;
-    p.handle = {h.num_tokens_per_rank,
-                h.num_tokens_per_expert,
-                h.dst_buffer_slot_idx,
-                h.topk_idx,
-                h.psum_num_recv_tokens_per_rank,
-                h.num_unaligned_recv_tokens_per_expert,
-                h.psum_num_recv_tokens_per_expert,
-                h.num_recv_tokens_per_expert,
-                h.recv_src_metadata,
-                h.device_counts};
+    p.handle = handle_arrays(h);
     const layout::EpLayout& lay = p.layout;
     const EpDispatchArgs& a = args[i];
     // Expand x and scale rows are written by the copy epilogue, so they can go to the caller's memory directly;
@@ -348,16 +353,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     p.rank = rank, p.num_tokens = h.num_tokens;
     p.expand = h.do_expand, p.reduce_local_experts = options.reduce_local_experts;
     p.x = args[i].x, p.topk_weights = args[i].topk_weights, p.bias_0 = args[i].bias_0, p.bias_1 = args[i].bias_1;
-    p.handle = {h.num_tokens_per_rank,
-                h.num_tokens_per_expert,
-                h.dst_buffer_slot_idx,
-                h.topk_idx,
-                h.psum_num_recv_tokens_per_rank,
-                h.num_unaligned_recv_tokens_per_expert,
-                h.psum_num_recv_tokens_per_expert,
-                h.num_recv_tokens_per_expert,
-                h.recv_src_metadata,
-                h.device_counts};
+    p.handle = handle_arrays(h);
     p.combined_x = args[i].combined_x_out ? args[i].combined_x_out : st.combined_x;
     p.combined_topk_weights = !with_weights                       ? nullptr
                               : args[i].combined_topk_weights_out ? args[i].combined_topk_weights_out
