@@ -234,7 +234,7 @@ constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_
 struct MegaPlan {
   MoeShape shape;
   int num_sms = 0;
-  int num_tokens = 0;  // tokens per rank the plan is for (T_max unless planned per call)
+  int num_tokens = 0;                       // tokens per rank the plan is for (T_max unless planned per call)
   GemmWeights weights = GemmWeights::kFp8;  // the bound weights' format: picks the kernel (shared memory, roles)
   double expected_tokens_per_expert = 0;
   // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale

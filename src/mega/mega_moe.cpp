@@ -26,10 +26,10 @@ struct MegaMoe::Impl {
     layout::MegaLayout ws;
     // Per BLOCK_M candidate (A box rows); FP8 weights use maps[c].gemm only.
     mega::kernel::MegaTensorMapsFp4 maps[layout::kMegaNumBlockMCandidates];
-    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;     // own the three arrays below
-    unsigned long long* trace = nullptr;                                  // [num_sms][kTraceWordsPerCta] while tracing
-    uint16_t* own_y = nullptr;                                            // [T_max, H] when the caller passes no y
-    int32_t* recv_counts = nullptr;                                       // [El] (options.count_received)
+    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;  // own the three arrays below
+    unsigned long long* trace = nullptr;                               // [num_sms][kTraceWordsPerCta] while tracing
+    uint16_t* own_y = nullptr;                                         // [T_max, H] when the caller passes no y
+    int32_t* recv_counts = nullptr;                                    // [El] (options.count_received)
     kernel::InputError* input_error = nullptr;  // host-mapped: the kernel's record of bad routing
     bool weights_bound = false;                 // bind_weights() ran (forward() requires it)
   };
@@ -148,8 +148,8 @@ void MegaMoe::bind_weights(const std::vector<MoeRankWeights>& weights) {
     const plan::GemmWeights format = plan_weights(weights[i].format);
     plans.push_back(format == r.plan.weights ? r.plan
                                              : plan::plan_mega_moe(shape_, r.plan.num_sms, im.overrides, format));
-    SYMMOE_CHECK(plans.back().workspace_bytes == r.plan.workspace_bytes, "mega", "rank ", r.placement.rank,
-                 ": the ", plan::gemm_weights_name(format), " plan's workspace (", plans.back().workspace_bytes,
+    SYMMOE_CHECK(plans.back().workspace_bytes == r.plan.workspace_bytes, "mega", "rank ", r.placement.rank, ": the ",
+                 plan::gemm_weights_name(format), " plan's workspace (", plans.back().workspace_bytes,
                  " B) differs from the layer's (", r.plan.workspace_bytes, " B)");
   }
   for (size_t i = 0; i < weights.size(); ++i) {

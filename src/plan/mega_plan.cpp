@@ -47,8 +47,8 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   SYMMOE_CHECK(num_tokens >= 0 && num_tokens <= shape.num_max_tokens_per_rank, "plan", "MegaMoE: num_tokens ",
                num_tokens, " outside [0, T_max = ", shape.num_max_tokens_per_rank, "]");
   SYMMOE_CHECK(num_sms >= 1, "plan", "MegaMoE: num_sms must be >= 1, got ", num_sms);
-  SYMMOE_CHECK(weights == GemmWeights::kFp8 || weights == GemmWeights::kFp4, "plan", "MegaMoE: weights must be fp8 or fp4, got ",
-               int(weights));
+  SYMMOE_CHECK(weights == GemmWeights::kFp8 || weights == GemmWeights::kFp4, "plan",
+               "MegaMoE: weights must be fp8 or fp4, got ", int(weights));
   SYMMOE_CHECK(shape.intermediate <= layout::kMegaMaxIntermediate, "plan", "MegaMoE: intermediate ", shape.intermediate,
                " exceeds ", layout::kMegaMaxIntermediate,
                " (the L2 arrival mask has one bit per 128 channels in 64 bits)");
@@ -181,15 +181,14 @@ void MegaPlan::validate() const {
   // (tools/check-ptxas.sh, no spills) is its test; the estimate's 40 for addresses and temporaries is an upper
   // guess (BLOCK_M 128's 64 x 256 tile estimates 232 and compiles without spills in 224).
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(
-      smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
-          smem_bytes ==
-              mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts, shape.num_local_experts(), weights),
-      "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
+  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
+                   smem_bytes == mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts,
+                                                 shape.num_local_experts(), weights),
+               "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
   bool compiled = false;
   for (const MegaKernelShape& k : kMegaKernels)
-    compiled = compiled || (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages &&
-                            k.weights == weights);
+    compiled = compiled ||
+               (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages && k.weights == weights);
   SYMMOE_CHECK(compiled, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages, " stages and ",
                gemm_weights_name(weights), " weights is not a compiled fused kernel", where());
   SYMMOE_CHECK(num_converter_warps == (weights == GemmWeights::kFp4 ? num_dispatch_warps : 0), "plan",
@@ -203,14 +202,13 @@ std::string MegaPlan::to_string() const {
   os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
      << "tokens on WGMMA M BLOCK_M=" << block_m << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n
-     << " BLOCK_K=" << block_k << " weights=" << gemm_weights_name(weights) << " wg_tiles L1 " << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m
-     << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
+     << " BLOCK_K=" << block_k << " weights=" << gemm_weights_name(weights) << " wg_tiles L1 " << l1_wg_tile_m << "x"
+     << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
      << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps;
   if (num_converter_warps) os << " (then FP4 converters " << num_converter_warps << ")";
-  os << " math "
-     << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
-     << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
+  os << " math " << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers
+     << " math " << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
      << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
      << "/stage) | pool_rows=" << pool_rows << " workspace=" << workspace_bytes << " B";
   return os.str();

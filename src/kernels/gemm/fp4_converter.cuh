@@ -102,9 +102,9 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
       const int2 desc = base;
       swiglu = Fp4StageDesc::swiglu(desc);
       base = swiglu ? load_base_codes<EpilogueKind::kSwigluFp8, BLOCK_N>(phases[0], Fp4StageDesc::tile(desc),
-                                                                          Fp4StageDesc::kb(desc))
+                                                                         Fp4StageDesc::kb(desc))
                     : load_base_codes<EpilogueKind::kBf16, BLOCK_N>(phases[1], Fp4StageDesc::tile(desc),
-                                                                     Fp4StageDesc::kb(desc));
+                                                                    Fp4StageDesc::kb(desc));
     }
     ptx::mbarrier_wait_parity(smem.conv_empty(conv.stage), conv.phase ^ 1);
     const uint8_t* src = smem.b_fp4(pipe.stage);

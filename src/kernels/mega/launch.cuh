@@ -9,8 +9,8 @@
 namespace symmoe::mega::kernel {
 
 template <int kIndex>
-void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& m,
-                       int num_ctas, cudaStream_t stream) {
+void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& m, int num_ctas,
+                       cudaStream_t stream) {
   constexpr plan::MegaKernelShape s = plan::kMegaKernels[kIndex];
   constexpr bool kFp4 = s.weights == plan::GemmWeights::kFp4;
   const int smem_bytes = MegaSmemLayoutOf<kIndex>::num_bytes(plan.shape.num_experts, plan.shape.num_local_experts());

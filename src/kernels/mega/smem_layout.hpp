@@ -35,9 +35,9 @@ struct MegaSmemLayout {
 
 // The layout of compiled fused kernel kMegaKernels[kIndex].
 template <int kIndex>
-using MegaSmemLayoutOf =
-    MegaSmemLayout<plan::kMegaKernels[kIndex].block_m, plan::kMegaKernels[kIndex].block_n,
-                   plan::kMegaKernels[kIndex].num_stages, plan::kMegaKernels[kIndex].weights == plan::GemmWeights::kFp4>;
+using MegaSmemLayoutOf = MegaSmemLayout<plan::kMegaKernels[kIndex].block_m, plan::kMegaKernels[kIndex].block_n,
+                                        plan::kMegaKernels[kIndex].num_stages,
+                                        plan::kMegaKernels[kIndex].weights == plan::GemmWeights::kFp4>;
 
 // The planner's model is this layout (every compiled kernel at one sample shape; both are sums of the same terms).
 template <int kIndex>
