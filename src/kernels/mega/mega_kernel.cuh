@@ -18,10 +18,11 @@
 // Warp roles, register split and named barriers: symmoe/layout/mega_roles.hpp (MegaRoles), shared with the planner.
 // FP4 weights (mega_moe_fp4_kernel, kFp4): the GEMM core's FP4 stage protocol (kernels/gemm/fp4_converter.cuh) with
 // the dispatch warps as its converters once their pull is done. Per K block j of the CTA's tile sequence:
-//   producer:   wait empty[j % R] -> base codes into the slot -> arrive_expect_tx raw_full[j % R] -> TMA FP4 B +
-//               codes (+ A, A scales, for early stages after the tile's row wait)   (R = kNumStages raw stages)
-//   converters: wait raw_full[j % R], wait conv_empty[j % C] -> E4M3 tile j % C -> arrive full[j % C] and
-//               empty[j % R] (one per converter warp)                                (C = kGemmFp4ConvStages = R / 2)
+//   producer:   wait empty[j % R] -> stage descriptor into the slot -> arrive_expect_tx raw_full[j % R] -> TMA
+//               FP4 B + codes (+ A, A scales; early stages: after the tile's row wait)  (R = kNumStages raw stages)
+//   converters: wait raw_full[j % R] -> load the base scales the descriptor names -> wait conv_empty[j % C] ->
+//               E4M3 tile j % C -> arrive full[j % C] and empty[j % R] (one per converter warp)
+//                                                                                     (C = kGemmFp4ConvStages = R / 2)
 //   math:       wait full[j % C] and raw_full[j % R] -> WGMMA -> arrive empty[j % R] and conv_empty[j % C]
 // empty completes on 8 math + 3 converter arrives, full on 3 converter arrives, conv_empty on 8 math arrives,
 // raw_full on the producer's arrive + bytes. Each wait depends only on block j's producer step or on earlier

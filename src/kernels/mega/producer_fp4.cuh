@@ -1,16 +1,16 @@
 // TMA producer of the fused kernel with FP4 weights: producer.cuh's per-tile protocol (the first
 // kEarlyWeightStages stages get their weights before the wait for the tile's rows, their rows after it) on the GEMM
 // core's FP4 stages (kernels/gemm/producer_fp4.cuh, fp4_converter.cuh). Per stage: wait empty, leave the stage's
-// base codes in its slot (mega_stage_base_codes: the phase's fp32 base scales' exponents, SwiGLU stages flagged with
-// kFp4SwigluStage for the converters), one arrive_expect_tx on raw_full for all of the stage's bytes (it also
-// releases the slot), TMA of the packed FP4 weight tile [256, 64 B] and its code words [256] int32, and of A and A's
-// scales (now, or after the row wait for the early stages). After the last tile one more stage carries the stop
-// mark (base code -1, no bytes): the converters, who walk no scheduler, leave on it; the math warps never wait on it.
+// descriptor in its slot (gemm::kernel::Fp4StageDesc: L1 or L2, K block, expert, n_begin; the converters load the
+// base scales from it), one arrive_expect_tx on raw_full for all of the stage's bytes (it also releases the slot),
+// TMA of the packed FP4 weight tile [256, 64 B] and its code words [256] int32, and of A and A's scales (now, or
+// after the row wait for the early stages). After the last tile one more stage carries the stop mark (-1, no
+// bytes): the converters, who walk no scheduler, leave on it; the math warps never wait on it.
 // Every raw_full the converters or the math warps wait on gets this thread's arrive and its bytes: after a timed-out
 // row wait it loads anyway, as producer.cuh does.
-// NOTES: one loop over the K blocks with one copy of the stage code and the row wait at kb == num_early (producer.cuh
-// has an early loop and a main loop): the second inlined copy of the base-code loads spilled the data warpgroup's
-// 56 registers (MegaRoles::kDataRegisters). The trace lines are producer.cuh's.
+// NOTES: registers (MegaRoles::kDataRegisters, 56). The GEMM's FP4 producer loads the base scales itself; here those
+// loads spilled (8-16 B), hence the descriptor. The early loop + main loop of producer.cuh is kept: one loop with
+// the row wait at kb == num_early spilled more. The trace lines are producer.cuh's.
 #pragma once
 
 #include "kernels/gemm/fp4_converter.cuh"
