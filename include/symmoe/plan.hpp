@@ -196,25 +196,24 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // ---------------------------------------------------------------------------------------------------------------
 // The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
 // the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
-// L2 alike (one stage ring, one tile shape), with FP8 weights; with FP4 weights the 64 x 256 tile only (num_stages
-// counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM). NOTES: no
-// 128 x 256 FP4 kernel: its math warpgroups spill at MegaRoles' 224 registers (the FP4 mainloop's second ring,
-// twice inlined for L1 and L2; nvcc 13.0), so FP4 plans take BLOCK_M 64 at every batch size. Shared memory = the
-// GEMM core's (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp
-// stacks the two.
+// L2 alike (one stage ring, one tile shape), with FP8 and with FP4 weights (FP4: num_stages counts the raw stages of
+// packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM). Shared memory = the GEMM core's
+// (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
   GemmWeights weights = GemmWeights::kFp8;
 };
-inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}, {64, 256, 4, GemmWeights::kFp4}};
+inline constexpr MegaKernelShape kMegaKernels[] = {
+    {64, 256, 5}, {128, 256, 4}, {64, 256, 4, GemmWeights::kFp4}, {128, 256, 4, GemmWeights::kFp4}};
 inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
-static_assert(kNumMegaKernels == layout::kMegaNumBlockMCandidates + 1 &&
+static_assert(kNumMegaKernels == 2 * layout::kMegaNumBlockMCandidates &&
                   kMegaKernels[0].block_m == layout::kMegaBlockMCandidates[0] &&
                   kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1] &&
                   kMegaKernels[2].block_m == layout::kMegaBlockMCandidates[0] &&
+                  kMegaKernels[3].block_m == layout::kMegaBlockMCandidates[1] &&
                   kMegaKernels[0].weights == GemmWeights::kFp8 && kMegaKernels[1].weights == GemmWeights::kFp8 &&
-                  kMegaKernels[2].weights == GemmWeights::kFp4,
-              "the fused kernels: FP8 over layout::kMegaBlockMCandidates in order, then FP4 64 x 256");
+                  kMegaKernels[2].weights == GemmWeights::kFp4 && kMegaKernels[3].weights == GemmWeights::kFp4,
+              "the fused kernels: FP8 then FP4, each over layout::kMegaBlockMCandidates in order");
 // Index in kMegaKernels of the fused kernel with BLOCK_M block_m and these weights (-1: none compiled).
 constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
   for (int i = 0; i < kNumMegaKernels; ++i)

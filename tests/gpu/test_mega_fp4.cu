@@ -29,10 +29,14 @@
 namespace symmoe {
 namespace {
 
-std::unique_ptr<MegaMoe> make_mega_fp4(Fp4Setup& f, const MegaMoeOptions& o) {
+// block_m: 0 the planner's, else forced through SYMMOE_BLOCK_M (64 or 128; read at construction).
+std::unique_ptr<MegaMoe> make_mega_fp4(Fp4Setup& f, const MegaMoeOptions& o, int block_m = 0) {
+  if (block_m) ::setenv("SYMMOE_BLOCK_M", std::to_string(block_m).c_str(), 1);
   auto layer = std::make_unique<MegaMoe>(*f.s->comm, f.s->shape, f.fp4_store.views(), o);
+  if (block_m) ::unsetenv("SYMMOE_BLOCK_M");
   std::printf("  fused plan (rank %d): %s\n", f.s->comm->local_ranks()[0].rank, layer->plan(0).to_string().c_str());
   EXPECT_EQ(layer->plan(0).weights, plan::GemmWeights::kFp4);
+  if (block_m) EXPECT_EQ(layer->plan(0).block_m, block_m);
   return layer;
 }
 
@@ -97,6 +101,7 @@ struct Param {
   int ranks;  // 0: one per GPU
   bool synthetic;
   float clamp;
+  int block_m;  // 0: the planner's (64 at this shape); 128 forced
 };
 
 class MegaFusedFp4 : public ::testing::TestWithParam<Param> {};
@@ -107,7 +112,7 @@ TEST_P(MegaFusedFp4, MatchesComposedBitwiseAndGoldenModel) {
   auto f = make_fp4_setup(small_shape(R, 128), p.synthetic, 128, p.clamp);
   MegaMoeOptions o;
   o.clamp = p.clamp;
-  auto mega = make_mega_fp4(*f, o);
+  auto mega = make_mega_fp4(*f, o, p.block_m);
   const uint64_t base = fresh_seed();
   std::printf("  case seed base %llu\n", (unsigned long long)base);
   for (const Case& c : layer_cases({1, 8, 128}, base)) {
@@ -117,12 +122,14 @@ TEST_P(MegaFusedFp4, MatchesComposedBitwiseAndGoldenModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFusedFp4,
-                         ::testing::Values(Param{1, false, 0.f}, Param{8, false, 2.f}, Param{8, true, 0.f},
-                                           Param{0, true, 0.f}),
+                         ::testing::Values(Param{1, false, 0.f, 0}, Param{1, false, 0.f, 128}, Param{8, false, 2.f, 0},
+                                           Param{8, true, 0.f, 128}, Param{0, true, 0.f, 0}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
                            return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
-                                  (p.synthetic ? "_synthetic_fp4" : "_host_fp4") + (p.clamp > 0 ? "_clamp" : "");
+                                  (p.synthetic ? "_synthetic_fp4" : "_host_fp4") +
+                                  (p.block_m ? "_block_m" + std::to_string(p.block_m) : std::string()) +
+                                  (p.clamp > 0 ? "_clamp" : "");
                          });
 
 // Few persistent CTAs (4): every CTA walks many tiles of both layers through the FP4 rings, and the case is small
@@ -140,11 +147,13 @@ TEST(MegaFp4FewSms, FourCtasMatchComposedBitwise) {
   }
 }
 
-// The traced FP4 kernel (MegaMoe::set_trace): y bitwise the untraced call's; then CUDA-graph replays of the untraced
-// forward: bitwise the eager result.
-TEST(MegaFp4TraceAndGraph, TracedAndReplayedBitwise) {
+// The traced FP4 kernels (MegaMoe::set_trace; BLOCK_M 64 and 128): y bitwise the untraced call's; then CUDA-graph
+// replays of the untraced forward: bitwise the eager result.
+class MegaFp4TraceAndGraph : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaFp4TraceAndGraph, TracedAndReplayedBitwise) {
   auto f = make_fp4_setup(small_shape(8, 128), false, 128, 0.f);
-  auto mega = make_mega_fp4(*f, {});
+  auto mega = make_mega_fp4(*f, {}, GetParam());
   ::symmoe::Setup& s = *f->s;
   Case c;
   c.kind = ref::RoutingKind::kZipf, c.mask = 0.2, c.tokens = 128, c.seed = fresh_seed();
@@ -168,6 +177,11 @@ TEST(MegaFp4TraceAndGraph, TracedAndReplayedBitwise) {
       s, in, eager, [&] { mega->forward(in.args); }, 100);
 }
 
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4TraceAndGraph, ::testing::Values(64, 128),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "block_m" + std::to_string(info.param);
+                         });
+
 // Expects `expr` to throw symmoe::Error whose message contains `word`.
 #define EXPECT_ERROR_NAMES(expr, word)                                          \
   do {                                                                          \
@@ -177,7 +191,7 @@ TEST(MegaFp4TraceAndGraph, TracedAndReplayedBitwise) {
   } while (0)
 
 // Bad FP4 views raise naming the field before the fused layer writes anything (y stays poisoned, the old binding
-// stays); BLOCK_M 128 has no FP4 kernel; rebinding FP8 <-> FP4 re-plans and stays bitwise right.
+// stays); rebinding FP8 <-> FP4 re-plans and stays bitwise right.
 TEST(MegaFp4Errors, BadWeightsRaiseBeforeWriting) {
   auto f = make_fp4_setup(small_shape(num_gpus(), 8), false, 128, 0.f);
   ::symmoe::Setup& s = *f->s;
@@ -201,9 +215,6 @@ TEST(MegaFp4Errors, BadWeightsRaiseBeforeWriting) {
   views = f->fp4_store.views();
   views[0].format = static_cast<gemm::WeightFormat>(7);
   EXPECT_ERROR_NAMES((void)MegaMoe(*s.comm, shape, views), "weights.format");
-  ::setenv("SYMMOE_BLOCK_M", "128", 1);  // no 128 x 256 FP4 fused kernel (plan::kMegaKernels)
-  EXPECT_ERROR_NAMES((void)MegaMoe(*s.comm, shape, f->fp4_store.views()), "fp4 weights");
-  ::unsetenv("SYMMOE_BLOCK_M");
   {
     MegaMoe mega(*s.comm, shape, s.store.views());  // FP8 bound
     views = f->fp4_store.views();
