@@ -11,8 +11,9 @@
 // Weights (--weights, default fp8): each listed format gets its own synthetic weights and composed layer, timed on
 // the same inputs one after the other (field "weights"): fp8 = synthetic weights generated on the GPUs; fp4 =
 // synthetic FP4 E2M1 weights (MoeWeightStore::synthetic_fp4: generated on the host, UE8M0 codes per 32 columns),
-// composed layer only (the fused kernel has no FP4 path yet; the fused layer runs the fp8 weights). The two formats
-// hold different synthetic weights, so their y are not compared.
+// timed in both layers (one fused layer, its weights rebound per format: MegaMoe::bind_weights re-plans for FP4's
+// kernel). The two formats hold different synthetic weights, so their y are not compared with each other; each
+// format's fused y is compared bitwise with its composed y.
 // Inputs: FP8 x (per-128 fp32 scales), routing from ref::make_routing.
 // Metrics (DESIGN.md 8), for rank 0 (the rank whose stream is timed; the layer is collective), for both layers:
 //   tflops      2 * recv_pairs * H * I * 3 / t, recv_pairs = (token, expert) pairs rank 0 computes
@@ -192,7 +193,7 @@ void declare_flags(cli::Args& args) {
       .option("layers", "composed,fused", "layers to time: composed | fused | composed,fused")
       .option("weights", "fp8",
               "comma list of weight formats, each with its own synthetic weights and composed layer, timed in the "
-              "same run (JSON field 'weights'): fp8, fp4 (E2M1 + UE8M0 per 32; composed layer only)")
+              "same run (JSON field 'weights'): fp8, fp4 (E2M1 + UE8M0 per 32)")
       .option("ranks", "0", "EP ranks (0: one per visible GPU; more: virtual ranks, round-robin over the GPUs)")
       .int_range(0, cli::kMaxRanks)
       .option("routing", "uniform", "uniform | zipf | hot")
@@ -225,12 +226,6 @@ MoeBenchConfig read_config(const cli::Args& args) {
     c.formats.push_back(f);
   }
   SYMMOE_CHECK(!c.formats.empty(), "bench", "--weights is empty");
-  const bool has_fp8 = std::find(c.formats.begin(), c.formats.end(), gemm::WeightFormat::kFp8) != c.formats.end();
-  SYMMOE_CHECK(!c.time_fused || has_fp8, "bench",
-               "--layers fused needs fp8 in --weights (the fused layer has no FP4 kernel yet), got --weights ",
-               args.str("weights"));
-  SYMMOE_CHECK(c.time_composed || c.formats.size() == 1, "bench",
-               "--weights fp4 is timed in the composed layer only: add composed to --layers");
   c.reps = args.integer("reps");
   c.seed = uint64_t(args.integer("seed"));
   c.ranks = args.integer("ranks");
@@ -259,7 +254,7 @@ struct MoeBench {
   std::unique_ptr<Communicator> comm;
   ComposedMoeOptions opt;
   std::vector<LayerVariant> variants;  // config.formats order
-  std::unique_ptr<MegaMoe> fused;      // null unless fused is timed (on the fp8 variant's weights)
+  std::unique_ptr<MegaMoe> fused;      // null unless fused is timed (bound to each variant's weights in turn)
   std::unique_ptr<cli::DeviceLayerInputs> inputs;
   ref::RoutingOptions ro;
 };
@@ -289,10 +284,7 @@ void set_up(MoeBench& b) {
     b.variants.push_back(std::move(v));
   }
   if (c.time_fused) {
-    const auto fp8 = std::find_if(b.variants.begin(), b.variants.end(),
-                                  [](const LayerVariant& v) { return v.format == gemm::WeightFormat::kFp8; });
-    b.fused = std::make_unique<MegaMoe>(*b.comm, b.shape, fp8->store.views());
-    std::printf("fused plan (rank %d): %s\n", b.comm->local_ranks()[0].rank, b.fused->plan(0).to_string().c_str());
+    b.fused = std::make_unique<MegaMoe>(*b.comm, b.shape, b.variants[0].store.views());
   }
   b.inputs = std::make_unique<cli::DeviceLayerInputs>(*b.comm, b.shape);
   b.ro.kind = ref::parse_routing_kind(c.routing), b.ro.seed = c.seed;
@@ -380,7 +372,7 @@ void write_composed(const MoeBench& b, const Row& row) {
   append_result(b.config.out, "moe", line);
 }
 
-// One weight format at one token count: the composed layer's warm-up, the fused check (fp8), the composed stages
+// One weight format at one token count: the composed layer's warm-up, the fused check, the composed stages
 // and the fused layer timed, result lines written.
 Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardArgs>& fargs,
                     const std::vector<ref::Routing>& routings, int T) {
@@ -392,9 +384,14 @@ Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardAr
   Row row;
   row.weights = v.format, row.tokens = T;
   row.traffic = cli::rank_traffic(b.shape, routings, 0);
-  const bool fused = b.fused && v.format == gemm::WeightFormat::kFp8;
+  const bool fused = b.fused != nullptr;
   std::vector<MoeForwardArgs> margs;
-  if (fused) margs = check_fused(b, fargs, composed_ptrs, row);
+  if (fused) {
+    b.fused->bind_weights(v.store.views());  // host only; re-plans when the format changes
+    std::printf("fused plan (rank %d, %s weights): %s\n", b.comm->local_ranks()[0].rank, format_name(v.format),
+                b.fused->plan(0).to_string().c_str());
+    margs = check_fused(b, fargs, composed_ptrs, row);
+  }
   if (c.time_composed) {
     row.forward_us = graph_time_all_ranks_us(
         *b.comm, [&] { layer.forward(fargs); }, calls, c.reps);

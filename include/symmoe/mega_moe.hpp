@@ -9,7 +9,10 @@
 //   allocates nothing and is CUDA-graph capturable.
 // - Weights: MoeRankWeights per local rank (symmoe/weight_store.hpp), L1 ALREADY TRANSFORMED; not owned, must
 //   outlive the layer (or the next bind_weights). Given to the constructor or bound later with bind_weights().
-//   FP8 only: FP4 weights (format kFp4) are refused by name (symmoe::Error); ComposedMoe runs them.
+//   FP8 or FP4 (format kFp4: E2M1 + UE8M0 codes + base scales, symmoe/weight_store.hpp): the FP4 kernel upconverts
+//   the weights to E4M3 in shared memory, so a layer on FP4 weights computes what it computes on the FP8 weights
+//   gemm::expand_l{1,2}_fp4 make of them, and what ComposedMoe computes on the same FP4 weights, bit for bit.
+//   Binding weights of another format re-plans the layer (plan() then describes that format's kernel).
 // - Inputs live in the symmetric workspace (peers pull from there). Either fill them in place through input(i)
 //   (x e4m3 [T, H] rows H apart; x_scales fp32 rows x_scales_stride floats apart; topk_idx int64 [T, K];
 //   topk_weights fp32 [T, K]) and pass those pointers in MoeForwardArgs, or pass your own device arrays

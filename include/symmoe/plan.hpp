@@ -194,32 +194,47 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // ---------------------------------------------------------------------------------------------------------------
 // Fused MoE layer (MegaMoE).
 // ---------------------------------------------------------------------------------------------------------------
-// The fused kernels that exist (src/kernels/mega/mega_kernel.cu instantiates exactly these): the GEMM core's
-// 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and L2 alike
-// (one stage ring, one tile shape). Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts
-// (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
+// The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
+// the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
+// L2 alike (one stage ring, one tile shape), with FP8 and with FP4 weights (FP4: num_stages counts the raw stages of
+// packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM). Shared memory = the GEMM core's
+// (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
+  GemmWeights weights = GemmWeights::kFp8;
 };
-inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}};
+inline constexpr MegaKernelShape kMegaKernels[] = {
+    {64, 256, 5}, {128, 256, 4}, {64, 256, 4, GemmWeights::kFp4}, {128, 256, 4, GemmWeights::kFp4}};
 inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
-static_assert(kNumMegaKernels == layout::kMegaNumBlockMCandidates &&
+static_assert(kNumMegaKernels == 2 * layout::kMegaNumBlockMCandidates &&
                   kMegaKernels[0].block_m == layout::kMegaBlockMCandidates[0] &&
-                  kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1],
-              "the fused kernels' BLOCK_M values must be layout::kMegaBlockMCandidates");
+                  kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1] &&
+                  kMegaKernels[2].block_m == layout::kMegaBlockMCandidates[0] &&
+                  kMegaKernels[3].block_m == layout::kMegaBlockMCandidates[1] &&
+                  kMegaKernels[0].weights == GemmWeights::kFp8 && kMegaKernels[1].weights == GemmWeights::kFp8 &&
+                  kMegaKernels[2].weights == GemmWeights::kFp4 && kMegaKernels[3].weights == GemmWeights::kFp4,
+              "the fused kernels: FP8 then FP4, each over layout::kMegaBlockMCandidates in order");
+// Index in kMegaKernels of the fused kernel with BLOCK_M block_m and these weights (-1: none compiled).
+constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
+  for (int i = 0; i < kNumMegaKernels; ++i)
+    if (kMegaKernels[i].block_m == block_m && kMegaKernels[i].weights == weights) return i;
+  return -1;
+}
 // Largest hidden size of the fused kernel: a dispatch warp's lane carries two of a pulled row's per-128 scales.
 constexpr int kMegaMaxHidden = 2 * 32 * 128;
 // Largest top-k of the fused kernel: a combine item holds one row piece per lane in registers.
 constexpr int kMegaMaxTopk = 8;
-constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts) {
-  return gemm_smem_bytes(block_m, block_n, num_stages) +
+constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
+                              GemmWeights weights = GemmWeights::kFp8) {
+  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights) +
          layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
 
 struct MegaPlan {
   MoeShape shape;
   int num_sms = 0;
-  int num_tokens = 0;  // tokens per rank the plan is for (T_max unless planned per call)
+  int num_tokens = 0;                       // tokens per rank the plan is for (T_max unless planned per call)
+  GemmWeights weights = GemmWeights::kFp8;  // the bound weights' format: picks the kernel (shared memory, roles)
   double expected_tokens_per_expert = 0;
   // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale
   // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
@@ -234,6 +249,7 @@ struct MegaPlan {
   // Warp roles per CTA (one persistent CTA per SM) and their registers: copied from layout::MegaRoles (the
   // kernel's own description) so the plan prints and checks them.
   int num_producer_warps = 0, num_dispatch_warps = 0, num_math_warpgroups = 0;
+  int num_converter_warps = 0;  // FP4 weights: the dispatch warps, which convert after their pull (0 for FP8)
   int num_threads = 0;
   int data_registers = 0, math_registers = 0, math_registers_needed = 0;
   int named_barriers = 0;  // named-barrier ids the kernel uses (0 .. named_barriers - 1)
@@ -248,10 +264,13 @@ struct MegaPlan {
   void validate() const;
 };
 
-MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides);
+// weights: the format of the weights the layer runs (the FP4 kernel has its own stage count and shared memory).
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides,
+                       GemmWeights weights = GemmWeights::kFp8);
 // The plan of one call with num_tokens tokens per rank (<= T_max): same workspace and layout as the T_max plan,
 // BLOCK_M and experts per wave chosen for that batch (MegaMoe::forward picks it per call, host only).
-MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides);
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides,
+                       GemmWeights weights = GemmWeights::kFp8);
 
 // ---------------------------------------------------------------------------------------------------------------
 // EP dispatch / combine.

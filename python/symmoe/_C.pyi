@@ -661,7 +661,10 @@ class MegaMoe:
     def plan(self) -> MegaPlan: ...
     def input_one(self) -> tuple[int, int, int, int, int]:
         """-> (x, x_scales, x_scales_stride in floats, topk_idx, topk_weights): device addresses of the inputs."""
-    def bind_weights_one(self, w1: int, w1_scales: int, w2: int, w2_scales: int) -> None: ...
+    def bind_weights_one(
+        self, w1: int, w1_scales: int, w2: int, w2_scales: int, w1_scale_codes: int = 0, w2_scale_codes: int = 0
+    ) -> None:
+        """FP8 weights; with both scale codes non-zero: FP4 weights (w1_scales / w2_scales are then the base scales)"""
     def set_clamp(self, clamp: float) -> None: ...
     def forward_one(
         self, num_tokens: int, x: int, x_scales: int, topk_idx: int, topk_weights: int, y: int, stream: int

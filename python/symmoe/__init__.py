@@ -26,13 +26,15 @@ from .planner import plan, Plans
 from .dlpack import TensorInfo, tensor_info, DeviceView
 from .ep import ElasticBuffer, EPHandle, EventOverlap, EventHandle
 from .distributed import Communicator
-from .mega import SymmBuffer, get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe, fp8_mega_moe
+from .mega import (SymmBuffer, get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe, fp8_mega_moe,
+                   fp8_fp4_mega_moe)
 
 __all__ = [
     "__version__", "Error", "PeerTimeout", "MoeShape", "named_shape", "formats", "reference", "plan", "Plans",
     "TensorInfo", "tensor_info", "DeviceView", "ElasticBuffer", "EPHandle", "EventOverlap", "EventHandle",
     "Communicator",
     "SymmBuffer", "get_symm_buffer_for_mega_moe", "transform_weights_for_mega_moe", "fp8_mega_moe",
+    "fp8_fp4_mega_moe",
     "float_to_e4m3", "e4m3_to_float", "float_to_e5m2", "e5m2_to_float", "float_to_e2m1", "e2m1_to_float",
     "float_to_bf16", "bf16_to_float", "ue8m0_to_float", "ue8m0_from_scale", "scale_for_amax",
     "quantize_activations", "quantize_weights_128x128", "quantize_weights_fp4",

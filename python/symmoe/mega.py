@@ -16,9 +16,8 @@ whose lanes are all -1. The top-k weight multiplies the L1 output (before the re
 Names and argument order follow DeepGEMM (deep_gemm.get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe,
 fp8_mega_moe of its SM90 variants). Differences (all deliberate):
 - Weights and activations are FP8 E4M3 with fp32 block scales (x_sf fp32 [T, H/128]; w1_sf fp32 [E_local, 2I/128,
-  H/128], w2_sf fp32 [E_local, H/128, I/128]), DeepGEMM's SM90 recipe (128, 128, 128); no FP4 or BF16 layer
-  (fp8_fp4_mega_moe / bf16_mega_moe do not exist; transform_weights_for_mega_moe already takes FP4 pairs on the host,
-  symmoe/mega_fp4.py). `recipe` must be (128, 128, 128), `activation` 'swiglu';
+  H/128], w2_sf fp32 [E_local, H/128, I/128]), DeepGEMM's SM90 recipe (128, 128, 128); no BF16 layer
+  (bf16_mega_moe does not exist). `recipe` must be (128, 128, 128), `activation` 'swiglu';
   `fast_math` is accepted and ignored (the kernel has one math mode: the golden model's).
 - Transformed L1: data rows interleaved by 8 (gate 0..7, up 0..7, gate 8..15, ...: DeepGEMM's interleave), scales
   re-laid as fp32 [E_local, I/128, H/128, 2] (gate, up) pairs (DeepGEMM keeps [E_local, 2I/128, H/128]). L2 is
@@ -39,6 +38,12 @@ fp8_mega_moe of its SM90 variants). Differences (all deliberate):
   expert received (one extra add on the stream).
 - fp8_mega_moe returns y (DeepGEMM returns None); it runs on torch's current stream, as DeepGEMM.
 - One rank per process (DeepGEMM's model). group=None without torch.distributed: one in-process rank.
+- fp8_fp4_mega_moe (FP4 E2M1 weights, recipe (1, 1, 32)): the same call on the weights transform_weights_for_mega_moe
+  makes of DeepGEMM's FP4 pairs (symmoe/mega_fp4.py), moved to the buffer's device: each layer a TRIPLE (data uint8
+  [E_local, N, K/2], scale codes int32 or uint32 [E_local, K/128, N], base scales fp32) where DeepGEMM passes pairs
+  (the base scales are symmoe's addition: the per-128x128 scale the in-kernel E4M3 fold is relative to). The kernel
+  upconverts the weights to E4M3 in shared memory, so y is bitwise what fp8_mega_moe gives on the expanded FP8
+  weights. `recipe` must be (1, 1, 32).
 Every tensor is checked (device, dtype, shape, contiguity) before anything is launched; errors are ValueError /
 TypeError naming the argument, expected and got. Device-side timeouts surface as symmoe.PeerTimeout at
 buffer.synchronize(). NOTES: weight tensors that are the same objects as the previous call's are not re-checked
@@ -337,6 +342,26 @@ def fp8_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_
         raise TypeError(f"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe, got {type(b).__name__}")
     if recipe != (128, 128, 128) and tuple(recipe) != (128, 128, 128):
         raise ValueError(f"recipe must be (128, 128, 128), got {tuple(recipe)}")
+    return _forward("fp8_mega_moe", y, _weight_tensors(l1_weights, l2_weights), _check_weights, b,
+                    cumulative_local_expert_recv_stats, activation, activation_clamp)
+
+
+def fp8_fp4_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats=None,
+                     recipe=(1, 1, 32), activation="swiglu", activation_clamp=None, fast_math=True):
+    """fp8_mega_moe with FP4 E2M1 weights (DeepGEMM's fp8_fp4_mega_moe): l1_weights, l2_weights are the triples
+    (data, scale codes, base scales) transform_weights_for_mega_moe returns for FP4 pairs, on the buffer's device
+    (see the module docstring). Collective: every rank calls it. Returns y."""
+    b = sym_buffer
+    if not isinstance(b, SymmBuffer):
+        raise TypeError(f"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe, got {type(b).__name__}")
+    if recipe != (1, 1, 32) and tuple(recipe) != (1, 1, 32):
+        raise ValueError(f"recipe must be (1, 1, 32) (FP4 weights), got {tuple(recipe)}")
+    return _forward("fp8_fp4_mega_moe", y, _weight_tensors_fp4(l1_weights, l2_weights), _check_weights_fp4, b,
+                    cumulative_local_expert_recv_stats, activation, activation_clamp)
+
+
+def _forward(what, y, tensors, check_weights, b, stats, activation, activation_clamp):
+    """The checks and the launch both layer calls share; tensors: the weight tensors in check_weights' order."""
     if activation != "swiglu":
         raise ValueError(f"activation must be 'swiglu', got {activation!r}")
     clamp = 0.0 if activation_clamp is None else float(activation_clamp)
@@ -346,18 +371,17 @@ def fp8_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_
     T = y_shape[0]
     if T > b.num_max_tokens_per_rank:
         raise ValueError(f"y has {T} tokens, more than num_max_tokens_per_rank = {b.num_max_tokens_per_rank}")
-    tensors = _weight_tensors(l1_weights, l2_weights)
-    if b._bound_tensors is None or any(t is not u for t, u in zip(tensors, b._bound_tensors)):
-        ptrs = _check_weights(tensors, dev, stream, H, I, El)
+    if (b._bound_tensors is None or len(tensors) != len(b._bound_tensors)
+            or any(t is not u for t, u in zip(tensors, b._bound_tensors))):
+        ptrs = check_weights(tensors, dev, stream, H, I, El)
     else:
         ptrs = b._bound_ptrs  # the same tensor objects as the last call: checked then
-    stats = cumulative_local_expert_recv_stats
     if stats is not None:
         device_tensor(stats, "cumulative_local_expert_recv_stats", dev, stream, ("int32", "int64"), (El,))
         check(is_torch(stats), TypeError, "cumulative_local_expert_recv_stats must be a torch tensor")
 
     if b.native is None:
-        b._require_runtime("fp8_mega_moe")
+        b._require_runtime(what)
     if ptrs != b._bound_ptrs:
         b.native.bind_weights_one(*ptrs)
         b._bound_ptrs = ptrs
@@ -377,6 +401,26 @@ def _weight_tensors(l1_weights, l2_weights):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"{name} must be a (weights, scales) pair")
     return (l1_weights[0], l1_weights[1], l2_weights[0], l2_weights[1])
+
+
+def _weight_tensors_fp4(l1_weights, l2_weights):
+    for name, triple in (("l1_weights", l1_weights), ("l2_weights", l2_weights)):
+        if not isinstance(triple, (tuple, list)) or len(triple) != 3:
+            raise TypeError(f"{name} must be a (weights, scale codes, base scales) triple (FP4: "
+                            "transform_weights_for_mega_moe of DeepGEMM's FP4 pairs)")
+    return tuple(l1_weights) + tuple(l2_weights)
+
+
+def _check_weights_fp4(tensors, dev, stream, H, I, El):
+    """-> the addresses in bind_weights_one's order: w1, w1 base scales, w2, w2 base scales, w1 codes, w2 codes."""
+    w1, c1, b1, w2, c2, b2 = tensors
+    codes = ("int32", "uint32")
+    return (device_tensor(w1, "l1 weights (fp4)", dev, stream, ("uint8", "int8"), (El, 2 * I, H // 2))[0],
+            device_tensor(b1, "l1 base scales", dev, stream, ("float32",), (El, I // 128, H // 128, 2))[0],
+            device_tensor(w2, "l2 weights (fp4)", dev, stream, ("uint8", "int8"), (El, H, I // 2))[0],
+            device_tensor(b2, "l2 base scales", dev, stream, ("float32",), (El, H // 128, I // 128))[0],
+            device_tensor(c1, "l1 scale codes", dev, stream, codes, (El, H // 128, 2 * I))[0],
+            device_tensor(c2, "l2 scale codes", dev, stream, codes, (El, I // 128, H))[0])
 
 
 def _check_weights(tensors, dev, stream, H, I, El):

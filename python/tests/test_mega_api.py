@@ -129,3 +129,49 @@ def test_strided_device_view():
     assert not info.is_contiguous()
     with pytest.raises(ValueError, match="1 strides for shape"):
         DeviceView(0, (2, 2), "float32", 0, strides=(1,))
+
+
+# ---- fp8_fp4_mega_moe: the FP4 triples (transform_weights_for_mega_moe of DeepGEMM's FP4 pairs, on the device) ----
+
+def fp4_weights(experts=EL, inter=I, hidden=H):
+    return ((FakeCuda((experts, 2 * inter, hidden // 2), "uint8"),
+             FakeCuda((experts, hidden // 128, 2 * inter), "int32"),
+             FakeCuda((experts, inter // 128, hidden // 128, 2), "float32")),
+            (FakeCuda((experts, hidden, inter // 2), "uint8"),
+             FakeCuda((experts, inter // 128, hidden), "uint32"),
+             FakeCuda((experts, hidden // 128, inter // 128), "float32")))
+
+
+def call_fp4(**kw):
+    buf = symmoe.SymmBuffer._validation_only(R, E, T_MAX, K, H, I)
+    l1, l2 = fp4_weights()
+    args = dict(y=FakeCuda((32, H), "bfloat16"), l1_weights=l1, l2_weights=l2, sym_buffer=buf)
+    args.update(kw)
+    return symmoe.fp8_fp4_mega_moe(**args)
+
+
+def test_fp4_valid_call_reaches_the_runtime():
+    with pytest.raises(RuntimeError, match="no GPU runtime"):
+        call_fp4()
+
+
+F1, F2 = fp4_weights()
+
+
+@pytest.mark.parametrize("kw, exc, pattern", [
+    (dict(recipe=(128, 128, 128)), ValueError, r"recipe must be \(1, 1, 32\) \(FP4 weights\), got \(128, 128, 128\)"),
+    (dict(l1_weights=L1), TypeError, r"l1_weights must be a \(weights, scale codes, base scales\) triple"),
+    (dict(l1_weights=(FakeCuda((EL, 2 * I, H), "uint8"), F1[1], F1[2])), ValueError,
+     r"l1 weights \(fp4\) must have shape \[16, 512, 256\], got \[16, 512, 512\]"),
+    (dict(l1_weights=(F1[0], FakeCuda((EL, 2 * I, H // 128), "int32"), F1[2])), ValueError,
+     r"l1 scale codes must have shape \[16, 4, 512\], got \[16, 512, 4\]"),
+    (dict(l2_weights=(F2[0], FakeCuda((EL, I // 128, H), "float32"), F2[2])), TypeError,
+     r"l2 scale codes must have dtype int32 or uint32, got float32"),
+    (dict(l2_weights=(F2[0], F2[1], FakeCuda((EL, H // 128, I // 128, 2), "float32"))), ValueError,
+     r"l2 base scales must have shape \[16, 4, 2\], got \[16, 4, 2, 2\]"),
+    (dict(activation="gelu"), ValueError, r"activation must be 'swiglu'"),
+    (dict(sym_buffer=object()), TypeError, r"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe"),
+])
+def test_fp4_bad_arguments_are_refused_before_the_runtime(kw, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        call_fp4(**kw)

@@ -24,11 +24,12 @@ struct MegaMoe::Impl {
     plan::MegaPlan plan;                       // for T_max tokens per rank: sizes the workspace, printed
     std::map<int, plan::MegaPlan> call_plans;  // per call's num_tokens (plan_mega_moe(shape, sms, T)), host only
     layout::MegaLayout ws;
-    mega::kernel::MegaTensorMaps maps[layout::kMegaNumBlockMCandidates];  // per BLOCK_M candidate (A box rows)
-    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;     // own the three arrays below
-    unsigned long long* trace = nullptr;                                  // [num_sms][kTraceWordsPerCta] while tracing
-    uint16_t* own_y = nullptr;                                            // [T_max, H] when the caller passes no y
-    int32_t* recv_counts = nullptr;                                       // [El] (options.count_received)
+    // Per BLOCK_M candidate (A box rows); FP8 weights use maps[c].gemm only.
+    mega::kernel::MegaTensorMapsFp4 maps[layout::kMegaNumBlockMCandidates];
+    runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;  // own the three arrays below
+    unsigned long long* trace = nullptr;                               // [num_sms][kTraceWordsPerCta] while tracing
+    uint16_t* own_y = nullptr;                                         // [T_max, H] when the caller passes no y
+    int32_t* recv_counts = nullptr;                                    // [El] (options.count_received)
     kernel::InputError* input_error = nullptr;  // host-mapped: the kernel's record of bad routing
     bool weights_bound = false;                 // bind_weights() ran (forward() requires it)
   };
@@ -54,23 +55,42 @@ struct MegaMoe::Impl {
 
 namespace {
 
-mega::kernel::MegaTensorMaps make_maps(const layout::MegaLayout& ws, const MoeRankWeights& w, int block_m) {
+plan::GemmWeights plan_weights(gemm::WeightFormat f) {
+  return f == gemm::WeightFormat::kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8;
+}
+
+mega::kernel::MegaTensorMapsFp4 make_maps(const layout::MegaLayout& ws, const MoeRankWeights& w, int block_m) {
   const layout::MegaDims& d = ws.dims();
   const uint64_t P = ws.num_pool_rows(), H = d.hidden, I = d.intermediate, El = d.num_local_experts();
   const uint32_t sfa_box = uint32_t(block_m + plan::kGemmSfaBoxPad);
   using gemm::make_tensor_map_2d;
-  mega::kernel::MegaTensorMaps m;
+  mega::kernel::MegaTensorMapsFp4 fp4{};
+  mega::kernel::MegaTensorMaps& m = fp4.gemm;
   m.l1_a = make_tensor_map_2d(ws.get_l1_pool_x(0), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H, P, H, 128, block_m, true,
                               "mega l1 pool x");
   m.l1_sfa = make_tensor_map_2d(ws.get_l1_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, H / 128, P * 4,
                                 sfa_box, 1, false, "mega l1 pool scales");
-  m.l1_b = make_tensor_map_2d(w.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H, El * 2 * I, H, 128, 256, true, "mega w1");
+  if (w.format != gemm::WeightFormat::kFp4)
+    m.l1_b = make_tensor_map_2d(w.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H, El * 2 * I, H, 128, 256, true, "mega w1");
   m.l2_a = make_tensor_map_2d(ws.get_l2_pool_x(0), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I, P, I, 128, block_m, true,
                               "mega l2 pool x");
   m.l2_sfa = make_tensor_map_2d(ws.get_l2_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, I / 128, P * 4,
                                 sfa_box, 1, false, "mega l2 pool scales");
-  m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I, El * H, I, 128, 256, true, "mega w2");
-  return m;
+  if (w.format == gemm::WeightFormat::kFp4) {
+    // Packed rows of K/2 bytes in boxes of 64 B (128 K) x 256 rows, unswizzled (the converters read them); the
+    // codes' boxes are the tile's 256 words of one K block (as the FP4 grouped GEMM's, grouped_gemm.cpp).
+    m.l1_b = make_tensor_map_2d(w.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H / 2, El * 2 * I, H / 2, 64, 256, false,
+                                "mega w1 (fp4)");
+    m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I / 2, El * H, I / 2, 64, 256, false,
+                                "mega w2 (fp4)");
+    fp4.l1_codes = make_tensor_map_2d(w.w1_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, 2 * I, El * (H / 128),
+                                      2 * I * 4, 256, 1, false, "mega w1 scale codes");
+    fp4.l2_codes = make_tensor_map_2d(w.w2_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, H, El * (I / 128), H * 4,
+                                      256, 1, false, "mega w2 scale codes");
+  } else {
+    m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I, El * H, I, 128, 256, true, "mega w2");
+  }
+  return fp4;
 }
 
 }  // namespace
@@ -120,15 +140,26 @@ void MegaMoe::bind_weights(const std::vector<MoeRankWeights>& weights) {
   Impl& im = *impl_;
   SYMMOE_CHECK(weights.size() == im.ranks.size(), "mega", "expected one MoeRankWeights per local rank (",
                im.ranks.size(), "), got ", weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) check_rank_weights(weights[i], im.ranks[i].placement.rank, "mega");
+  // Every check before any rank changes (a throw leaves the old binding intact); the plans of the new format too.
+  std::vector<plan::MegaPlan> plans;
   for (size_t i = 0; i < weights.size(); ++i) {
-    // NOTES: the fused kernel has no FP4 mainloop yet; FP4 weights run in ComposedMoe.
-    SYMMOE_CHECK(weights[i].format == gemm::WeightFormat::kFp8, "mega", "rank ", im.ranks[i].placement.rank,
-                 ": weights.format is ", weights[i].format == gemm::WeightFormat::kFp4 ? "kFp4" : "not kFp8",
-                 "; the fused layer (MegaMoe) takes FP8 weights only (use ComposedMoe for FP4 weights)");
-    check_rank_weights(weights[i], im.ranks[i].placement.rank, "mega");
+    const Impl::Rank& r = im.ranks[i];
+    const plan::GemmWeights format = plan_weights(weights[i].format);
+    plans.push_back(format == r.plan.weights ? r.plan
+                                             : plan::plan_mega_moe(shape_, r.plan.num_sms, im.overrides, format));
+    SYMMOE_CHECK(plans.back().workspace_bytes == r.plan.workspace_bytes, "mega", "rank ", r.placement.rank, ": the ",
+                 plan::gemm_weights_name(format), " plan's workspace (", plans.back().workspace_bytes,
+                 " B) differs from the layer's (", r.plan.workspace_bytes, " B)");
   }
   for (size_t i = 0; i < weights.size(); ++i) {
     Impl::Rank& r = im.ranks[i];
+    if (plans[i].weights != r.plan.weights) {
+      r.plan = plans[i];
+      r.call_plans.clear();  // planned per call for the old format
+      SYMMOE_LOG(kInfo, "mega", "rank ", r.placement.rank, " (", plan::gemm_weights_name(r.plan.weights),
+                 " weights): ", r.plan.to_string());
+    }
     r.weights = weights[i];
     for (int c = 0; c < layout::kMegaNumBlockMCandidates; ++c)  // host only: no device work, no synchronisation
       r.maps[c] = make_maps(r.ws, r.weights, layout::kMegaBlockMCandidates[c]);
@@ -165,7 +196,9 @@ const plan::MegaPlan& MegaMoe::plan_for_tokens(size_t i, int num_tokens) {
   Impl::Rank& r = impl_->at(i);
   auto it = r.call_plans.find(num_tokens);
   if (it == r.call_plans.end())
-    it = r.call_plans.emplace(num_tokens, plan::plan_mega_moe(shape_, r.plan.num_sms, num_tokens, impl_->overrides))
+    it = r.call_plans
+             .emplace(num_tokens,
+                      plan::plan_mega_moe(shape_, r.plan.num_sms, num_tokens, impl_->overrides, r.plan.weights))
              .first;
   return it->second;
 }

@@ -36,22 +36,26 @@ layout::MegaDims MegaPlan::dims() const {
   return d;
 }
 
-MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides) {
-  return plan_mega_moe(shape, num_sms, shape.num_max_tokens_per_rank, overrides);
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, const PlanOverrides& overrides, GemmWeights weights) {
+  return plan_mega_moe(shape, num_sms, shape.num_max_tokens_per_rank, overrides, weights);
 }
 
-MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides) {
+MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const PlanOverrides& overrides,
+                       GemmWeights weights) {
   shape.validate();
   detail::check_row_counts(shape, "MegaMoE");
   SYMMOE_CHECK(num_tokens >= 0 && num_tokens <= shape.num_max_tokens_per_rank, "plan", "MegaMoE: num_tokens ",
                num_tokens, " outside [0, T_max = ", shape.num_max_tokens_per_rank, "]");
   SYMMOE_CHECK(num_sms >= 1, "plan", "MegaMoE: num_sms must be >= 1, got ", num_sms);
+  SYMMOE_CHECK(weights == GemmWeights::kFp8 || weights == GemmWeights::kFp4, "plan",
+               "MegaMoE: weights must be fp8 or fp4, got ", int(weights));
   SYMMOE_CHECK(shape.intermediate <= layout::kMegaMaxIntermediate, "plan", "MegaMoE: intermediate ", shape.intermediate,
                " exceeds ", layout::kMegaMaxIntermediate,
                " (the L2 arrival mask has one bit per 128 channels in 64 bits)");
   MegaPlan p;
   p.shape = shape;
   p.num_sms = num_sms;
+  p.weights = weights;
   // Plan for num_tokens on every rank (T_max: the largest batch the buffers admit). The workspace depends on T_max
   // only (the pool fits every BLOCK_M candidate), so plans of different calls share one workspace.
   p.num_tokens = num_tokens;
@@ -98,6 +102,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   using Roles = layout::MegaRoles;
   p.num_producer_warps = Roles::kNumProducerWarps, p.num_dispatch_warps = Roles::kNumDispatchWarps;
   p.num_math_warpgroups = Roles::kNumMathWarpgroups;
+  p.num_converter_warps = weights == GemmWeights::kFp4 ? Roles::kNumConverterWarps : 0;
   p.num_threads = Roles::kNumThreads;
   p.data_registers = Roles::kDataRegisters;
   p.math_registers = Roles::kMathRegisters;
@@ -109,20 +114,24 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- shared memory: the compiled kernel's stage count ----
   // The fused kernel reuses the GEMM core's shared-memory layout (stage ring, epilogue staging, amax exchange)
-  // and adds the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by the instantiation.
-  const MegaKernelShape* kernel = nullptr;
-  for (const MegaKernelShape& k : kMegaKernels)
-    if (k.block_m == p.block_m) kernel = &k;
-  SYMMOE_CHECK(kernel != nullptr, "plan", "no compiled fused kernel with BLOCK_M ", p.block_m);
-  p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n);
-  p.smem_fixed = gemm_fixed_smem_bytes() + layout::MegaSmemCounts::num_bytes(shape.num_experts, num_local_experts);
+  // and adds the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by the instantiation. FP4:
+  // the stages hold packed FP4 weight tiles and their codes, the E4M3 ring and the tables are fixed
+  // (plan::gemm_smem_bytes).
+  const int index = mega_kernel_index(p.block_m, weights);
+  SYMMOE_CHECK(index >= 0, "plan", "no compiled fused kernel with BLOCK_M ", p.block_m, " and ",
+               gemm_weights_name(weights), " weights");
+  const MegaKernelShape* kernel = &kMegaKernels[index];
+  p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n, weights);
+  p.smem_fixed = gemm_fixed_smem_bytes(p.l1_block_n, false, weights) +
+                 layout::MegaSmemCounts::num_bytes(shape.num_experts, num_local_experts);
   const int forced = detail::forced_stages(overrides);
   if (forced) {
     const int smem = p.smem_fixed + forced * p.smem_per_stage;
     SYMMOE_CHECK(smem <= hopper::kMaxSmemPerBlock, "plan", "SYMMOE_NUM_STAGES=", forced, " needs shared memory ", smem,
                  " B > ", hopper::kMaxSmemPerBlock);
     SYMMOE_CHECK(forced == kernel->num_stages, "plan", "SYMMOE_NUM_STAGES=", forced,
-                 " matches no compiled fused kernel (BLOCK_M ", p.block_m, " has ", kernel->num_stages, " stages)");
+                 " matches no compiled fused kernel (BLOCK_M ", p.block_m, " with ", gemm_weights_name(weights),
+                 " weights has ", kernel->num_stages, " stages)");
   }
   p.num_stages = kernel->num_stages;
   p.smem_bytes = p.smem_fixed + p.num_stages * p.smem_per_stage;
@@ -171,15 +180,18 @@ void MegaPlan::validate() const {
   // (tools/check-ptxas.sh, no spills) is its test; the estimate's 40 for addresses and temporaries is an upper
   // guess (BLOCK_M 128's 64 x 256 tile estimates 232 and compiles without spills in 224).
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
-  SYMMOE_CHECK(
-      smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
-          smem_bytes == mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts, shape.num_local_experts()),
-      "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
+  SYMMOE_CHECK(smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock &&
+                   smem_bytes == mega_smem_bytes(block_m, l1_block_n, num_stages, shape.num_experts,
+                                                 shape.num_local_experts(), weights),
+               "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock, where());
   bool compiled = false;
   for (const MegaKernelShape& k : kMegaKernels)
-    compiled = compiled || (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages);
-  SYMMOE_CHECK(compiled, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages,
-               " stages is not a compiled fused kernel", where());
+    compiled = compiled ||
+               (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages && k.weights == weights);
+  SYMMOE_CHECK(compiled, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages, " stages and ",
+               gemm_weights_name(weights), " weights is not a compiled fused kernel", where());
+  SYMMOE_CHECK(num_converter_warps == (weights == GemmWeights::kFp4 ? num_dispatch_warps : 0), "plan",
+               "FP4 weights: the dispatch warps are the converters (FP8: none)", where());
   SYMMOE_CHECK(pool_rows == layout::mega_pool_rows(dims()) && pool_rows % block_m == 0, "plan",
                "pool rows must follow the layout formula and hold whole blocks", where());
 }
@@ -189,12 +201,13 @@ std::string MegaPlan::to_string() const {
   os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
      << "tokens on WGMMA M BLOCK_M=" << block_m << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n
-     << " BLOCK_K=" << block_k << " wg_tiles L1 " << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 " << l2_wg_tile_m
-     << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
+     << " BLOCK_K=" << block_k << " weights=" << gemm_weights_name(weights) << " wg_tiles L1 " << l1_wg_tile_m << "x"
+     << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
      << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles
-     << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps << " math "
-     << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers << " math "
-     << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
+     << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps;
+  if (num_converter_warps) os << " (then FP4 converters " << num_converter_warps << ")";
+  os << " math " << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers
+     << " math " << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
      << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
      << "/stage) | pool_rows=" << pool_rows << " workspace=" << workspace_bytes << " B";
   return os.str();

@@ -195,8 +195,9 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 128), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 129), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
-    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32),
-              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages) + layout::MegaSmemCounts::num_bytes(256, 32));
+    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
+              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights) +
+                  layout::MegaSmemCounts::num_bytes(256, 32));
   for (const auto& name : test::sweep_shape_names())
     for (const int r : test::sweep_ranks(name)) {
       int prev = 0;
@@ -303,6 +304,38 @@ TEST(Plan, ValidateCatchesBrokenPlans) {
   plan::GemmPlan g = plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
   g.wg_tile_n = 260;
   expect_error([&] { g.validate(); }, "math warpgroup tiles");
+}
+
+// The fused layer with FP4 weights: the compiled FP4 kernels (64 x 256 and 128 x 256, 4 raw stages) on the same
+// BLOCK_M ladder as FP8, their shared memory (packed FP4 stages + the E4M3 ring) in the plan and printed, the
+// dispatch warps as converters.
+TEST(Plan, MegaFp4) {
+  for (const int tokens : {1, 128, 8192}) {
+    const MoeShape v3 = named_shape("v3", 8, tokens);
+    const plan::MegaPlan fp8 = plan::plan_mega_moe(v3, 132, kNoOverrides);
+    const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
+    EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
+    EXPECT_EQ(fp4.block_m, fp8.block_m);
+    EXPECT_EQ(fp4.num_stages, 4);
+    EXPECT_EQ(fp4.num_converter_warps, fp4.num_dispatch_warps);
+    EXPECT_EQ(fp8.num_converter_warps, 0);
+    EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, 4, v3.num_experts, v3.num_local_experts(),
+                                                    plan::GemmWeights::kFp4));
+    EXPECT_EQ(fp4.smem_per_stage, plan::gemm_stage_smem_bytes(fp4.block_m, 256, plan::GemmWeights::kFp4));
+    EXPECT_EQ(fp4.workspace_bytes, fp8.workspace_bytes);  // one workspace for both formats
+    EXPECT_NE(fp4.to_string().find("weights=fp4"), std::string::npos) << fp4.to_string();
+    EXPECT_NE(fp4.to_string().find("FP4 converters 3"), std::string::npos) << fp4.to_string();
+    EXPECT_NE(fp8.to_string().find("weights=fp8"), std::string::npos) << fp8.to_string();
+  }
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 128);
+  plan::PlanOverrides o;
+  o.block_m = 128;
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4).block_m, 128);
+  o = {};
+  o.num_stages = 5;  // FP8 BLOCK_M 64's count, not FP4's
+  expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4); },
+               "SYMMOE_NUM_STAGES");
 }
 
 TEST(Plan, OverridesApplyAndAreChecked) {

@@ -11,8 +11,8 @@
 //     (moe_fixture.hpp, expect_matches_golden on the folded experts) as a second opinion;
 //   - CUDA-graph replays of the FP4 layer are bitwise the eager result;
 //   - bad FP4 weights (missing expert, wrong shapes, wrong sizes, scales outside the fold's exact range, missing
-//     scale codes, codes with FP8) raise symmoe::Error naming the argument before anything is written, and the
-//     fused layer (MegaMoe) refuses FP4 weights naming weights.format.
+//     scale codes, codes with FP8) raise symmoe::Error naming the argument before anything is written (the fused
+//     layer with FP4 weights: tests/gpu/test_mega_fp4.cu).
 // Random inputs derive from SYMMOE_TEST_SEED (printed first; a failed test prints the command that reruns it).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -25,33 +25,16 @@
 
 #include "common/compare.hpp"
 #include "symmoe/cuda_check.hpp"
-#include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/moe_weights.hpp"
 #include "symmoe/reference/fp4.hpp"
 #include "symmoe/weight_transform_fp4.hpp"
 #include "gpu/device_array.hpp"
 #include "gpu/moe_fixture.hpp"
+#include "gpu/moe_fp4_fixture.hpp"
 
 namespace symmoe {
 namespace {
-
-// The FP8 side lives in Setup (its store holds the folded experts, its layer is the reference, host_weights feeds
-// the golden model); the FP4 store and layer sit next to it on the same communicator.
-struct Fp4Setup {
-  std::unique_ptr<::symmoe::Setup> s;  // qualified: gtest has a private Test::Setup
-  ref::ExpertWeightMapFp4 fp4_host;
-  MoeWeightStore fp4_store;
-  std::unique_ptr<ComposedMoe> fp4_layer;
-};
-
-template <typename T>
-std::vector<T> download(int device, const T* src, size_t count) {
-  std::vector<T> out(count);
-  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
-  SYMMOE_CUDA_CHECK(cudaMemcpy(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return out;
-}
 
 // Every rank's FP4 arrays, expanded on the host (expand_l{1,2}_fp4), against the FP8 store's arrays: bitwise.
 void expect_stores_agree(const Fp4Setup& f) {
@@ -78,47 +61,6 @@ void expect_stores_agree(const Fp4Setup& f) {
     EXPECT_TRUE(test::bitwise_equal(download(dev, v8[i].w1_scales, s1), b1, r + " w1 scales vs FP4 bases"));
     EXPECT_TRUE(test::bitwise_equal(download(dev, v8[i].w2_scales, s2), b2, r + " w2 scales vs FP4 bases"));
   }
-}
-
-// synthetic: MoeWeightStore::synthetic_fp4 (the host regenerates every expert); else random FP4 experts
-// (ref::make_random_expert_fp4) through from_host_fp4. The FP8 store: from_host of the folded experts.
-std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, int alignment, float clamp) {
-  auto f = std::make_unique<Fp4Setup>();
-  f->s = std::make_unique<::symmoe::Setup>();
-  ::symmoe::Setup& s = *f->s;
-  s.comm = Communicator::in_process(shape.num_ranks, 20000);
-  s.shape = shape;
-  s.weight_seed = fresh_seed();
-  s.synthetic = false;  // host_weights holds every expert (the folded FP4 ones)
-  s.clamp = clamp;
-  for (const auto& p : s.comm->local_ranks()) s.devices.push_back(p.device);
-  for (int e = 0; e < shape.num_experts; ++e)
-    f->fp4_host[e] = synthetic ? synthetic::host_expert_fp4(shape.hidden, shape.intermediate, e, s.weight_seed)
-                               : ref::make_random_expert_fp4(shape.hidden, shape.intermediate, e, s.weight_seed);
-  f->fp4_store = synthetic ? MoeWeightStore::synthetic_fp4(*s.comm, shape, s.weight_seed)
-                           : MoeWeightStore::from_host_fp4(*s.comm, shape, f->fp4_host);
-  s.host_weights = ref::fold_experts_fp4(f->fp4_host);
-  s.store = MoeWeightStore::from_host(*s.comm, shape, s.host_weights);
-  ComposedMoeOptions o;
-  o.expert_alignment = alignment, o.clamp = clamp;
-  s.layer = std::make_unique<ComposedMoe>(*s.comm, shape, s.store.views(), o);
-  f->fp4_layer = std::make_unique<ComposedMoe>(*s.comm, shape, f->fp4_store.views(), o);
-  std::printf("  setup: %s, %s FP4 weights (seed %llu), alignment %d, clamp %g\n", shape.to_string().c_str(),
-              synthetic ? "synthetic" : "random host", (unsigned long long)s.weight_seed, alignment, clamp);
-  return f;
-}
-
-std::vector<std::vector<uint16_t>> download_y(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& ptrs,
-                                              const Inputs& in) {
-  std::vector<std::vector<uint16_t>> y;
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    y.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
-  return y;
-}
-
-void poison_all(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& ptrs, const Inputs& in) {
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    poison(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden * 2);
 }
 
 // FP8 layer (reference) into poisoned y; FP4 layer into its own poisoned buffer and into poisoned y: all bitwise
@@ -211,8 +153,8 @@ TEST(MoeComposedFp4Graph, CaptureReplayBitwise) {
         << "expected an error naming '" << (word) << "', got '" << msg_ << "'"; \
   } while (0)
 
-// Bad FP4 weights raise naming the argument before the layer writes anything (y stays poisoned); MegaMoe refuses
-// FP4 weights; the FP4 layer still works afterwards.
+// Bad FP4 weights raise naming the argument before the layer writes anything (y stays poisoned); the FP4 layer
+// still works afterwards.
 TEST(MoeComposedFp4Errors, BadWeightsRaiseBeforeWriting) {
   auto f = make_fp4_setup(small_shape(num_gpus(), 8), false, 128, 0.f);
   ::symmoe::Setup& s = *f->s;
@@ -253,13 +195,6 @@ TEST(MoeComposedFp4Errors, BadWeightsRaiseBeforeWriting) {
   views[0].format = static_cast<gemm::WeightFormat>(7);
   EXPECT_ERROR_NAMES((void)ComposedMoe(*s.comm, shape, views), "weights.format");
 
-  // The fused layer refuses FP4 weights, at construction and at bind_weights; FP8 weights still bind.
-  EXPECT_ERROR_NAMES((void)MegaMoe(*s.comm, shape, f->fp4_store.views()), "weights.format is kFp4");
-  {
-    MegaMoe mega(*s.comm, shape, MegaMoeOptions{});
-    EXPECT_ERROR_NAMES(mega.bind_weights(f->fp4_store.views()), "weights.format is kFp4");
-    EXPECT_NO_THROW(mega.bind_weights(s.store.views()));
-  }
   auto too_many = in.args;
   too_many.back().num_tokens = 9;
   EXPECT_ERROR_NAMES(f->fp4_layer->forward(too_many), "num_tokens 9");

@@ -72,6 +72,7 @@ int run_plan(int argc, char** argv) {
   const plan::GemmPlan l2 = plan::plan_grouped_gemm(m, shape.hidden, shape.intermediate, local_experts, num_sms,
                                                     plan::GemmEpilogue::kBf16, overrides);
   const plan::MegaPlan mega = plan::plan_mega_moe(shape, num_sms, overrides);
+  const plan::MegaPlan mega_fp4 = plan::plan_mega_moe(shape, num_sms, overrides, plan::GemmWeights::kFp4);
 
   std::printf("symmoe plan: %s (%s), %d SMs per rank, overrides: %s\n", args.str("shape").c_str(),
               shape.to_string().c_str(), num_sms, overrides.to_string().c_str());
@@ -80,7 +81,8 @@ int run_plan(int argc, char** argv) {
   print_plan("EP dispatch/combine:", ep.to_string());
   print_plan("Grouped GEMM L1 (composed path, [2I x H] with SwiGLU + FP8 epilogue):", l1.to_string());
   print_plan("Grouped GEMM L2 (composed path, [H x I], bf16 out):", l2.to_string());
-  print_plan("MegaMoE (fused layer):", mega.to_string());
+  print_plan("MegaMoE (fused layer, FP8 weights):", mega.to_string());
+  print_plan("MegaMoE (fused layer, FP4 weights):", mega_fp4.to_string());
   std::printf("\n");
 
   const layout::EpLayout ep_layout(ep.dims());

@@ -4,7 +4,9 @@
 //
 //   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (kernels/gemm/math.cuh), the L1 SwiGLU/FP8 epilogue,
 //                    the L2 epilogue with its NVLink write-back
-//   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
+//   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows); with FP4
+//                    weights warps 9..11 then become the converters (kernels/gemm/fp4_converter.cuh: the packed FP4
+//                    weight tile of each stage -> the E4M3 tile the math warps read)
 // Every warp also joins the stages before the roles (count + publish) and after them (clear, combine); those run at
 // kCommonRegisters, the launch bound.
 // Plain integer constants, no CUDA headers: g++ compiles this too.
@@ -28,6 +30,13 @@ struct MegaRoles {
   static constexpr int kNumProducerWarps = 1;
   static constexpr int kFirstDispatchWarp = kProducerWarp + kNumProducerWarps;
   static constexpr int kNumDispatchWarps = kWarpsPerWarpgroup - kNumProducerWarps;
+  // FP4 weights: the dispatch warps convert once their share of the pull is done. NOTES: why they, and why after the
+  // pull: a fourth warpgroup would lower the launch bound to 128 registers, leaving 32 per data thread next to the
+  // math warpgroups' 224 (the producer and pull need 56); the pull never waits on the GEMM (plain loads of peer rows
+  // published before rank barrier #1), so it always ends and the converters always start. The cost: a CTA's first
+  // conversions wait for its share of the pull (its L1 tiles wait for pulled rows anyway, but other CTAs' rows may
+  // be ready earlier).
+  static constexpr int kNumConverterWarps = kNumDispatchWarps;
   static constexpr int kNumWarpgroups = kNumMathWarpgroups + 1;
   static constexpr int kNumWarps = kNumWarpgroups * kWarpsPerWarpgroup;
   static constexpr int kNumThreads = kNumWarps * kThreadsPerWarp;
@@ -55,6 +64,8 @@ struct MegaRoles {
   // Dispatch warp `warp` (kFirstDispatchWarp <= warp < kNumWarps) -> its index among the CTA's dispatch warps.
   SYMMOE_HD static constexpr int dispatch_warp_index(int warp) { return warp - kFirstDispatchWarp; }
   SYMMOE_HD static constexpr bool is_producer_warp(int warp) { return warp == kProducerWarp; }
+  // FP4: dispatch warp `warp` -> its index among the converters (0 .. kNumConverterWarps - 1).
+  SYMMOE_HD static constexpr int converter_index(int warp) { return dispatch_warp_index(warp); }
 };
 
 static_assert(MegaRoles::kNumThreads == 384 && MegaRoles::kCommonRegisters == 168,

@@ -73,9 +73,9 @@ __device__ __forceinline__ void stage_bf16_slab(const WarpStaging& staging, cons
 }
 
 // The staging rows of math warp `warp` (0..3) of math warpgroup `wg`.
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
-__device__ __forceinline__ WarpStaging warp_staging(const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem, int wg,
-                                                    int warp, int lane) {
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4>
+__device__ __forceinline__ WarpStaging
+warp_staging(const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4>& smem, int wg, int warp, int lane) {
   return WarpStaging{smem.staging(wg * 4 + warp), lane};
 }
 

@@ -103,12 +103,14 @@ __device__ __forceinline__ void promote(float* acc_half, const float (&partial)[
 // their arrives, conv_empty is released with the raw stage); with R = 2C raw stages, j % C = stage % C and the
 // tile's phase is (stage / C) & 1, so no second ring position is kept (its registers spilled the 128 x 256 tile).
 // The raw stage's raw_full is waited on too, so that this thread acquires the A tile and scales that TMA wrote.
+// kMixedPhases (the fused kernel, whose tiles alternate between L1 and L2): one inlined loop for both kinds, the B
+// scales read as bf16_tile says (p is the tile's phase's GemmParams; kEpilogue unused).
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false,
-          bool kFp4 = false>
+          bool kFp4 = false, bool kMixedPhases = false>
 __device__ __forceinline__ void math_mainloop(
     const GemmParams& p, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>& smem, const Tile& tile,
     const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice, int wg, PipelineState<kNumStages>& pipe,
-    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc], [[maybe_unused]] bool bf16_tile = false) {
   constexpr int kConvStages = plan::kGemmFp4ConvStages;
   static_assert(!kFp4 || kNumStages == 2 * kConvStages, "FP4: the E4M3 ring position is derived from R = 2C");
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
@@ -125,7 +127,13 @@ __device__ __forceinline__ void math_mainloop(
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     float2 sb[Slice::kNumHalves];
 #pragma unroll
-    for (int h = 0; h < Slice::kNumHalves; ++h) sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
+    for (int h = 0; h < Slice::kNumHalves; ++h) {
+      if constexpr (kMixedPhases)
+        sb[h] = bf16_tile ? load_b_scales<EpilogueKind::kBf16>(p, tile, slice.col0 + 128 * h, kb)
+                          : load_b_scales<EpilogueKind::kSwigluFp8>(p, tile, slice.col0 + 128 * h, kb);
+      else
+        sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
+    }
     int b_stage = pipe.stage;
     if constexpr (kFp4) {
       b_stage = pipe.stage % kConvStages;

@@ -35,7 +35,7 @@ namespace symmoe::mega::kernel {
 using symmoe::kernel::InputErrorKind;
 
 // A bad entry (t, k): keep the smallest key, flag this rank as a bad source on every rank (rare path).
-__device__ __noinline__ void report_input_error(const MegaParams& p, int t, int k, InputErrorKind kind) {
+inline __device__ __noinline__ void report_input_error(const MegaParams& p, int t, int k, InputErrorKind kind) {
   atomicMax(p.ws.get_input_error_key(), ~symmoe::kernel::input_error_key(t, k, kind));
   for (uint32_t peer = 0; peer < p.sym.num_ranks; ++peer)
     *p.sym.map(p.ws.get_src_input_error(int(p.sym.rank)), peer) = 1u;
@@ -114,7 +114,7 @@ __device__ __forceinline__ void load_expert_counts(const MegaParams& p, const Ex
 }
 
 // One thread, after rank barrier #1, on a rank whose routing was bad: the host record of the first bad entry.
-__device__ __noinline__ void publish_input_error(const MegaParams& p) {
+inline __device__ __noinline__ void publish_input_error(const MegaParams& p) {
   const unsigned long long key = ~*reinterpret_cast<volatile unsigned long long*>(p.ws.get_input_error_key());
   symmoe::kernel::write_input_error(p.input_error, key, p.ws.get_topk_idx(symmoe::kernel::input_error_token(key)));
 }

@@ -16,16 +16,32 @@
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
 // Warp roles, register split and named barriers: symmoe/layout/mega_roles.hpp (MegaRoles), shared with the planner.
+// FP4 weights (mega_moe_fp4_kernel, kFp4): the GEMM core's FP4 stage protocol (kernels/gemm/fp4_converter.cuh) with
+// the dispatch warps as its converters once their pull is done. Per K block j of the CTA's tile sequence:
+//   producer:   wait empty[j % R] -> stage descriptor into the slot -> arrive_expect_tx raw_full[j % R] -> TMA
+//               FP4 B + codes (+ A, A scales; early stages: after the tile's row wait)  (R = kNumStages raw stages)
+//   converters: wait raw_full[j % R] -> load the base scales the descriptor names -> wait conv_empty[j % C] ->
+//               E4M3 tile j % C -> arrive full[j % C] and empty[j % R] (one per converter warp)
+//                                                                                     (C = kGemmFp4ConvStages = R / 2)
+//   math:       wait full[j % C] and raw_full[j % R] -> WGMMA -> arrive empty[j % R] and conv_empty[j % C]
+// empty completes on 8 math + 3 converter arrives, full on 3 converter arrives, conv_empty on 8 math arrives,
+// raw_full on the producer's arrive + bytes. Each wait depends only on block j's producer step or on earlier
+// blocks, and the producer's steps depend only on the tile's rows (bounded wait, loads anyway on timeout) and on
+// earlier blocks' releases, so nothing waits in a cycle. After the last tile the producer publishes the stop mark
+// on raw_full of the next stage (no bytes); the converters leave there, the math warps never wait on it. The pull
+// before the conversion never waits on the GEMM (MegaRoles::kNumConverterWarps), so the converters always start.
 #pragma once
 
 #include "kernels/comm/barrier.cuh"
 #include "kernels/comm/grid_sync.cuh"
 #include "kernels/gemm/epilogue_swiglu.cuh"
+#include "kernels/gemm/fp4_converter.cuh"
 #include "kernels/gemm/math.cuh"
 #include "kernels/mega/combine.cuh"
 #include "kernels/mega/dispatch.cuh"
 #include "kernels/mega/epilogue.cuh"
 #include "kernels/mega/producer.cuh"
+#include "kernels/mega/producer_fp4.cuh"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/mega/smem_layout.hpp"
 #include "kernels/mega/trace.cuh"
@@ -48,6 +64,8 @@ static_assert((Roles::kAmaxExchangeBarrier < Roles::kGemmIssueBarrier0 ||
                   (Roles::kL1DoneBarrier < Roles::kGemmIssueBarrier0 ||
                    Roles::kL1DoneBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers),
               "MegaRoles: a fused-kernel barrier collides with the GEMM core's issue-turn barriers");
+static_assert(gemm::kernel::kNumConverterWarps == Roles::kNumConverterWarps,
+              "MegaRoles::kNumConverterWarps must be the GEMM core's converter count (its row stride and arrivals)");
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
 // `combine` false: this rank's routing was bad (dispatch.cuh): its y is left untouched.
@@ -90,93 +108,19 @@ __device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
 __global__ void __launch_bounds__(kNumThreads, 1)
     mega_moe_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMaps maps) {
-  using namespace gemm::kernel;
-  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
-  extern __shared__ uint8_t smem_raw[];
-  const layout::MegaDims& d = p.ws.dims();
-  const int El = d.num_local_experts();
-  const MegaSmemLayout<BLOCK_M, BLOCK_N, kNumStages> shared(smem_raw, d.num_ranks, El);
-  const auto& smem = shared.core;  // the GEMM core's regions
-  const ExpertCounts counts = ExpertCounts::from(shared.counts);
-  const int wg = threadIdx.x / Roles::kThreadsPerWarpgroup, warp = threadIdx.x / Roles::kThreadsPerWarp;
-  const int lane = threadIdx.x % Roles::kThreadsPerWarp;
-  const layout::SyncArea area = p.ws.get_sync_area();
+  constexpr bool kFp4 = false;
+  [[maybe_unused]] const CUtensorMap* codes_maps = nullptr;
+#include "kernels/mega/mega_kernel_body.inc"
+}
 
-  if (threadIdx.x == 0) {
-    trace_stamp<kTrace>(p, kTraceStart);
-    ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
-    ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
-    smem.init_stage_barriers(Roles::kNumMathWarps);  // one arrive per math warp
-  }
-  __syncthreads();
-
-  // ---- 1. count + publish, then every rank's lists are complete ----
-  count_and_publish(p, blockIdx.x * kNumThreads + threadIdx.x, gridDim.x * kNumThreads);
-  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTracePublished);
-  const bool counted = comm::rank_barrier(p.sym, area, p.ctx);
-  load_expert_counts<BLOCK_M, BLOCK_N>(p, counts, counted);
-  // Read before finish_call's clear (CTA 0 clears after a grid sync that every CTA reaches after this read).
-  const bool routing_ok = *reinterpret_cast<volatile const uint32_t*>(p.ws.get_src_input_error(int(p.sym.rank))) == 0;
-  if (!routing_ok && blockIdx.x == 0 && threadIdx.x == 0) publish_input_error(p);
-  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCounted);
-  if (blockIdx.x == 0 && p.recv_counts != nullptr)
-    for (int e = threadIdx.x; e < El; e += kNumThreads) p.recv_counts[e] = counts.num_rows[e];
-
-  // ---- 2. roles ----
-  using Scheduler = MegaScheduler<BLOCK_M, BLOCK_N>;
-  if (wg == Roles::kDataWarpgroup) {
-    ptx::setmaxnreg_dec<Roles::kDataRegisters>();
-    if (Roles::is_producer_warp(warp)) {
-      if (lane == 0) {
-        Scheduler sched(p, counts, blockIdx.x);
-        run_mega_producer<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched);
-        trace_stamp<kTrace>(p, kTraceProducerDone);
-      }
-    } else {
-      pull_rows<BLOCK_M>(p, counts, blockIdx.x * Roles::kNumDispatchWarps + Roles::dispatch_warp_index(warp),
-                         gridDim.x * Roles::kNumDispatchWarps, lane);
-      if (lane == 0) trace_max_stamp<kTrace>(p, kTracePullDone);
-    }
-    __syncwarp();
-    ptx::setmaxnreg_inc<Roles::kCommonRegisters>();
-  } else {
-    ptx::setmaxnreg_inc<Roles::kMathRegisters>();
-    const Slice slice(wg);
-    const GemmParams& l1 = p.l1;
-    const GemmParams& l2 = p.l2;
-    PipelineState<kNumStages> pipe;
-    float acc[Slice::kNumAcc];
-    if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (issue turns, math.cuh)
-    const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
-    Scheduler sched(p, counts, blockIdx.x);
-    MegaTile t;
-    for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
-      if (!t.l2) {
-        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe,
-                                                                                 acc);
-        if constexpr (kTrace)
-          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
-        epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
-        signal_l1_tile_done<BLOCK_N>(p, t, staging);
-      } else {
-        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kBf16>(l2, smem, t.tile, slice, wg, pipe, acc);
-        if constexpr (kTrace)
-          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
-        epilogue_l2_writeback(p, t.tile, slice, acc, staging);
-      }
-      if constexpr (kTrace)
-        if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMathDone, ptx::globaltimer_ns());
-    }
-    if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
-    // Every write-back to a peer complete and ordered before rank_barrier #2's release.
-    staging.drain();
-    ptx::fence_proxy_async_global();
-    ptx::fence_acq_rel_sys();
-    if (wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
-    ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
-  }
-
-  finish_call<kTrace>(p, routing_ok);
+// FP4 weights (the kernel of plan::kMegaKernels' kFp4 entries; mega_kernel_fp4.cu).
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
+__global__ void __launch_bounds__(kNumThreads, 1)
+    mega_moe_fp4_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMapsFp4 fp4_maps) {
+  constexpr bool kFp4 = true;
+  const MegaTensorMaps& maps = fp4_maps.gemm;
+  const CUtensorMap* codes_maps = &fp4_maps.l1_codes;
+#include "kernels/mega/mega_kernel_body.inc"
 }
 
 }  // namespace symmoe::mega::kernel

@@ -3,6 +3,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/comm/sym_buffer.cuh"
@@ -22,6 +23,14 @@ struct MegaTensorMaps {
   CUtensorMap l2_a, l2_sfa, l2_b;  // L2 pool x [P, I], L2 pool scales [I/128, P], W2 [El * H, I]
 };
 static_assert(sizeof(CUtensorMap) == 128, "MegaTensorMaps: the phase's maps are consecutive");
+
+// FP4 weights: l1_b / l2_b map the packed E2M1 weights (rows of K/2 bytes, boxes of 64 B x 256 rows, unswizzled:
+// the converters read them) and the codes maps the UE8M0 code words (int32 [El * K/128, N], boxes of 256 words
+// of one K block). The FP8 kernels take `gemm` alone (their parameter is unchanged).
+struct MegaTensorMapsFp4 {
+  MegaTensorMaps gemm;
+  CUtensorMap l1_codes, l2_codes;  // W1 codes [El * H/128, 2I], W2 codes [El * I/128, H]
+};
 
 struct MegaParams {
   layout::MegaLayout ws;    // this rank's workspace (local base); peers' copies through sym.map
@@ -43,6 +52,8 @@ struct MegaParams {
   // registers: two copies live across the math loop cost ~50 registers and spilled.
   gemm::kernel::GemmParams l1, l2;
 };
+static_assert(offsetof(MegaParams, l2) == offsetof(MegaParams, l1) + sizeof(gemm::kernel::GemmParams),
+              "MegaParams: the FP4 converters reach l2 as (&l1)[1]");
 
 // L1: A = L1 pool [P, H], B = W1 [El, 2I, H], out = L2 pool (e4m3 [P, I], scales [I/128, P], top-k weight per pool
 // row). L2: A = L2 pool [P, I], B = W2 [El, H, I]; its epilogue writes back to the source ranks (epilogue.cuh).

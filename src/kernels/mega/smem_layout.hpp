@@ -1,7 +1,9 @@
 // Shared memory of the fused MoE kernel: the GEMM core's regions (kernels/gemm/smem_layout.hpp: stage ring, amax
 // exchange, epilogue staging, stage barriers; base aligned to 1024 bytes inside the launch's slack), then the
 // per-expert counts (layout::MegaSmemCounts). The one place that stacks the two: the launcher reads num_bytes, the
-// kernel the pointers; the planner's plan::mega_smem_bytes is the same sum (checked below).
+// kernel the pointers; the planner's plan::mega_smem_bytes is the same sum (checked below). kFp4 (FP4 weights):
+// the GEMM core's FP4 regions (raw stages of packed FP4 tiles + codes, the E4M3 ring, the upconversion tables and
+// base-code slots; kernels/gemm/smem_layout.hpp), the same counts after them.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +14,9 @@
 
 namespace symmoe::mega::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4 = false>
 struct MegaSmemLayout {
-  using Core = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  using Core = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4>;
   static_assert(Core::kBytes % 16 == 0, "the counts after the GEMM core's regions must be 16-byte aligned");
 
   // Dynamic shared memory of one launch (E experts, El local experts).
@@ -31,11 +33,21 @@ struct MegaSmemLayout {
         counts{reinterpret_cast<uint64_t>(core.base + Core::kBytes), num_ranks, num_local_experts} {}
 };
 
-// The planner's model is this layout (one sample shape; both are sums of the same two terms).
-static_assert(MegaSmemLayout<plan::kMegaKernels[0].block_m, plan::kMegaKernels[0].block_n,
-                             plan::kMegaKernels[0].num_stages>::num_bytes(256, 32) ==
-                  plan::mega_smem_bytes(plan::kMegaKernels[0].block_m, plan::kMegaKernels[0].block_n,
-                                        plan::kMegaKernels[0].num_stages, 256, 32),
+// The layout of compiled fused kernel kMegaKernels[kIndex].
+template <int kIndex>
+using MegaSmemLayoutOf = MegaSmemLayout<plan::kMegaKernels[kIndex].block_m, plan::kMegaKernels[kIndex].block_n,
+                                        plan::kMegaKernels[kIndex].num_stages,
+                                        plan::kMegaKernels[kIndex].weights == plan::GemmWeights::kFp4>;
+
+// The planner's model is this layout (every compiled kernel at one sample shape; both are sums of the same terms).
+template <int kIndex>
+constexpr bool smem_model_agrees() {
+  constexpr plan::MegaKernelShape s = plan::kMegaKernels[kIndex];
+  return MegaSmemLayoutOf<kIndex>::num_bytes(256, 32) ==
+         plan::mega_smem_bytes(s.block_m, s.block_n, s.num_stages, 256, 32, s.weights);
+}
+static_assert(plan::kNumMegaKernels == 4 && smem_model_agrees<0>() && smem_model_agrees<1>() &&
+                  smem_model_agrees<2>() && smem_model_agrees<3>(),
               "plan::mega_smem_bytes disagrees with MegaSmemLayout");
 
 }  // namespace symmoe::mega::kernel

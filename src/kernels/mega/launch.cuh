@@ -1,0 +1,37 @@
+// The launch of one compiled fused kernel (plan::kMegaKernels[kIndex]); mega_kernel.cu (FP8) and
+// mega_kernel_fp4.cu (FP4) each instantiate their entries, so each translation unit compiles its kernels only.
+#pragma once
+
+#include "kernels/mega/launch.hpp"
+#include "kernels/mega/mega_kernel.cuh"
+#include "symmoe/cuda_check.hpp"
+
+namespace symmoe::mega::kernel {
+
+template <int kIndex>
+void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& m, int num_ctas,
+                       cudaStream_t stream) {
+  constexpr plan::MegaKernelShape s = plan::kMegaKernels[kIndex];
+  constexpr bool kFp4 = s.weights == plan::GemmWeights::kFp4;
+  const int smem_bytes = MegaSmemLayoutOf<kIndex>::num_bytes(plan.shape.num_experts, plan.shape.num_local_experts());
+  SYMMOE_CHECK(smem_bytes == plan.smem_bytes && s.num_stages == plan.num_stages && s.weights == plan.weights, "mega",
+               "kernel ", s.block_m, "x", s.block_n, " (", plan::gemm_weights_name(s.weights), " weights) needs ",
+               smem_bytes, " B of shared memory with ", s.num_stages, " stages, the plan says ", plan.smem_bytes,
+               " B with ", plan.num_stages, " (", plan::gemm_weights_name(plan.weights), ")");
+  // The traced instantiation only for traced calls (trace.cuh).
+  if constexpr (kFp4) {
+    auto* kernel = params.trace ? mega_moe_fp4_kernel<s.block_m, s.block_n, s.num_stages, true>
+                                : mega_moe_fp4_kernel<s.block_m, s.block_n, s.num_stages, false>;
+    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+    kernel<<<num_ctas, kNumThreads, smem_bytes, stream>>>(params, m);
+    SYMMOE_CUDA_CHECK_LAUNCH("mega_moe_fp4_kernel");
+  } else {
+    auto* kernel = params.trace ? mega_moe_kernel<s.block_m, s.block_n, s.num_stages, true>
+                                : mega_moe_kernel<s.block_m, s.block_n, s.num_stages, false>;
+    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+    kernel<<<num_ctas, kNumThreads, smem_bytes, stream>>>(params, m.gemm);
+    SYMMOE_CUDA_CHECK_LAUNCH("mega_moe_kernel");
+  }
+}
+
+}  // namespace symmoe::mega::kernel

@@ -1,0 +1,81 @@
+// Shared fixtures of the GPU tests with FP4 weights (tests/gpu/test_moe_fp4.cu: composed layer; tests/gpu/
+// test_mega_fp4.cu: fused layer): the FP4 experts (random host or synthetic), their FP4 store and composed layer,
+// next to moe_fixture.hpp's Setup holding the FP8 store of the same experts folded (the kernel-faithful expectation:
+// the FP8 layers on the E4M3 weights the FP4 kernels build in shared memory) and its composed layer.
+// Included by exactly one test file per binary (anonymous namespace), after gpu/moe_fixture.hpp.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/moe_fixture.hpp"
+#include "symmoe/moe.hpp"
+#include "symmoe/moe_weights.hpp"
+#include "symmoe/reference/fp4.hpp"
+#include "symmoe/weight_transform_fp4.hpp"
+
+namespace symmoe {
+namespace {
+
+// The FP8 side lives in Setup (its store holds the folded experts, its layer is the reference, host_weights feeds
+// the golden model); the FP4 store and layer sit next to it on the same communicator.
+struct Fp4Setup {
+  std::unique_ptr<::symmoe::Setup> s;  // qualified: gtest has a private Test::Setup
+  ref::ExpertWeightMapFp4 fp4_host;
+  MoeWeightStore fp4_store;
+  std::unique_ptr<ComposedMoe> fp4_layer;
+};
+
+template <typename T>
+std::vector<T> download(int device, const T* src, size_t count) {
+  std::vector<T> out(count);
+  SYMMOE_CUDA_CHECK(cudaSetDevice(device));
+  SYMMOE_CUDA_CHECK(cudaMemcpy(out.data(), src, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// synthetic: MoeWeightStore::synthetic_fp4 (the host regenerates every expert); else random FP4 experts
+// (ref::make_random_expert_fp4) through from_host_fp4. The FP8 store: from_host of the folded experts.
+std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, int alignment, float clamp) {
+  auto f = std::make_unique<Fp4Setup>();
+  f->s = std::make_unique<::symmoe::Setup>();
+  ::symmoe::Setup& s = *f->s;
+  s.comm = Communicator::in_process(shape.num_ranks, 20000);
+  s.shape = shape;
+  s.weight_seed = fresh_seed();
+  s.synthetic = false;  // host_weights holds every expert (the folded FP4 ones)
+  s.clamp = clamp;
+  for (const auto& p : s.comm->local_ranks()) s.devices.push_back(p.device);
+  for (int e = 0; e < shape.num_experts; ++e)
+    f->fp4_host[e] = synthetic ? synthetic::host_expert_fp4(shape.hidden, shape.intermediate, e, s.weight_seed)
+                               : ref::make_random_expert_fp4(shape.hidden, shape.intermediate, e, s.weight_seed);
+  f->fp4_store = synthetic ? MoeWeightStore::synthetic_fp4(*s.comm, shape, s.weight_seed)
+                           : MoeWeightStore::from_host_fp4(*s.comm, shape, f->fp4_host);
+  s.host_weights = ref::fold_experts_fp4(f->fp4_host);
+  s.store = MoeWeightStore::from_host(*s.comm, shape, s.host_weights);
+  ComposedMoeOptions o;
+  o.expert_alignment = alignment, o.clamp = clamp;
+  s.layer = std::make_unique<ComposedMoe>(*s.comm, shape, s.store.views(), o);
+  f->fp4_layer = std::make_unique<ComposedMoe>(*s.comm, shape, f->fp4_store.views(), o);
+  std::printf("  setup: %s, %s FP4 weights (seed %llu), alignment %d, clamp %g\n", shape.to_string().c_str(),
+              synthetic ? "synthetic" : "random host", (unsigned long long)s.weight_seed, alignment, clamp);
+  return f;
+}
+
+std::vector<std::vector<uint16_t>> download_y(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& ptrs,
+                                              const Inputs& in) {
+  std::vector<std::vector<uint16_t>> y;
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    y.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
+  return y;
+}
+
+void poison_all(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& ptrs, const Inputs& in) {
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    poison(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden * 2);
+}
+
+}  // namespace
+}  // namespace symmoe
