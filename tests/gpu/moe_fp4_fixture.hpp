@@ -78,4 +78,13 @@ void poison_all(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& pt
 }
 
 }  // namespace
+
+// Expects `expr` to throw symmoe::Error whose message contains `word`.
+#define EXPECT_ERROR_NAMES(expr, word)                                          \
+  do {                                                                          \
+    const std::string msg_ = test::error_of([&] { expr; });                     \
+    EXPECT_NE(msg_.find(word), std::string::npos)                               \
+        << "expected an error naming '" << (word) << "', got '" << msg_ << "'"; \
+  } while (0)
+
 }  // namespace symmoe

@@ -182,14 +182,6 @@ INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4TraceAndGraph, ::testing::Values(64, 128
                            return "block_m" + std::to_string(info.param);
                          });
 
-// Expects `expr` to throw symmoe::Error whose message contains `word`.
-#define EXPECT_ERROR_NAMES(expr, word)                                          \
-  do {                                                                          \
-    const std::string msg_ = test::error_of([&] { expr; });                     \
-    EXPECT_NE(msg_.find(word), std::string::npos)                               \
-        << "expected an error naming '" << (word) << "', got '" << msg_ << "'"; \
-  } while (0)
-
 // Bad FP4 views raise naming the field before the fused layer writes anything (y stays poisoned, the old binding
 // stays); rebinding FP8 <-> FP4 re-plans and stays bitwise right.
 TEST(MegaFp4Errors, BadWeightsRaiseBeforeWriting) {

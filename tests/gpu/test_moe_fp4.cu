@@ -145,14 +145,6 @@ TEST(MoeComposedFp4Graph, CaptureReplayBitwise) {
       *f->s, in, eager, [&] { f->fp4_layer->forward(in.args); }, 100);
 }
 
-// Expects `expr` to throw symmoe::Error whose message contains `word`.
-#define EXPECT_ERROR_NAMES(expr, word)                                          \
-  do {                                                                          \
-    const std::string msg_ = test::error_of([&] { expr; });                     \
-    EXPECT_NE(msg_.find(word), std::string::npos)                               \
-        << "expected an error naming '" << (word) << "', got '" << msg_ << "'"; \
-  } while (0)
-
 // Bad FP4 weights raise naming the argument before the layer writes anything (y stays poisoned); the FP4 layer
 // still works afterwards.
 TEST(MoeComposedFp4Errors, BadWeightsRaiseBeforeWriting) {
