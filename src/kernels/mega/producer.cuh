@@ -41,6 +41,27 @@ __device__ __forceinline__ void wait_tile_inputs(const MegaParams& p, const Mega
   ptx::fence_proxy_async_global();  // the rows were written by the generic proxy; TMA reads through the async one
 }
 
+// wait_tile_inputs, stamped into the trace when traced. NOTES: no trace value stays live across the wait (each costs
+// the data-role thread registers and spilled): the tile's slot is this CTA's tile count (only this thread adds to
+// it), and the wait time is added as -start before and +ready after (the same sum modulo 2^64; the host reads it
+// after the kernel).
+template <int BLOCK_N, bool kTrace>
+__device__ __forceinline__ void wait_tile_inputs_traced(const MegaParams& p, const MegaTile& t) {
+  if constexpr (kTrace) {
+    const uint64_t wait_start = ptx::globaltimer_ns();
+    trace_add(p, kTraceProducerWaitNs, 0ull - wait_start);
+    const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
+    trace_tile(p, slot, kTileWaitStart, wait_start);
+    trace_tile(p, slot, kTileId, trace_tile_id(t.l2, t.tile.expert_idx, t.tile.n_begin / BLOCK_N, t.pool_block));
+  }
+  wait_tile_inputs<BLOCK_N>(p, t);
+  if constexpr (kTrace) {
+    const uint64_t ready = ptx::globaltimer_ns();
+    trace_add(p, kTraceProducerWaitNs, ready);
+    trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileInputsReady, ready);
+  }
+}
+
 // Stages whose weights are loaded before the wait for the tile's rows. NOTES: 3, not all: with every stage early,
 // the burst of weight loads at the start queues the peers' row reads of the pull behind it in HBM, and 1-token
 // calls are slower (the measured counts: docs/notes/mega.md).
@@ -72,22 +93,7 @@ __device__ __forceinline__ void run_mega_producer(
       ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
       pipe.advance();
     }
-    // NOTES: traced, no trace value stays live across the wait (each costs the data-role thread registers and
-    // spilled): the tile's slot is this CTA's tile count (only this thread adds to it), and the wait time is added as
-    // -start before and +ready after (the same sum modulo 2^64; the host reads it after the kernel).
-    if constexpr (kTrace) {
-      const uint64_t wait_start = ptx::globaltimer_ns();
-      trace_add(p, kTraceProducerWaitNs, 0ull - wait_start);
-      const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
-      trace_tile(p, slot, kTileWaitStart, wait_start);
-      trace_tile(p, slot, kTileId, trace_tile_id(t.l2, t.tile.expert_idx, t.tile.n_begin / BLOCK_N, t.pool_block));
-    }
-    wait_tile_inputs<BLOCK_N>(p, t);
-    if constexpr (kTrace) {
-      const uint64_t ready = ptx::globaltimer_ns();
-      trace_add(p, kTraceProducerWaitNs, ready);
-      trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileInputsReady, ready);
-    }
+    wait_tile_inputs_traced<BLOCK_N, kTrace>(p, t);
     const int sfa_row = t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1);
     for (int kb = 0; kb < num_k_blocks; ++kb) {
       uint64_t* full;

@@ -58,19 +58,7 @@ __device__ __forceinline__ void run_mega_producer_fp4(
       announce_fp4_weights<BLOCK_N>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
       pipe.advance();
     }
-    if constexpr (kTrace) {  // as producer.cuh (no trace value live across the wait)
-      const uint64_t wait_start = ptx::globaltimer_ns();
-      trace_add(p, kTraceProducerWaitNs, 0ull - wait_start);
-      const unsigned long long slot = trace_add(p, kTraceNumTiles, 1);
-      trace_tile(p, slot, kTileWaitStart, wait_start);
-      trace_tile(p, slot, kTileId, trace_tile_id(t.l2, t.tile.expert_idx, t.tile.n_begin / BLOCK_N, t.pool_block));
-    }
-    wait_tile_inputs<BLOCK_N>(p, t);
-    if constexpr (kTrace) {
-      const uint64_t ready = ptx::globaltimer_ns();
-      trace_add(p, kTraceProducerWaitNs, ready);
-      trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileInputsReady, ready);
-    }
+    wait_tile_inputs_traced<BLOCK_N, kTrace>(p, t);
     for (int kb = 0; kb < num_k_blocks; ++kb) {
       uint64_t* raw_full;
       if (kb < num_early) {
