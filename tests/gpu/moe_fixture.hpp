@@ -312,6 +312,31 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
   EXPECT_EQ(masked_nonzero, 0u) << what << ": all-masked tokens must give zeros";
 }
 
+// Each rank's y (bf16 [T, H]) at `ptrs`, downloaded.
+std::vector<std::vector<uint16_t>> download_y(const Setup& s, const std::vector<const uint16_t*>& ptrs,
+                                              const Inputs& in) {
+  std::vector<std::vector<uint16_t>> y;
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    y.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
+  return y;
+}
+
+// Poisons each rank's y at `ptrs`.
+void poison_all(const Setup& s, const std::vector<const uint16_t*>& ptrs, const Inputs& in) {
+  for (size_t i = 0; i < ptrs.size(); ++i)
+    poison(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden * 2);
+}
+
+// `layer` into the callers' y (in.args), poisoned first: each rank's output.
+std::vector<std::vector<uint16_t>> forward_into_poisoned_y(const Setup& s, ComposedMoe& layer, const Inputs& in) {
+  std::vector<const uint16_t*> y_ptrs;
+  for (const auto& a : in.args) y_ptrs.push_back(a.y);
+  poison_all(s, y_ptrs, in);
+  layer.forward(in.args);
+  layer.synchronize();
+  return download_y(s, y_ptrs, in);
+}
+
 }  // namespace
 // Captures one call of `forward` on every local rank's stream into CUDA graphs (captured together: the ranks'
 // kernels wait on each other), replays them `replays` times into a poisoned y and expects y bitwise equal to the

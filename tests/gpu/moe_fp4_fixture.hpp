@@ -64,19 +64,6 @@ std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, 
   return f;
 }
 
-std::vector<std::vector<uint16_t>> download_y(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& ptrs,
-                                              const Inputs& in) {
-  std::vector<std::vector<uint16_t>> y;
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    y.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
-  return y;
-}
-
-void poison_all(const ::symmoe::Setup& s, const std::vector<const uint16_t*>& ptrs, const Inputs& in) {
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    poison(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden * 2);
-}
-
 }  // namespace
 
 // Expects `expr` to throw symmoe::Error whose message contains `word`.

@@ -49,14 +49,6 @@ std::unique_ptr<MegaMoe> make_mega(Setup& s, int block_m, const MegaMoeOptions& 
   return layer;
 }
 
-std::vector<std::vector<uint16_t>> download_all(const Setup& s, const std::vector<const uint16_t*>& ptrs,
-                                                const Inputs& in) {
-  std::vector<std::vector<uint16_t>> out;
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    out.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
-  return out;
-}
-
 // Host count of (token, expert) pairs per local expert of every local rank.
 std::vector<std::vector<int32_t>> expected_counts(const Setup& s, const Inputs& in) {
   const int R = s.shape.num_ranks, K = s.shape.num_topk, El = s.shape.num_local_experts();
@@ -81,13 +73,13 @@ void run_case(Setup& s, MegaMoe& mega, const Case& c) {
   s.layer->synchronize();
   std::vector<const uint16_t*> y_ptrs;
   for (const auto& a : in.args) y_ptrs.push_back(a.y);
-  const auto composed = download_all(s, y_ptrs, in);
+  const auto composed = download_y(s, y_ptrs, in);
 
   auto no_y = in.args;
   for (auto& a : no_y) a.y = nullptr;
   const auto own = mega.forward(no_y);
   mega.synchronize();
-  const auto first = download_all(s, own, in);
+  const auto first = download_y(s, own, in);
   for (int i = 0; i < R; ++i)
     EXPECT_TRUE(
         test::bitwise_equal(composed[i], first[i], what + " rank " + std::to_string(i) + ": fused vs composed"));
@@ -178,7 +170,7 @@ TEST_P(MegaGraph, CaptureReplayBitwise) {
   mega->synchronize();
   std::vector<const uint16_t*> y_ptrs;
   for (const auto& a : in.args) y_ptrs.push_back(a.y);
-  const auto eager = download_all(*s, y_ptrs, in);
+  const auto eager = download_y(*s, y_ptrs, in);
   expect_matches_golden(*s, in, eager, "eager", "fused layer");
   expect_graph_replays_bitwise(
       *s, in, eager, [&] { mega->forward(in.args); }, 1000);  // issue 6: 1,000 replays
@@ -205,12 +197,12 @@ TEST_P(MegaTrace, TracedEqualsUntracedAndStampsAreOrdered) {
   for (const auto& a : in.args) y_ptrs.push_back(a.y);
   mega->forward(in.args);
   mega->synchronize();
-  const auto untraced = download_all(*s, y_ptrs, in);
+  const auto untraced = download_y(*s, y_ptrs, in);
   mega->set_trace(true);
   poison(s->devices[0], in.args[0].y, size_t(c.tokens) * H * 2);
   mega->forward(in.args);
   mega->synchronize();
-  const auto traced = download_all(*s, y_ptrs, in);
+  const auto traced = download_y(*s, y_ptrs, in);
   EXPECT_TRUE(test::bitwise_equal(untraced[0], traced[0], "traced vs untraced y"));
   const std::vector<unsigned long long> words = mega->trace(0);
   mega->set_trace(false);
@@ -281,12 +273,12 @@ TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) {
     s->layer->synchronize();
     std::vector<const uint16_t*> y_ptrs;
     for (const auto& a : in.args) y_ptrs.push_back(a.y);
-    const auto composed = download_all(*s, y_ptrs, in);
+    const auto composed = download_y(*s, y_ptrs, in);
     auto own_y = in.args;
     for (auto& a : own_y) a.y = nullptr;
     const auto fused_ptrs = mega->forward(own_y);
     mega->synchronize();
-    const auto fused = download_all(*s, fused_ptrs, in);
+    const auto fused = download_y(*s, fused_ptrs, in);
     for (int i = 0; i < R; ++i) {
       EXPECT_TRUE(test::bitwise_equal(composed[i], fused[i], what + " rank " + std::to_string(i)));
       for (int t = 0; t < T; ++t) {  // all-masked tokens: zeros
@@ -408,12 +400,12 @@ TEST(MegaErrors, BadRoutingRaisesTheComposedLayersError) {
     for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
     s->layer->forward(in.args);
     const std::string composed_error = error_of([&] { s->layer->synchronize(); });
-    const auto composed = download_all(*s, y_ptrs, in);
+    const auto composed = download_y(*s, y_ptrs, in);
 
     for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
     mega->forward(in.args);
     const std::string fused_error = error_of([&] { mega->synchronize(); });
-    const auto fused = download_all(*s, y_ptrs, in);
+    const auto fused = download_y(*s, y_ptrs, in);
 
     const std::string where = "dispatch rank 2 token 11 lane 3: ";
     EXPECT_EQ(composed_error.rfind(where, 0), 0u) << composed_error;

@@ -78,16 +78,8 @@ void run_case(Fp4Setup& f, MegaMoe& mega, const Case& c) {
   const std::string what = case_name(c) + " R=" + std::to_string(R);
   SCOPED_TRACE(what);
   Inputs in = make_inputs(s, c);
-  std::vector<const uint16_t*> y_ptrs;
-  for (const auto& a : in.args) y_ptrs.push_back(a.y);
-  poison_all(s, y_ptrs, in);
-  s.layer->forward(in.args);
-  s.layer->synchronize();
-  const auto y8 = download_y(s, y_ptrs, in);
-  poison_all(s, y_ptrs, in);
-  f.fp4_layer->forward(in.args);
-  f.fp4_layer->synchronize();
-  const auto y4 = download_y(s, y_ptrs, in);
+  const auto y8 = forward_into_poisoned_y(s, *s.layer, in);
+  const auto y4 = forward_into_poisoned_y(s, *f.fp4_layer, in);
   const auto fused = run_fused(f, mega, in, what);
   for (int i = 0; i < R; ++i) {
     const std::string r = what + " rank " + std::to_string(i);

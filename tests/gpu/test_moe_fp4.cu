@@ -71,12 +71,7 @@ void run_case(Fp4Setup& f, const Case& c) {
   const std::string what = case_name(c) + " R=" + std::to_string(R);
   SCOPED_TRACE(what);
   Inputs in = make_inputs(s, c);
-  std::vector<const uint16_t*> y_ptrs;
-  for (const auto& a : in.args) y_ptrs.push_back(a.y);
-  poison_all(s, y_ptrs, in);
-  s.layer->forward(in.args);
-  s.layer->synchronize();
-  const auto y8 = download_y(s, y_ptrs, in);
+  const auto y8 = forward_into_poisoned_y(s, *s.layer, in);
 
   auto no_y = in.args;
   for (auto& a : no_y) a.y = nullptr;
@@ -86,10 +81,7 @@ void run_case(Fp4Setup& f, const Case& c) {
   f.fp4_layer->forward(no_y);
   f.fp4_layer->synchronize();
   const auto y4_own = download_y(s, own, in);
-  poison_all(s, y_ptrs, in);
-  f.fp4_layer->forward(in.args);
-  f.fp4_layer->synchronize();
-  const auto y4 = download_y(s, y_ptrs, in);
+  const auto y4 = forward_into_poisoned_y(s, *f.fp4_layer, in);
   for (int i = 0; i < R; ++i) {
     const std::string r = what + " rank " + std::to_string(i);
     EXPECT_TRUE(test::bitwise_equal(y8[i], y4[i], r + ": FP4 layer vs FP8 layer on the expanded weights"));
