@@ -12,6 +12,7 @@
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/layout/ep_handle.hpp"
+#include "symmoe/layout/ep_scratch.hpp"
 #include "symmoe/log.hpp"
 #include "symmoe/plan.hpp"
 
@@ -33,16 +34,6 @@ ep::HandleArrays handle_arrays(const EpHandle& h) {
           h.recv_src_metadata,
           h.device_counts};
 }
-
-// Offsets of consecutive 256-byte aligned arrays.
-struct Carver {
-  size_t cursor = 0;
-  size_t take(size_t bytes) {
-    const size_t at = cursor;
-    cursor = align_up<size_t>(cursor + bytes, 256);
-    return at;
-  }
-};
 
 layout::EpDims make_dims(const EpBufferConfig& c, int num_ranks) {
   layout::EpDims d;
@@ -107,7 +98,6 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
   MoeShape shape;
   shape.hidden = config.hidden, shape.intermediate = config.hidden, shape.num_experts = config.num_experts;
   shape.num_topk = config.num_topk, shape.num_ranks = R, shape.num_max_tokens_per_rank = config.num_max_tokens_per_rank;
-  const int n = impl_->dims.num_ranks + impl_->dims.num_experts;
   const plan::PlanOverrides overrides = plan::PlanOverrides::from_env();  // read once (SYMMOE_EP_SMS)
   for (const RankPlacement& p : comm.local_ranks()) {
     Impl::RankState st;
@@ -122,24 +112,20 @@ EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new
     st.plan_dispatch_sms = plan.dispatch_sms, st.plan_combine_sms = plan.combine_sms;
     SYMMOE_LOG(kInfo, "ep", "rank ", p.rank, " (device ", p.device, ", ", p.num_sms, " SMs): symmetric buffer ",
                plan::format_bytes(sizing.num_bytes()), "; ", plan.to_string());
-    Carver c;
-    const size_t wc = c.take(size_t(p.num_sms) * ep::kNumWarps * n * 4);
-    const size_t ek = c.take(8);
-    st.workspace.allocate(p.device, c.cursor);
-    st.warp_counts = reinterpret_cast<int32_t*>(st.workspace.base() + wc);
-    st.error_key = reinterpret_cast<unsigned long long*>(st.workspace.base() + ek);
+    st.workspace.allocate(p.device, layout::EpWorkspaceLayout(impl_->dims, p.num_sms).num_bytes());
+    const layout::EpWorkspaceLayout workspace(impl_->dims, p.num_sms, st.workspace.base());
+    st.warp_counts = workspace.get_warp_counts();
+    st.error_key = workspace.get_error_key();
     // "No error" (all ones); each dispatch kernel resets it after reading it (no memset node per call).
     SYMMOE_CUDA_CHECK(cudaMemset(st.error_key, 0xff, 8));
     SYMMOE_CUDA_CHECK(
         cudaHostAlloc(&st.error_host, sizeof(ep::InputError), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(st.error_host, 0, sizeof(ep::InputError));
     SYMMOE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&st.error_dev), st.error_host, 0));
-    Carver cc;
-    const size_t cx = cc.take(size_t(config.num_max_tokens_per_rank) * config.hidden * 2);
-    const size_t cw = cc.take(size_t(config.num_max_tokens_per_rank) * config.num_topk * 4);
-    st.combined.allocate(p.device, cc.cursor);
-    st.combined_x = reinterpret_cast<uint16_t*>(st.combined.base() + cx);
-    st.combined_topk_weights = reinterpret_cast<float*>(st.combined.base() + cw);
+    st.combined.allocate(p.device, layout::EpCombinedLayout(impl_->dims).num_bytes());
+    const layout::EpCombinedLayout combined(impl_->dims, st.combined.base());
+    st.combined_x = combined.get_combined_x();
+    st.combined_topk_weights = combined.get_combined_topk_weights();
     impl_->ranks.push_back(std::move(st));
   }
 }
@@ -215,15 +201,12 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     // Non-expand x and scale rows live in the symmetric buffer (senders push into them); only expand allocates
     // its own rows.
     if (st.row_capacity < capacity || (expand && !st.has_expand_rows)) {
-      const size_t x_rows = expand ? size_t(capacity) : 0;
-      Carver c;
-      const size_t ox = c.take(x_rows * xb), os = c.take(x_rows * sb);
-      const size_t oi = c.take(size_t(capacity) * K * 8), ow = c.take(size_t(capacity) * K * 4);
-      st.outputs.allocate(st.placement.device, c.cursor);
-      st.recv_x = st.outputs.base() + ox;
-      st.recv_sf = sb ? st.outputs.base() + os : nullptr;
-      st.recv_topk_idx = reinterpret_cast<int64_t*>(st.outputs.base() + oi);
-      st.recv_topk_weights = reinterpret_cast<float*>(st.outputs.base() + ow);
+      st.outputs.allocate(st.placement.device, layout::EpOutputsLayout(im.dims, capacity, expand).num_bytes());
+      const layout::EpOutputsLayout outputs(im.dims, capacity, expand, st.outputs.base());
+      st.recv_x = outputs.get_recv_x();
+      st.recv_sf = sb ? outputs.get_recv_scales() : nullptr;
+      st.recv_topk_idx = outputs.get_recv_topk_idx();
+      st.recv_topk_weights = outputs.get_recv_topk_weights();
       st.row_capacity = capacity;
       st.has_expand_rows = expand;
     }

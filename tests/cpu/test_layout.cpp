@@ -11,6 +11,8 @@
 
 #include "symmoe/layout/ep.hpp"
 #include "symmoe/layout/ep_handle.hpp"
+#include "symmoe/layout/ep_roles.hpp"
+#include "symmoe/layout/ep_scratch.hpp"
 #include "symmoe/layout/mega_smem.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "test_plan_sweep.hpp"
@@ -22,6 +24,8 @@ using layout::EpLayout;
 using layout::MegaLayout;
 
 constexpr uint64_t kFakeBase = uint64_t(1) << 44;  // 1024-aligned, far from 0 so an offset bug cannot hide
+// A layout's base argument at kFakeBase (never dereferenced: the tests read addresses only).
+void* fake_base() { return reinterpret_cast<void*>(kFakeBase); }
 
 layout::EpDims ep_dims(const MoeShape& s, layout::TokenDtype dtype) {
   layout::EpDims d;
@@ -77,7 +81,7 @@ template <typename Layout>
 void check_ep(const MoeShape& s, layout::TokenDtype dtype) {
   SCOPED_TRACE(s.to_string() + " dtype=" + layout::token_dtype_name(dtype));
   const auto dims = ep_dims(s, dtype);
-  const EpLayout l = EpLayout::at_address(dims, kFakeBase);
+  const EpLayout l = EpLayout(dims, fake_base());
   ASSERT_EQ(l.num_bytes(), EpLayout(dims).num_bytes());
   ASSERT_TRUE(regions_ok(l.regions(), "ep"));
   const int R = s.num_ranks, T = s.num_max_tokens_per_rank, K = s.num_topk, H = s.hidden, E = s.num_experts;
@@ -132,7 +136,7 @@ void check_ep(const MoeShape& s, layout::TokenDtype dtype) {
 void check_mega(const MoeShape& s) {
   SCOPED_TRACE(s.to_string());
   const auto dims = mega_dims(s);
-  const MegaLayout l = MegaLayout::at_address(dims, kFakeBase);
+  const MegaLayout l = MegaLayout(dims, fake_base());
   ASSERT_EQ(l.num_bytes(), MegaLayout(dims).num_bytes());
   ASSERT_TRUE(regions_ok(l.regions(), "mega"));
   const int R = s.num_ranks, T = s.num_max_tokens_per_rank, K = s.num_topk, H = s.hidden, I = s.intermediate;
@@ -216,7 +220,7 @@ void check_ep_handle(const MoeShape& s) {
   SCOPED_TRACE(s.to_string());
   using layout::EpHandleLayout;
   const auto dims = ep_dims(s, layout::TokenDtype::kBf16);
-  const EpHandleLayout l(dims, reinterpret_cast<void*>(kFakeBase));
+  const EpHandleLayout l(dims, fake_base());
   ASSERT_EQ(l.num_bytes(), EpHandleLayout(dims).num_bytes());
   ASSERT_TRUE(regions_ok(l.regions(), "ep handle"));
   const uint64_t R = s.num_ranks, E = s.num_experts, T = s.num_max_tokens_per_rank, K = s.num_topk, El = E / R;
@@ -240,6 +244,52 @@ void check_ep_handle(const MoeShape& s) {
 
 TEST(Layout, EpHandleEveryDeployment) {
   test::for_each_deployment([](const std::string&, const MoeShape& s) { check_ep_handle(s); });
+}
+
+// EpBuffer's per-rank scratch (workspace, combined outputs, dispatch outputs): regions complete and disjoint, every
+// array on a kAlignScratch boundary, each getter at the start of its region; non-expand keeps no x or scale rows.
+void check_ep_scratch(const MoeShape& s, layout::TokenDtype dtype) {
+  SCOPED_TRACE(s.to_string() + " dtype=" + layout::token_dtype_name(dtype));
+  using layout::EpCombinedLayout, layout::EpOutputsLayout, layout::EpWorkspaceLayout;
+  constexpr uint64_t A = layout::kAlignScratch;
+  const auto dims = ep_dims(s, dtype);
+  const uint64_t R = s.num_ranks, E = s.num_experts, T = s.num_max_tokens_per_rank, K = s.num_topk, H = s.hidden;
+  const int num_ctas = 132;
+  const EpWorkspaceLayout w(dims, num_ctas, fake_base());
+  ASSERT_EQ(w.num_bytes(), EpWorkspaceLayout(dims, num_ctas).num_bytes());
+  ASSERT_TRUE(regions_ok(w.regions(), "ep workspace"));
+  const uint64_t warps = uint64_t(num_ctas) * layout::EpDispatchRoles::kNumWarps;
+  ASSERT_TRUE(inside(w, EpWorkspaceLayout::kWarpCounts, w.get_warp_counts(), warps * (R + E) * 4, A, "warp counts"));
+  ASSERT_TRUE(inside(w, EpWorkspaceLayout::kErrorKey, w.get_error_key(), 8, A, "error key"));
+  const EpCombinedLayout c(dims, fake_base());
+  ASSERT_TRUE(regions_ok(c.regions(), "ep combined"));
+  ASSERT_TRUE(inside(c, EpCombinedLayout::kCombinedX, c.get_combined_x(), T * H * 2, A, "combined x"));
+  ASSERT_TRUE(
+      inside(c, EpCombinedLayout::kCombinedTopkWeights, c.get_combined_topk_weights(), T * K * 4, A, "weights"));
+  const layout::TokenRecord rec(dims.hidden, dims.num_topk, dims.dtype, dims.scale_row_bytes);
+  const uint64_t rows = R * T * K;
+  for (const bool expand : {false, true}) {
+    const EpOutputsLayout o(dims, rows, expand, fake_base());
+    ASSERT_TRUE(regions_ok(o.regions(), "ep outputs"));
+    const uint64_t x_rows = expand ? rows : 0;
+    ASSERT_EQ(o.region(EpOutputsLayout::kRecvX).num_bytes, x_rows * rec.x_bytes);
+    ASSERT_EQ(o.region(EpOutputsLayout::kRecvScales).num_bytes, x_rows * rec.scales_bytes);
+    ASSERT_TRUE(inside(o, EpOutputsLayout::kRecvTopkIdx, o.get_recv_topk_idx(), rows * K * 8, A, "topk idx"));
+    ASSERT_TRUE(inside(o, EpOutputsLayout::kRecvTopkWeights, o.get_recv_topk_weights(), rows * K * 4, A, "weights"));
+    if (expand) {
+      ASSERT_TRUE(inside(o, EpOutputsLayout::kRecvX, o.get_recv_x(), rows * rec.x_bytes, A, "recv x"));
+      if (rec.scales_bytes)
+        ASSERT_TRUE(
+            inside(o, EpOutputsLayout::kRecvScales, o.get_recv_scales(), rows * rec.scales_bytes, A, "recv scales"));
+    }
+  }
+}
+
+TEST(Layout, EpScratchEveryDeployment) {
+  test::for_each_deployment([](const std::string&, const MoeShape& s) {
+    check_ep_scratch(s, layout::TokenDtype::kBf16);
+    check_ep_scratch(s, layout::TokenDtype::kFp8E4m3);
+  });
 }
 
 // The fused kernel's per-expert counts in shared memory: arrays back to back inside num_bytes, and the scheduler's

@@ -349,6 +349,34 @@ void run_case(EpSetup& s, const Case& c) {
   }
 }
 
+// Routing entry (token, lane) of `bad_rank` in `in` set to `value`: dispatch must raise an error naming the rank,
+// token and lane, and containing `detail`; then good inputs must still match the golden model bitwise (the dispatch
+// kernel reset the error key after reading it).
+void expect_bad_routing_raises(EpSetup& s, const Case& c, const Inputs& in, int bad_rank, int token, int lane,
+                               int64_t value, const std::string& detail) {
+  SCOPED_TRACE("bad routing value " + std::to_string(value));
+  std::vector<int64_t> idx = in.host[bad_rank].topk_idx;
+  idx[size_t(token) * s.config.num_topk + lane] = value;
+  SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[bad_rank]));
+  SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
+  test::finish_legacy_stream();
+  std::vector<EpHandle> handles(s.R);
+  const std::string where =
+      "rank " + std::to_string(bad_rank) + " token " + std::to_string(token) + " lane " + std::to_string(lane);
+  try {
+    s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
+    ADD_FAILURE() << "bad expert id " << value << " at " << where << " was not reported";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(where), std::string::npos) << msg;
+    EXPECT_NE(msg.find(detail), std::string::npos) << msg;
+  }
+  Inputs good = make_inputs(s, c, 3);
+  const auto want = ref::dispatch(ref_config(s, c), good.host);
+  auto res = s.buffer->dispatch(good.args, EpDispatchOptions{}, handles);
+  for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
+}
+
 struct Param {
   int ranks;  // 0: one per GPU
   EpDtype dtype;
@@ -411,25 +439,10 @@ TEST_P(EpLargeBatch, MatchesGoldenModelAndFindsLateBadIds) {
   Case c;
   c.seed = 80;
   Inputs in = make_inputs(s, c, 1);
-  const int K = s.config.num_topk, bad_rank = s.R - 1, token = 700, lane = 4;
+  const int bad_rank = s.R - 1, token = 700;
   ASSERT_GT(in.host[bad_rank].num_tokens, token);
-  std::vector<int64_t> idx = in.host[bad_rank].topk_idx;
-  idx[size_t(token) * K + lane] = s.config.num_experts;
-  SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[bad_rank]));
-  SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
-  test::finish_legacy_stream();
-  std::vector<EpHandle> handles(s.R);
-  try {
-    s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
-    ADD_FAILURE() << "bad expert id at token " << token << " was not reported";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("rank " + std::to_string(bad_rank) + " token 700 lane 4"), std::string::npos) << msg;
-  }
-  Inputs good = make_inputs(s, c, 3);  // the buffer keeps working (the error key was reset in the kernel)
-  const auto want = ref::dispatch(ref_config(s, c), good.host);
-  auto res = s.buffer->dispatch(good.args, EpDispatchOptions{}, handles);
-  for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
+  const int64_t value = s.config.num_experts;
+  expect_bad_routing_raises(s, c, in, bad_rank, token, 4, value, "expert id " + std::to_string(value));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, EpLargeBatch, ::testing::Values(0, 8), [](const ::testing::TestParamInfo<int>& info) {
@@ -714,33 +727,15 @@ TEST(EpInputErrors, OutOfRangeAndDuplicateRaise) {
   EpSetup s = make_setup(num_gpus(), EpDtype::kBf16, EpScales::kNone);
   Case c;
   c.seed = 3;
-  const int K = s.config.num_topk, E = s.config.num_experts;
-  for (int kind = 0; kind < 3; ++kind) {
+  const int K = s.config.num_topk, E = s.config.num_experts, bad_rank = s.R - 1, token = 5, lane = 2;
+  for (const int64_t value : {int64_t(E) + 3, int64_t(-7)}) {
     Inputs in = make_inputs(s, c, 1);
-    const int bad_rank = s.R - 1, token = 5, lane = 2;
-    std::vector<int64_t> idx = in.host[bad_rank].topk_idx;
-    const int64_t value = kind == 0 ? E + 3 : kind == 1 ? -7 : idx[size_t(token) * K + 0];
-    idx[size_t(token) * K + lane] = value;
-    if (kind == 2) idx[size_t(token) * K + 0] = value;  // ensure lane 0 holds it (duplicate at lane 2)
-    SYMMOE_CUDA_CHECK(cudaSetDevice(s.devices[bad_rank]));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(in.idx[bad_rank].ptr, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
-    test::finish_legacy_stream();
-    std::vector<EpHandle> handles(s.R);
-    try {
-      s.buffer->dispatch(in.args, EpDispatchOptions{}, handles);
-      ADD_FAILURE() << "bad expert id " << value << " was not reported";
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("rank " + std::to_string(bad_rank) + " token 5 lane 2"), std::string::npos) << msg;
-      EXPECT_NE(msg.find(std::to_string(value)), std::string::npos) << msg;
-      if (kind == 2) EXPECT_NE(msg.find("duplicates lane 0"), std::string::npos) << msg;
-    }
-    // The buffer still works with good input.
-    Inputs good = make_inputs(s, c, 3);
-    const auto want = ref::dispatch(ref_config(s, c), good.host);
-    auto res = s.buffer->dispatch(good.args, EpDispatchOptions{}, handles);
-    for (int i = 0; i < s.R; ++i) expect_dispatch_equal(s, i, want[i], res[i], handles[i], true, true, "after error");
+    expect_bad_routing_raises(s, c, in, bad_rank, token, lane, value, "expert id " + std::to_string(value));
   }
+  Inputs in = make_inputs(s, c, 1);
+  const int64_t lane0 = in.host[bad_rank].topk_idx[size_t(token) * K];  // lane 2 repeats lane 0's expert
+  expect_bad_routing_raises(s, c, in, bad_rank, token, lane, lane0,
+                            "expert " + std::to_string(lane0) + " duplicates lane 0");
 }
 
 // DeepEP V2's bias order: the fp32 sum starts from the biases (bias_0 + bias_1), then adds the rows. With

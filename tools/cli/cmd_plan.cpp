@@ -4,6 +4,7 @@
 
 #include "cli_common/command.hpp"
 #include "cli_common/limits.hpp"
+#include "cli/shape_flags.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/plan_hybrid.hpp"
 
@@ -37,12 +38,12 @@ int run_hybrid_plan(const cli::Args& args, layout::TokenDtype dtype) {
 int run_plan(int argc, char** argv) {
   const cli::GpuLimits gpu = cli::gpu_limits();
   cli::Args args("plan", "Print the launch plans and the per-rank buffer layouts for one MoE deployment.");
-  args.option("shape", "v3", "model shape")
-      .choices({"flash", "pro", "v3", "tiny"})
-      .option("ranks", "8", "expert-parallel ranks R (E % R == 0)")
-      .int_range(1, cli::kMaxRanks)
-      .option("tokens", "4096", "max tokens per rank T_max (the plans are for full batches)")
-      .int_range(1, cli::kMaxTokensPerRank)
+  cli::add_shape_flags(args, {.shape = "v3",
+                              .shape_help = "model shape",
+                              .ranks = "8",
+                              .ranks_help = "expert-parallel ranks R (E % R == 0)",
+                              .tokens = "4096",
+                              .tokens_help = "max tokens per rank T_max (the plans are for full batches)"})
       .option("sms", std::to_string(gpu.num_sms),
               "SMs per rank (132 on H100 SXM / H200; at most those of " + gpu.name + ")")
       .int_range(1, gpu.num_sms)

@@ -22,6 +22,7 @@
 #include "cli_common/limits.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_gpu.hpp"
+#include "cli/shape_flags.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/reference/mlp.hpp"
 #include "symmoe/shape.hpp"
@@ -220,12 +221,13 @@ int run_gpu_path(const RunOptions& o, int check_tokens, int reps, bool fused) {
 
 int run_layer(int argc, char** argv) {
   cli::Args args("run", "Run one MoE layer across R ranks and check it (the CPU golden model where no GPU is used).");
-  args.option("shape", "tiny", "model shape (flash/pro/v3 on the CPU: use few tokens; GPU default flash)")
-      .choices({"tiny", "flash", "pro", "v3"})
-      .option("ranks", "4", "number of (simulated) EP ranks R (GPU default: one per visible GPU; more = virtual ranks)")
-      .int_range(1, cli::kMaxRanks)
-      .option("tokens", "16", "tokens per rank (= num_max_tokens_per_rank; GPU default 512)")
-      .int_range(1, cli::kMaxTokensPerRank)
+  cli::add_shape_flags(
+      args, {.shape = "tiny",
+             .shape_help = "model shape (flash/pro/v3 on the CPU: use few tokens; GPU default flash)",
+             .ranks = "4",
+             .ranks_help = "number of (simulated) EP ranks R (GPU default: one per visible GPU; more = virtual ranks)",
+             .tokens = "16",
+             .tokens_help = "tokens per rank (= num_max_tokens_per_rank; GPU default 512)"})
       .option("routing", "uniform", "routing generator")
       .choices({"uniform", "zipf", "hot"})
       .option("mask", "0", "probability that a top-k lane is masked (-1)")

@@ -55,6 +55,10 @@ class RegionList {
   int num_out_of_order_ = 0;
 };
 
+// A layout's base as an integer (layouts keep integer bases: a null host base sizes, a real one hands out pointers,
+// and tests may place a layout at a fake address).
+SYMMOE_HD uint64_t address_of(const void* base) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)); }
+
 // Typed pointer at `offset` bytes from an integer base (integer math: a null host base is fine).
 template <typename T>
 SYMMOE_HD T* at_offset(uint64_t base, uint64_t offset) {

@@ -128,9 +128,21 @@ class EpLayout {
   constexpr EpLayout() = default;
   // Host sizing: EpLayout(dims).num_bytes(). Kernels: EpLayout(dims, local base of the symmetric buffer).
   SYMMOE_HD explicit EpLayout(const EpDims& dims, void* base = nullptr)
-      : EpLayout(dims, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0) {}
-  // The same layout at an integer address (tests place it at a fake base without pointer arithmetic on null).
-  SYMMOE_HD static EpLayout at_address(const EpDims& dims, uint64_t base) { return EpLayout(dims, base, 0); }
+      : dims_(dims), record_(dims.hidden, dims.num_topk, dims.dtype, dims.scale_row_bytes), base_(address_of(base)) {
+    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, K = dims.num_topk;
+    const uint64_t H = dims.hidden, El = dims.num_local_experts();
+    regions_.add(kRecvX, "recv_x", R * T * record_.x_bytes, kAlignBulk);
+    regions_.add(kRecvScales, "recv_scales", R * T * record_.scales_bytes, kAlignBulk);
+    regions_.add(kRecvMeta, "recv_meta", R * T * record_.meta_stride(), kAlignBulk);
+    regions_.add(kCombineRecv, "combine_recv", T * K * H * 2, kAlignBulk);
+    regions_.add(kRecvRankCounts, "recv_rank_counts", 2 * R * R * 8, kAlignBulk);
+    regions_.add(kRecvExpertCounts, "recv_expert_counts", 2 * R * El * 8, kAlignBulk);
+    regions_.add(kRecvArrivals, "recv_arrivals", R * 4, kAlignBulk);
+    regions_.add(kDepartures, "departures", 4, 128);
+    regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
+    regions_.add(kCombineWeights, "combine_weights", T * K * K * 4, kAlignBulk);
+    regions_.add(kCombineFlags, "combine_flags", T * K * 4, kAlignBulk);
+  }
 
   SYMMOE_HD constexpr uint64_t num_bytes() const { return regions_.num_bytes(); }
   SYMMOE_HD constexpr const Region& region(int id) const { return regions_[id]; }
@@ -197,23 +209,6 @@ class EpLayout {
   }
 
  private:
-  SYMMOE_HD EpLayout(const EpDims& dims, uint64_t base, int /*tag*/)
-      : dims_(dims), record_(dims.hidden, dims.num_topk, dims.dtype, dims.scale_row_bytes), base_(base) {
-    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, K = dims.num_topk;
-    const uint64_t H = dims.hidden, El = dims.num_local_experts();
-    regions_.add(kRecvX, "recv_x", R * T * record_.x_bytes, kAlignBulk);
-    regions_.add(kRecvScales, "recv_scales", R * T * record_.scales_bytes, kAlignBulk);
-    regions_.add(kRecvMeta, "recv_meta", R * T * record_.meta_stride(), kAlignBulk);
-    regions_.add(kCombineRecv, "combine_recv", T * K * H * 2, kAlignBulk);
-    regions_.add(kRecvRankCounts, "recv_rank_counts", 2 * R * R * 8, kAlignBulk);
-    regions_.add(kRecvExpertCounts, "recv_expert_counts", 2 * R * El * 8, kAlignBulk);
-    regions_.add(kRecvArrivals, "recv_arrivals", R * 4, kAlignBulk);
-    regions_.add(kDepartures, "departures", 4, 128);
-    regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
-    regions_.add(kCombineWeights, "combine_weights", T * K * K * 4, kAlignBulk);
-    regions_.add(kCombineFlags, "combine_flags", T * K * 4, kAlignBulk);
-  }
-
   EpDims dims_;
   TokenRecord record_;
   uint64_t base_ = 0;

@@ -37,8 +37,7 @@ class EpHandleLayout {
   };
   static constexpr int kNumDeviceCounts = 3;
 
-  SYMMOE_HD explicit EpHandleLayout(const EpDims& dims, void* base = nullptr)
-      : base_(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base))) {
+  SYMMOE_HD explicit EpHandleLayout(const EpDims& dims, void* base = nullptr) : base_(address_of(base)) {
     const uint64_t R = dims.num_ranks, E = dims.num_experts, T = dims.num_max_tokens_per_rank;
     const uint64_t K = dims.num_topk, El = dims.num_local_experts();
     regions_.add(kNumTokensPerRank, "num_tokens_per_rank", R * 4, kAlignBulk);

@@ -100,9 +100,30 @@ class MegaLayout {
   constexpr MegaLayout() = default;
   // Host sizing: MegaLayout(dims).num_bytes(). Kernels: MegaLayout(dims, local base of the symmetric buffer).
   SYMMOE_HD explicit MegaLayout(const MegaDims& dims, void* base = nullptr)
-      : MegaLayout(dims, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0) {}
-  // The same layout at an integer address (tests place it at a fake base without pointer arithmetic on null).
-  SYMMOE_HD static MegaLayout at_address(const MegaDims& dims, uint64_t base) { return MegaLayout(dims, base, 0); }
+      : dims_(dims), base_(address_of(base)), pool_rows_(mega_pool_rows(dims)) {
+    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, E = dims.num_experts, K = dims.num_topk;
+    const uint64_t H = dims.hidden, I = dims.intermediate, El = dims.num_local_experts(), P = pool_rows_;
+    const uint64_t num_blocks = P / kMegaMinBlockM;
+    x_scales_stride_ = align_up<uint32_t>(static_cast<uint32_t>(dims.hidden / 128) * 4u, kAlignMin);
+    regions_.add(kX, "x", T * H, kAlignBulk);
+    regions_.add(kXScales, "x_scales", T * x_scales_stride_, kAlignBulk);
+    regions_.add(kTopkIdx, "topk_idx", T * K * 8, kAlignBulk);
+    regions_.add(kTopkWeights, "topk_weights", T * K * 4, kAlignBulk);
+    regions_.add(kExpertSendCount, "expert_send_count", E * 8, kAlignBulk);
+    regions_.add(kExpertRecvCount, "expert_recv_count", R * El * 8, kAlignBulk);
+    regions_.add(kSrcTokenTopk, "src_token_topk", El * R * T * 4, kAlignBulk);
+    regions_.add(kInputError, "input_error", 8 + R * 4, kAlignBulk);
+    regions_.add(kL1PoolX, "l1_pool_x", P * H, kAlignBulk);
+    regions_.add(kL1PoolScales, "l1_pool_scales", (H / 128) * P * 4, kAlignBulk);
+    regions_.add(kL1PoolWeights, "l1_pool_weights", P * 4, kAlignBulk);
+    regions_.add(kL1PoolSrc, "l1_pool_src", P * sizeof(PoolRowSource), kAlignBulk);
+    regions_.add(kL1ArrivalCount, "l1_arrival_count", num_blocks * 4, kAlignBulk);
+    regions_.add(kL2PoolX, "l2_pool_x", P * I, kAlignBulk);
+    regions_.add(kL2PoolScales, "l2_pool_scales", (I / 128) * P * 4, kAlignBulk);
+    regions_.add(kL2ArrivalMask, "l2_arrival_mask", num_blocks * 8, kAlignBulk);
+    regions_.add(kCombine, "combine", T * K * H * 2, kAlignBulk);
+    regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
+  }
 
   SYMMOE_HD constexpr uint64_t num_bytes() const { return regions_.num_bytes(); }
   SYMMOE_HD constexpr const Region& region(int id) const { return regions_[id]; }
@@ -191,31 +212,6 @@ class MegaLayout {
   }
 
  private:
-  SYMMOE_HD MegaLayout(const MegaDims& dims, uint64_t base, int /*tag*/)
-      : dims_(dims), base_(base), pool_rows_(mega_pool_rows(dims)) {
-    const uint64_t R = dims.num_ranks, T = dims.num_max_tokens_per_rank, E = dims.num_experts, K = dims.num_topk;
-    const uint64_t H = dims.hidden, I = dims.intermediate, El = dims.num_local_experts(), P = pool_rows_;
-    const uint64_t num_blocks = P / kMegaMinBlockM;
-    x_scales_stride_ = align_up<uint32_t>(static_cast<uint32_t>(dims.hidden / 128) * 4u, kAlignMin);
-    regions_.add(kX, "x", T * H, kAlignBulk);
-    regions_.add(kXScales, "x_scales", T * x_scales_stride_, kAlignBulk);
-    regions_.add(kTopkIdx, "topk_idx", T * K * 8, kAlignBulk);
-    regions_.add(kTopkWeights, "topk_weights", T * K * 4, kAlignBulk);
-    regions_.add(kExpertSendCount, "expert_send_count", E * 8, kAlignBulk);
-    regions_.add(kExpertRecvCount, "expert_recv_count", R * El * 8, kAlignBulk);
-    regions_.add(kSrcTokenTopk, "src_token_topk", El * R * T * 4, kAlignBulk);
-    regions_.add(kInputError, "input_error", 8 + R * 4, kAlignBulk);
-    regions_.add(kL1PoolX, "l1_pool_x", P * H, kAlignBulk);
-    regions_.add(kL1PoolScales, "l1_pool_scales", (H / 128) * P * 4, kAlignBulk);
-    regions_.add(kL1PoolWeights, "l1_pool_weights", P * 4, kAlignBulk);
-    regions_.add(kL1PoolSrc, "l1_pool_src", P * sizeof(PoolRowSource), kAlignBulk);
-    regions_.add(kL1ArrivalCount, "l1_arrival_count", num_blocks * 4, kAlignBulk);
-    regions_.add(kL2PoolX, "l2_pool_x", P * I, kAlignBulk);
-    regions_.add(kL2PoolScales, "l2_pool_scales", (I / 128) * P * 4, kAlignBulk);
-    regions_.add(kL2ArrivalMask, "l2_arrival_mask", num_blocks * 8, kAlignBulk);
-    regions_.add(kCombine, "combine", T * K * H * 2, kAlignBulk);
-    regions_.add(kSyncArea, "sync", SyncArea::num_bytes(dims.num_ranks), SyncArea::kAlign);
-  }
   SYMMOE_HD constexpr uint64_t offset(int id) const { return regions_.offset(id); }
 
   MegaDims dims_;
