@@ -86,6 +86,24 @@ struct EpBuffer::Impl {
     for (auto& r : ranks)
       if (r.error_host) cudaFreeHost(r.error_host);
   }
+
+  // What every EP kernel of `rank` reaches the symmetric buffer through (dispatch and combine alike).
+  template <typename Params>
+  void fill_buffer_view(Params& p, int rank) {
+    p.sym = comm::make_sym_buffer(buffer, rank);
+    p.layout = layout::EpLayout(dims, buffer.ptr(rank));
+    p.sync = p.layout.get_sync_area();
+    p.wait = comm->wait_context(rank);
+  }
+
+  // cpu_sync: blocks until each local rank's stream of this call (the caller's, else the rank's own) is done.
+  template <typename CallArgs>
+  void synchronize_call_streams(const std::vector<CallArgs>& args) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      SYMMOE_CUDA_CHECK(cudaSetDevice(ranks[i].placement.device));
+      SYMMOE_CUDA_CHECK(cudaStreamSynchronize(args[i].stream ? args[i].stream : comm->stream(ranks[i].placement.rank)));
+    }
+  }
 };
 
 EpBuffer::EpBuffer(Communicator& comm, const EpBufferConfig& config) : impl_(new Impl), config_(config) {
@@ -244,10 +262,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     EpHandle& h = handles[i];
     SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
     ep::DispatchParams p{};
-    p.sym = comm::make_sym_buffer(im.buffer, rank);
-    p.layout = layout::EpLayout(im.dims, im.buffer.ptr(rank));
-    p.sync = p.layout.get_sync_area();
-    p.wait = im.comm->wait_context(rank);
+    im.fill_buffer_view(p, rank);
     p.rank = rank, p.num_tokens = args[i].num_tokens, p.x_row_bytes = xb, p.sf_row_bytes = sb;
     p.x = static_cast<const uint8_t*>(args[i].x);
     p.x_sf = static_cast<const uint8_t*>(args[i].x_scales);
@@ -288,11 +303,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
   }
   if (!options.cpu_sync) return results;
   SYMMOE_NVTX_RANGE("ep.dispatch.cpu_sync");
-  for (size_t i = 0; i < im.ranks.size(); ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
-    SYMMOE_CUDA_CHECK(
-        cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
-  }
+  im.synchronize_call_streams(args);
   synchronize();
   for (size_t i = 0; i < im.ranks.size(); ++i) {
     EpHandle& h = handles[i];
@@ -329,10 +340,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     SYMMOE_NVTX_RANGE("ep.combine.launch");
     SYMMOE_CUDA_CHECK(cudaSetDevice(st.placement.device));
     ep::CombineParams p{};
-    p.sym = comm::make_sym_buffer(im.buffer, rank);
-    p.layout = layout::EpLayout(im.dims, im.buffer.ptr(rank));
-    p.sync = p.layout.get_sync_area();
-    p.wait = im.comm->wait_context(rank);
+    im.fill_buffer_view(p, rank);
     p.rank = rank, p.num_tokens = h.num_tokens;
     p.expand = h.do_expand, p.reduce_local_experts = options.reduce_local_experts;
     p.x = args[i].x, p.topk_weights = args[i].topk_weights, p.bias_0 = args[i].bias_0, p.bias_1 = args[i].bias_1;
@@ -349,11 +357,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
   }
   if (options.cpu_sync) {
     SYMMOE_NVTX_RANGE("ep.combine.cpu_sync");
-    for (size_t i = 0; i < im.ranks.size(); ++i) {
-      SYMMOE_CUDA_CHECK(cudaSetDevice(im.ranks[i].placement.device));
-      SYMMOE_CUDA_CHECK(
-          cudaStreamSynchronize(args[i].stream ? args[i].stream : im.comm->stream(im.ranks[i].placement.rank)));
-    }
+    im.synchronize_call_streams(args);
     synchronize();
   }
   return results;

@@ -337,6 +337,24 @@ std::vector<std::vector<uint16_t>> forward_into_poisoned_y(const Setup& s, Compo
   return download_y(s, y_ptrs, in);
 }
 
+// Host checks of `layer.forward` (composed or fused) that fire before anything is launched: num_tokens past T_max
+// on the last rank (the error names it), and one args entry too few.
+template <typename Layer>
+void expect_bad_arguments_refused(const Setup& s, Layer& layer, const Inputs& in) {
+  const int too_many = s.shape.num_max_tokens_per_rank + 1;
+  auto bad = in.args;
+  bad.back().num_tokens = too_many;
+  try {
+    layer.forward(bad);
+    ADD_FAILURE() << "num_tokens > T_max was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_tokens " + std::to_string(too_many)), std::string::npos) << e.what();
+  }
+  bad = in.args;
+  bad.pop_back();
+  EXPECT_THROW(layer.forward(bad), Error);
+}
+
 }  // namespace
 // Captures one call of `forward` on every local rank's stream into CUDA graphs (captured together: the ranks'
 // kernels wait on each other), replays them `replays` times into a poisoned y and expects y bitwise equal to the

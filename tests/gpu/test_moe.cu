@@ -134,19 +134,9 @@ TEST(MoeComposedErrors, BadArgumentsRaiseBeforeLaunch) {
   Case c;
   c.tokens = 8, c.seed = fresh_seed();
   Inputs in = make_inputs(*s, c);
+  expect_bad_arguments_refused(*s, *s->layer, in);
   auto bad = in.args;
-  bad.back().num_tokens = 9;
-  try {
-    s->layer->forward(bad);
-    ADD_FAILURE() << "num_tokens > T_max was not reported";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("num_tokens 9"), std::string::npos) << e.what();
-  }
-  bad = in.args;
   bad[0].topk_idx = nullptr;
-  EXPECT_THROW(s->layer->forward(bad), Error);
-  bad = in.args;
-  bad.pop_back();
   EXPECT_THROW(s->layer->forward(bad), Error);
   run_case(*s, c);
 }
