@@ -64,6 +64,13 @@ inline uint64_t fresh_seed() {
   return mix64(session_seed() ^ mix64(h + n++));
 }
 
+// fresh_seed(), printed as "  seed N" (the GEMM tests show the seed of every problem they build).
+inline uint64_t printed_seed() {
+  const uint64_t seed = fresh_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
 // Command-line options of the GPU test binaries beyond gtest's (parsed strictly by gpu_test_main.cpp):
 //   --seconds=S   duration of the time-bounded tests (tests/gpu/test_soak.cu); 0: their short default.
 inline double& option_seconds() {

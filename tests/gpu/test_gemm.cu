@@ -36,6 +36,7 @@ using symmoe::test::DeviceArray;
 using symmoe::test::sync_kernels;
 
 using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
+using symmoe::test::printed_seed;
 
 // FP8 block weights [n, k] per expert (gpu/gemm_fixture.hpp).
 using Problem = symmoe::test::GemmProblem<symmoe::Fp8BlockWeights>;
@@ -140,16 +141,14 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
 }
 
 TEST(GroupedGemm, ContiguousOddAndEmptyExperts) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 0, 64, 200}, 128, 384, 512,
                               fmt::ScaleFormat::kFp32, seed);
   for (const auto& c : kAllConfigs) check_bf16(p, c);
 }
 
 TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   // One hot expert, Zipf-like tail, an empty last expert; segments aligned to 64 only.
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {700, 150, 40, 9, 3, 1, 0}, 64, 256, 640,
                               fmt::ScaleFormat::kUe8m0, seed);
@@ -158,8 +157,7 @@ TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
 }
 
 TEST(GroupedGemm, MaskedOddAndEmptyExperts) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   // 300 > max_m: the kernel clamps to max_m rows.
   const auto p =
       make_problem(gemm::GroupLayout::kMasked, {0, 1, 127, 129, 300, 16}, 192, 256, 384, fmt::ScaleFormat::kFp32, seed);
@@ -167,8 +165,7 @@ TEST(GroupedGemm, MaskedOddAndEmptyExperts) {
 }
 
 TEST(GroupedGemm, ExactAccumulationBitwiseAllConfigs) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 3}, 128, 384, 1024,
                               fmt::ScaleFormat::kFp32, seed, Data::kSmallIntegers);
   for (const auto& c : kAllConfigs) check_bf16(p, c, true);
@@ -182,16 +179,14 @@ TEST(GroupedGemm, ExactAccumulationBitwiseAllConfigs) {
 }
 
 TEST(GroupedGemm, MaskedOneTokenPerExpert) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p =
       make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768, fmt::ScaleFormat::kFp32, seed);
   for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}}) check_bf16(p, c);
 }
 
 TEST(GroupedGemm, MaskedDecodeSizes) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
   for (const auto& c : {Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0}}) check_bf16(p, c);
@@ -305,8 +300,7 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
 }
 
 TEST(GroupedGemmL1, ContiguousSwigluFp8) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 64, 300, 0}, 64, 512, 384,
                               fmt::ScaleFormat::kFp32, seed);
   for (float clamp : {0.f, 0.75f})
@@ -318,8 +312,7 @@ TEST(GroupedGemmL1, ContiguousSwigluFp8) {
 }
 
 TEST(GroupedGemmL1, MaskedSwigluFp8) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p =
       make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fmt::ScaleFormat::kUe8m0, seed);
   for (const auto& c : kL1Configs) check_l1(p, 0.5f, c, false);

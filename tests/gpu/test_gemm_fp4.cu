@@ -39,6 +39,7 @@ namespace {
 
 using symmoe::test::DeviceArray;
 using symmoe::test::fresh_seed;  // SYMMOE_TEST_SEED reproduces a run (gpu/device_array.hpp)
+using symmoe::test::printed_seed;
 using symmoe::test::sync_kernels;
 
 // FP4 weights [n, k] per expert in the original layout (gpu/gemm_fixture.hpp).
@@ -176,31 +177,27 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
 }
 
 TEST(GroupedGemmFp4, ContiguousOddAndEmptyExperts) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386, 0, 64}, 128, 512, 512, seed);
   for (const auto& c : kConfigs) check_bf16(p, c);
 }
 
 TEST(GroupedGemmFp4, ContiguousPartialLastNBlock) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   // n = 384: the last 256-column n-block is half past n (its base codes read 0, its columns are never stored).
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {129, 1, 386}, 64, 384, 384, seed);
   for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{128, 3}}) check_bf16(p, c);
 }
 
 TEST(GroupedGemmFp4, MaskedOddAndEmptyExperts) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   // 400 > max_m: the kernel clamps to max_m rows.
   const auto p = make_problem(gemm::GroupLayout::kMasked, {0, 1, 127, 129, 386, 400, 16}, 388, 256, 512, seed);
   for (const auto& c : kConfigs) check_bf16(p, c);
 }
 
 TEST(GroupedGemmFp4, MaskedDecodeSizes) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 768, seed);
   for (const auto& c : {Config{64, 0}, Config{0, 0}, Config{64, 3}}) check_bf16(p, c);
 }
@@ -251,16 +248,14 @@ void check_l1(const Problem& p, float clamp, const Config& c) {
 }
 
 TEST(GroupedGemmFp4L1, ContiguousSwigluFp8) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386, 0}, 64, 512, 384, seed);
   for (float clamp : {0.f, 0.75f})
     for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{0, 0}, Config{128, 3}}) check_l1(p, clamp, c);
 }
 
 TEST(GroupedGemmFp4L1, MaskedSwigluFp8) {
-  const uint64_t seed = fresh_seed();
-  std::printf("  seed %llu\n", (unsigned long long)seed);
+  const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, seed);
   for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{64, 2}}) check_l1(p, 0.5f, c);
 }
