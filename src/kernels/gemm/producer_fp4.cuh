@@ -1,10 +1,10 @@
 // Producer role with FP4 weights (cluster 1): one thread walks the tiles and, per 128-wide K block, waits for the
 // stage to be free, announces the bytes and issues the TMA loads of A, A's scales, the packed FP4 B tile
 // [BLOCK_N, 64 B] and its scale codes [BLOCK_N] int32, and the copy of the stage's two base codes (load_base_codes)
-// into its slot (fp4_stage_slot.cuh), all completing on raw_full; the converter warps (fp4_converter.cuh) then write an E4M3 tile of their ring and complete
-// its full. The raw stage is free again when the math warps release empty, which they do only after that full, i.e.
-// after the converters have read the FP4 tile, the codes and the slot.
-// After the last tile, one more stage carries the stop mark (base code -1) and no other bytes: the converters, who walk no
+// into its slot (fp4_stage_slot.cuh), all completing on raw_full; the converter warps (fp4_converter.cuh) then write an
+// E4M3 tile of their ring and complete its full. The raw stage is free again when the math warps release empty, which
+// they do only after that full, i.e. after the converters have read the FP4 tile, the codes and the slot. After the
+// last tile, one more stage carries the stop mark (base code -1) and no other bytes: the converters, who walk no
 // scheduler of their own, leave on it. The math warps never wait for it.
 #pragma once
 

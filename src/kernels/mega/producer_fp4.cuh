@@ -34,8 +34,8 @@ __device__ __forceinline__ uint64_t* announce_fp4_weights(
   ptx::tma_load_2d(smem.b_fp4(pipe.stage), b_map, raw_full, kb * 64, b_row);
   ptx::tma_load_2d(smem.codes(pipe.stage), codes_maps + (t.l2 ? 1 : 0), raw_full, t.tile.n_begin,
                    t.tile.expert_idx * num_k_blocks + kb);
-  gemm::kernel::copy_fp4_stage_slot(
-      smem, pipe.stage, gemm::kernel::Fp4StageDesc::pack(!t.l2, kb, t.tile.expert_idx, t.tile.n_begin));
+  gemm::kernel::copy_fp4_stage_slot(smem, pipe.stage,
+                                    gemm::kernel::Fp4StageDesc::pack(!t.l2, kb, t.tile.expert_idx, t.tile.n_begin));
   return raw_full;
 }
 
