@@ -7,7 +7,7 @@
 // shared word passes between threads through generic stores ordered only by a transaction-count phase.
 // The source of stage s is free when the producer has waited empty of s: the previous copy out of it completed
 // before that stage's raw_full phase, which every arrive on empty follows.
-// NOTES: the value is computed (and its global loads issued) before the empty wait, as before; after it, one
+// NOTES: the value is computed (and its global loads issued) before the empty wait; after it, one
 // st.shared, fence.proxy.async and one bulk copy per K block, issued after the stage's tile loads.
 #pragma once
 
