@@ -327,6 +327,24 @@ void poison_all(const Setup& s, const std::vector<const uint16_t*>& ptrs, const 
     poison(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden * 2);
 }
 
+// Each rank's all-masked tokens (no routed lane) must be exact zeros in its y (bf16 [T, H]); every token checked.
+void expect_all_masked_tokens_zero(const Setup& s, const Inputs& in, const std::vector<std::vector<uint16_t>>& y,
+                                   const std::string& what) {
+  const int H = s.shape.hidden, K = s.shape.num_topk;
+  for (size_t i = 0; i < y.size(); ++i)
+    for (int t = 0; t < in.host[i].x.num_rows; ++t) {
+      bool masked = true;
+      for (int k = 0; k < K; ++k) masked = masked && in.host[i].routing.topk_idx[size_t(t) * K + k] < 0;
+      if (!masked) continue;
+      for (int h = 0; h < H; ++h)
+        if (y[i][size_t(t) * H + h] != 0) {
+          ADD_FAILURE() << what << " rank " << i << " token " << t << " is all-masked but y[" << h << "] = 0x"
+                        << std::hex << y[i][size_t(t) * H + h];
+          break;
+        }
+    }
+}
+
 // `layer` into the callers' y (in.args), poisoned first: each rank's output.
 std::vector<std::vector<uint16_t>> forward_into_poisoned_y(const Setup& s, ComposedMoe& layer, const Inputs& in) {
   std::vector<const uint16_t*> y_ptrs;

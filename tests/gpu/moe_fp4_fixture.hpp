@@ -5,8 +5,11 @@
 // Included by exactly one test file per binary (anonymous namespace), after gpu/moe_fixture.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,16 +41,29 @@ std::vector<T> download(int device, const T* src, size_t count) {
 
 // synthetic: MoeWeightStore::synthetic_fp4 (the host regenerates every expert); else random FP4 experts
 // (ref::make_random_expert_fp4) through from_host_fp4. The FP8 store: from_host of the folded experts.
-std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, int alignment, float clamp) {
+// fp8_reference false (synthetic only; the model shapes): no host experts, no FP8 store and layer (Setup::layer
+// stays null); the golden model gets the folded experts it needs from add_folded_fp4_experts.
+std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, int alignment, float clamp,
+                                         bool fp8_reference = true) {
+  if (!fp8_reference && !synthetic) throw std::invalid_argument("make_fp4_setup: no FP8 reference needs synthetic");
   auto f = std::make_unique<Fp4Setup>();
   f->s = std::make_unique<::symmoe::Setup>();
   ::symmoe::Setup& s = *f->s;
   s.comm = Communicator::in_process(shape.num_ranks, 20000);
   s.shape = shape;
   s.weight_seed = fresh_seed();
-  s.synthetic = false;  // host_weights holds every expert (the folded FP4 ones)
+  s.synthetic = false;  // host_weights holds the folded FP4 experts (all, or add_folded_fp4_experts')
   s.clamp = clamp;
   for (const auto& p : s.comm->local_ranks()) s.devices.push_back(p.device);
+  ComposedMoeOptions o;
+  o.expert_alignment = alignment, o.clamp = clamp;
+  if (!fp8_reference) {
+    f->fp4_store = MoeWeightStore::synthetic_fp4(*s.comm, shape, s.weight_seed);
+    f->fp4_layer = std::make_unique<ComposedMoe>(*s.comm, shape, f->fp4_store.views(), o);
+    std::printf("  setup: %s, synthetic FP4 weights (seed %llu), alignment %d, clamp %g, no FP8 reference\n",
+                shape.to_string().c_str(), (unsigned long long)s.weight_seed, alignment, clamp);
+    return f;
+  }
   for (int e = 0; e < shape.num_experts; ++e)
     f->fp4_host[e] = synthetic ? synthetic::host_expert_fp4(shape.hidden, shape.intermediate, e, s.weight_seed)
                                : ref::make_random_expert_fp4(shape.hidden, shape.intermediate, e, s.weight_seed);
@@ -55,13 +71,32 @@ std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, 
                            : MoeWeightStore::from_host_fp4(*s.comm, shape, f->fp4_host);
   s.host_weights = ref::fold_experts_fp4(f->fp4_host);
   s.store = MoeWeightStore::from_host(*s.comm, shape, s.host_weights);
-  ComposedMoeOptions o;
-  o.expert_alignment = alignment, o.clamp = clamp;
   s.layer = std::make_unique<ComposedMoe>(*s.comm, shape, s.store.views(), o);
   f->fp4_layer = std::make_unique<ComposedMoe>(*s.comm, shape, f->fp4_store.views(), o);
   std::printf("  setup: %s, %s FP4 weights (seed %llu), alignment %d, clamp %g\n", shape.to_string().c_str(),
               synthetic ? "synthetic" : "random host", (unsigned long long)s.weight_seed, alignment, clamp);
   return f;
+}
+
+// Setup::host_weights gets the folded synthetic FP4 experts (synthetic::host_expert_fp4, ref::fold_expert_fp4)
+// that the golden model's tokens of `in` (checked_tokens) route to, one host thread per missing expert.
+void add_folded_fp4_experts(Fp4Setup& f, const Inputs& in) {
+  ::symmoe::Setup& s = *f.s;
+  const int K = s.shape.num_topk;
+  std::vector<int> missing;
+  for (const auto& h : in.host)
+    for (const int t : checked_tokens(h.x.num_rows))
+      for (int k = 0; k < K; ++k) {
+        const int e = int(h.routing.topk_idx[size_t(t) * K + k]);
+        if (e >= 0 && !s.host_weights.count(e) && std::find(missing.begin(), missing.end(), e) == missing.end())
+          missing.push_back(e);
+      }
+  std::vector<std::future<ref::ExpertWeights>> made;
+  for (const int e : missing)
+    made.push_back(std::async(std::launch::async, [&s, e] {
+      return ref::fold_expert_fp4(synthetic::host_expert_fp4(s.shape.hidden, s.shape.intermediate, e, s.weight_seed));
+    }));
+  for (size_t i = 0; i < missing.size(); ++i) s.host_weights[missing[i]] = made[i].get();
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 //   gemm::expand_l{1,2}_fp4): BITWISE, and the golden model (moe_fixture.hpp's expect_matches_golden) on those
 //   experts as a second opinion;
 // - repeated calls (own buffer, then into poisoned y twice), the traced kernel and CUDA-graph replays: bitwise stable;
+// - the model shapes (flash, pro, v3; synthetic FP4 weights; 1 .. 2048 tokens per rank): fused FP4 == composed FP4
+//   bitwise, the golden model on the folded experts of a 1-token case (MegaFp4ModelShapes);
 // - bad FP4 views raise symmoe::Error naming the field before anything is written; rebinding FP8 <-> FP4 weights on
 //   one layer re-plans it and stays bitwise right.
 // Random inputs derive from SYMMOE_TEST_SEED (printed first; a failed test prints the command that reruns it).
@@ -138,6 +140,55 @@ TEST(MegaFp4FewSms, FourCtasMatchComposedBitwise) {
     if (HasFailure()) return;
   }
 }
+
+// The model shapes (flash, pro, v3) with synthetic FP4 weights, one rank per GPU and 8 virtual ranks, tokens/rank
+// 1, 8, 128, 2048 with the four routings (layer_cases): fused FP4 == composed FP4 bitwise on every token of every
+// rank, all-masked tokens exact zeros; the golden model (on the folded experts of the sampled tokens) on the 1-token
+// uniform case, one rank per GPU, as test_mega.cu's MegaModelShapes. No FP8 reference layer: folding every expert on
+// the host would take minutes at these shapes.
+struct ShapeParam {
+  const char* shape;
+  int ranks;  // 0: one per GPU
+};
+class MegaFp4ModelShapes : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(MegaFp4ModelShapes, FusedEqualsComposedBitwise) {
+  const ShapeParam p = GetParam();
+  const int R = p.ranks == 0 ? num_gpus() : p.ranks;
+  auto f = make_fp4_setup(named_shape(p.shape, R, 2048), true, 128, 0.f, false);
+  ::symmoe::Setup& s = *f->s;
+  auto mega = make_mega_fp4(*f, {});
+  const uint64_t base = fresh_seed();
+  std::printf("  case seed base %llu\n", (unsigned long long)base);
+  for (const Case& c : layer_cases({1, 8, 128, 2048}, base)) {
+    const std::string what = case_name(c) + " " + p.shape + " R=" + std::to_string(R);
+    SCOPED_TRACE(what);
+    Inputs in = make_inputs(s, c);
+    const auto composed = forward_into_poisoned_y(s, *f->fp4_layer, in);
+    auto own_y = in.args;
+    for (auto& a : own_y) a.y = nullptr;
+    const auto fused_ptrs = mega->forward(own_y);
+    mega->synchronize();
+    const auto fused = download_y(s, fused_ptrs, in);
+    for (int i = 0; i < R; ++i)
+      EXPECT_TRUE(test::bitwise_equal(composed[i], fused[i], what + " rank " + std::to_string(i)));
+    expect_all_masked_tokens_zero(s, in, fused, what);
+    if (HasFailure()) return;
+    if (c.tokens == 1 && c.kind == ref::RoutingKind::kUniform && c.mask == 0 && p.ranks == 0) {
+      add_folded_fp4_experts(*f, in);
+      expect_matches_golden(s, in, fused, what, "fused layer (FP4 weights)");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MegaFp4ModelShapes,
+                         ::testing::Values(ShapeParam{"flash", 0}, ShapeParam{"flash", 8}, ShapeParam{"pro", 0},
+                                           ShapeParam{"pro", 8}, ShapeParam{"v3", 0}, ShapeParam{"v3", 8}),
+                         [](const ::testing::TestParamInfo<ShapeParam>& info) {
+                           return std::string(info.param.shape) + (info.param.ranks == 0
+                                                                       ? "_one_per_gpu"
+                                                                       : "_virtual" + std::to_string(info.param.ranks));
+                         });
 
 // The traced FP4 kernels (MegaMoe::set_trace; BLOCK_M 64 and 128): y bitwise the untraced call's; then CUDA-graph
 // replays of the untraced forward: bitwise the eager result.

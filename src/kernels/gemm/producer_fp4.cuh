@@ -1,14 +1,15 @@
 // Producer role with FP4 weights (cluster 1): one thread walks the tiles and, per 128-wide K block, waits for the
-// stage to be free, leaves the stage's two base codes (load_base_codes) in its slot, announces the bytes and issues
-// the TMA loads of A, A's scales, the packed FP4 B tile [BLOCK_N, 64 B] and its scale codes [BLOCK_N] int32, all
-// completing on raw_full; the converter warps (fp4_converter.cuh) then write an E4M3 tile of their ring and complete
-// its full. The raw stage is free again when the math warps release empty, which they do only after that full, i.e.
-// after the converters have read the FP4 tile, the codes and the slot.
-// After the last tile, one more stage carries the stop mark (base code -1) and no bytes: the converters, who walk no
+// stage to be free, announces the bytes and issues the TMA loads of A, A's scales, the packed FP4 B tile
+// [BLOCK_N, 64 B] and its scale codes [BLOCK_N] int32, and the copy of the stage's two base codes (load_base_codes)
+// into its slot (fp4_stage_slot.cuh), all completing on raw_full; the converter warps (fp4_converter.cuh) then write an
+// E4M3 tile of their ring and complete its full. The raw stage is free again when the math warps release empty, which
+// they do only after that full, i.e. after the converters have read the FP4 tile, the codes and the slot. After the
+// last tile, one more stage carries the stop mark (base code -1) and no other bytes: the converters, who walk no
 // scheduler of their own, leave on it. The math warps never wait for it.
 #pragma once
 
 #include "kernels/gemm/fp4_converter.cuh"
+#include "kernels/gemm/fp4_stage_slot.cuh"
 #include "kernels/gemm/scheduler.cuh"
 #include "kernels/gemm/smem_layout.hpp"
 #include "kernels/ptx/mbarrier.cuh"
@@ -32,19 +33,17 @@ __device__ __forceinline__ void run_producer_fp4(const GemmParams& params,
     for (int kb = 0; kb < num_k_blocks; ++kb) {
       const int2 base = load_base_codes<kEpilogue, BLOCK_N>(params, tile, kb);  // in flight during the wait
       ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-      *smem.fp4_base_codes(pipe.stage) = base;  // released to the converters by the arrive below
       uint64_t* raw_full = smem.raw_full(pipe.stage);
       ptx::mbarrier_arrive_expect_tx(raw_full, Layout::kStageTxBytes);
       ptx::tma_load_2d(smem.a(pipe.stage), tmap_a, raw_full, kb * 128, tile.row_begin);
       ptx::tma_load_2d(smem.sfa(pipe.stage), tmap_sfa, raw_full, tile.row_begin & ~(kSfaBoxPad - 1), kb);
       ptx::tma_load_2d(smem.b_fp4(pipe.stage), tmap_b_fp4, raw_full, kb * 64, b_row);
       ptx::tma_load_2d(smem.codes(pipe.stage), tmap_codes, raw_full, tile.n_begin, codes_row0 + kb);
+      copy_fp4_stage_slot(smem, pipe.stage, base);
       pipe.advance();
     }
   }
-  ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-  *smem.fp4_base_codes(pipe.stage) = make_int2(kFp4StopMark, kFp4StopMark);
-  ptx::mbarrier_arrive(smem.raw_full(pipe.stage));
+  publish_fp4_stop_mark(smem, pipe.stage, pipe.phase ^ 1);
 }
 
 }  // namespace symmoe::gemm::kernel
