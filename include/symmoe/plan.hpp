@@ -84,7 +84,8 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 // it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
 // weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
-// second ring of kGemmFp4ConvStages = num_stages / 2 (kernels/gemm/fp4_converter.cuh, math.cuh).
+// second ring of kGemmFp4ConvStages tiles, written by the math warpgroups one K block ahead
+// (kernels/gemm/math_fp4.cuh; the fused kernel's converter warps: kernels/gemm/fp4_converter.cuh, with R = 2C).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
@@ -98,9 +99,9 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 256, 3, 1, GemmEpilogue::kBf16, true},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},
-    {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
+    {64, 256, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
     {128, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
-    {64, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
@@ -113,11 +114,12 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
 //              whole bf16 slice) + 1 KiB to align the base to 1024 B (128B swizzle)
 //   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
-//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the converters write it into a separate ring of
+//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the upconversion writes it into a separate ring of
 //              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
-//              tables and the stages' base-code slots (kGemmFp4TableBytes)
+//              tables and the converter warps' per-stage slots with their sources, 2 x 16 B per raw stage, up to 8
+//              raw stages (kGemmFp4TableBytes)
 constexpr int kGemmSfaBoxPad = 4;
-constexpr int kGemmFp4TableBytes = 256;
+constexpr int kGemmFp4TableBytes = 384;
 constexpr int kGemmFp4ConvStages = 2;
 constexpr int gemm_stage_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
   return block_m * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16 +

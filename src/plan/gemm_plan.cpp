@@ -64,7 +64,7 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.wg_tile_m = hopper::kWgmmaM;
   p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
-  p.producer_registers = 40;  // FP4: the converter warps too (kernels/gemm/grouped_gemm_fp4_kernel.cuh)
+  p.producer_registers = 40;  // FP8 and FP4 alike (kernels/gemm/grouped_gemm_fp4_kernel.cuh)
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
   p.math_registers_needed = math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;

@@ -1,11 +1,15 @@
 // The SM90 grouped GEMM with FP4 E2M1 weights: the FP8 kernel's roles (grouped_gemm_kernel.cuh) with the weight
 // tile travelling as packed FP4 (half the bytes) and upconverted to E4M3 in shared memory before the WGMMA.
-// 384 threads: warpgroups 0-1 math (setmaxnreg 232, math.cuh with kFp4), warpgroup 2: warp 0 lane 0 the TMA
-// producer (producer_fp4.cuh), warps 1-3 the converters (fp4_converter.cuh). Registers as the FP8
-// kernel: setmaxnreg 232 for the math warpgroups, 40 for this one (the launch holds 168 x 384 = 64512; the math
-// warpgroups' increase must fit what the producer warpgroup gives back, or setmaxnreg.inc never returns).
-// Cluster 1, persistent. Barriers per K block: raw_full (TMA) -> full (converters, E4M3 ring) -> empty and
-// conv_empty (math); fp4_converter.cuh states the protocol.
+// 384 threads: warpgroups 0-1 math (setmaxnreg 232), warpgroup 2 (setmaxnreg 40): warp 0 lane 0 the TMA producer
+// (producer_fp4.cuh). The launch holds 168 x 384 = 64512 registers; the math warpgroups' increase must fit what the
+// producer warpgroup gives back, or setmaxnreg.inc never returns. Cluster 1, persistent.
+// Who upconverts (kMathConverts):
+//   BLOCK_M 64 (decode sizes): the math warpgroups, each its own 128 B rows one K block ahead while its WGMMAs of the
+//     current block run (math_fp4.cuh states the protocol: raw_full (TMA) -> named barrier per warpgroup -> empty).
+//   BLOCK_M 128: warps 1-3 of warpgroup 2 (fp4_converter.cuh: raw_full -> full (E4M3 ring) -> empty, conv_empty).
+//     NOTES: the math warps' conversion does not fit next to the 128 x 256 slice's 128 accumulators and 64-register
+//     partial in 232 registers (ptxas spilled 16-88 bytes in every placement tried: during the WGMMAs, after the
+//     promotion, batches of 1-4 steps, and with 240 / 24 registers).
 #pragma once
 
 #include "kernels/gemm/epilogue_bf16.cuh"
@@ -13,6 +17,7 @@
 #include "kernels/gemm/fp4_converter.cuh"
 #include "kernels/gemm/grouped_gemm_kernel.cuh"
 #include "kernels/gemm/math.cuh"
+#include "kernels/gemm/math_fp4.cuh"
 #include "kernels/gemm/producer_fp4.cuh"
 #include "kernels/gemm/scheduler.cuh"
 
@@ -28,6 +33,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
                             const __grid_constant__ CUtensorMap tmap_b_fp4,
                             const __grid_constant__ CUtensorMap tmap_codes) {
   using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>;
+  constexpr bool kMathConverts = BLOCK_M == 64;
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};  // as grouped_gemm_kernel
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
@@ -37,7 +43,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     ptx::prefetch_tensormap(&tmap_sfa);
     ptx::prefetch_tensormap(&tmap_b_fp4);
     ptx::prefetch_tensormap(&tmap_codes);
-    smem.init_stage_barriers(kNumMathWarpgroups * 4, kNumConverterWarps);
+    smem.init_stage_barriers(kNumMathWarpgroups * 4, kMathConverts ? 0 : kNumConverterWarps);
   }
   if (threadIdx.x >= 32 && threadIdx.x < 32 + kFp4NumShifts) {
     const int i = threadIdx.x - 32;
@@ -51,21 +57,26 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const int warp = (threadIdx.x / 32) % 4;
     if (warp == 0) {
       if (lane == 0)
-        run_producer_fp4<BLOCK_M, BLOCK_N, kNumStages, kEpilogue>(params, smem, &tmap_a, &tmap_sfa, &tmap_b_fp4,
-                                                                  &tmap_codes, sched);
-    } else {
+        run_producer_fp4<BLOCK_M, BLOCK_N, kNumStages, kEpilogue, kMathConverts>(params, smem, &tmap_a, &tmap_sfa,
+                                                                                 &tmap_b_fp4, &tmap_codes, sched);
+    } else if constexpr (!kMathConverts) {
       run_converter<BLOCK_M, BLOCK_N, kNumStages, kEpilogue>(smem, warp - 1, lane);
     }
   } else {
     ptx::setmaxnreg_inc<kMathRegisters>();
     const WarpgroupSlice<BLOCK_M, BLOCK_N> slice(wg);
     PipelineState<kNumStages> pipe;
+    [[maybe_unused]] Fp4ConvState conv;
     float acc[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc];
     if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first
     const WarpStaging staging{smem.staging(wg * 4 + (threadIdx.x % 128) / 32), lane};
     Tile tile;
     for (int tile_count = 0; sched.next(tile); ++tile_count) {
-      math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, kEpilogue, false, true>(params, smem, tile, slice, wg, pipe, acc);
+      if constexpr (kMathConverts)
+        math_mainloop_fp4<BLOCK_M, BLOCK_N, kNumStages, kEpilogue>(params, smem, tile, slice, wg, pipe, conv, acc);
+      else
+        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, kEpilogue, false, true>(params, smem, tile, slice, wg, pipe,
+                                                                               acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         epilogue_swiglu_fp8<kEpilogueBarrier>(params, tile, wg, tile_count & 1, smem, slice, acc, staging);
       else

@@ -4,13 +4,15 @@
 // 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange
 // [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh; with
 // kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh) and the full/empty mbarriers.
-// kFp4 (FP4 weights, fp4_converter.cuh): two rings. The kNumStages "raw" stages hold A, A's scales, the packed FP4
-// B tile [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full
-// (TMA bytes landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) have
-// barriers full (converted) and conv_empty (math done with the tile). Also the 15 upconversion tables
-// (Fp4ShiftTable, 8 B each) and two 16-byte slots per raw stage: the stage's slot the converters read (the two base
-// codes, or the fused kernel's stage descriptor) and the producer's source for it (fp4_stage_slot.cuh: the TMA
-// engine copies the source into the stage's slot with the stage's bytes).
+// kFp4 (FP4 weights): two rings. The kNumStages "raw" stages hold A, A's scales, the packed FP4 B tile
+// [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full (TMA bytes
+// landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) are written by the
+// upconversion: in the BLOCK_M 64 grouped GEMM by the math warpgroups (math_fp4.cuh, ordered by named barriers, so
+// their barriers full and conv_empty stay unused and uninitialised); otherwise by converter warps
+// (fp4_converter.cuh) with barriers full (converted) and conv_empty (math done with the tile). Also the 15
+// upconversion tables (Fp4ShiftTable, 8 B each) and, for the converter warps, two 16-byte slots per raw stage: the
+// stage's slot the converters read (the two base codes, or the fused kernel's stage descriptor) and the producer's
+// source for it (fp4_stage_slot.cuh: the TMA engine copies the source into the stage's slot with the stage's bytes).
 // The total is plan::gemm_smem_bytes (the planner's number), checked below.
 #pragma once
 
@@ -53,9 +55,10 @@ struct GemmSmemLayout {
   static constexpr int kNumBarriers = kNumBStages + kNumStages + (kFp4 ? kNumStages + kNumConvStages : 0);
   static constexpr int kBytes = kBarrierOffset + kNumBarriers * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
-  // Bytes the stage's TMA loads complete on its first barrier (full, or raw_full with kFp4: + the slot's copy).
-  static constexpr int kStageTxBytes =
-      kABytes + (kFp4 ? kBFp4Bytes + kCodesBytes + kFp4SlotBytes : kBBytes) + kSfaBoxBytes;
+  // Bytes the stage's TMA loads complete on its first barrier (full, or raw_full with kFp4); with FP4 converter
+  // warps, + the slot's copy.
+  static constexpr int kStageLoadBytes = kABytes + (kFp4 ? kBFp4Bytes + kCodesBytes : kBBytes) + kSfaBoxBytes;
+  static constexpr int kStageTxBytes = kStageLoadBytes + (kFp4 ? kFp4SlotBytes : 0);
   static_assert(!kFp4 || kNumStages >= kNumConvStages, "FP4: at least as many raw stages as E4M3 tiles");
   static_assert(!kFp4 || (kFp4NumShifts * 8 <= 128 && 128 + 2 * kNumStages * kFp4SlotBytes <= plan::kGemmFp4TableBytes),
                 "the upconversion tables and the stages' slots (and their sources) fit their region");
@@ -104,7 +107,8 @@ struct GemmSmemLayout {
   }
   // One thread, before the CTA's first sync: empty (and conv_empty) barriers complete on one arrive per consumer
   // warp (consumer_arrivals). FP8: full barriers on the producer's arrive + the stage's TMA bytes. FP4: raw_full on
-  // the producer's arrive + the TMA bytes, full on one arrive per converter warp (full_arrivals).
+  // the producer's arrive + the TMA bytes, full on one arrive per converter warp (full_arrivals); full_arrivals 0:
+  // no converter warps (the math warpgroups convert), full and conv_empty are not initialised.
   __device__ void init_stage_barriers(uint32_t consumer_arrivals, uint32_t full_arrivals = 1) const {
     for (int s = 0; s < kNumStages; ++s) {
       if constexpr (!kFp4) ptx::mbarrier_init(full(s), 1);
@@ -112,7 +116,7 @@ struct GemmSmemLayout {
       if constexpr (kFp4) ptx::mbarrier_init(raw_full(s), 1);
     }
     if constexpr (kFp4)
-      for (int c = 0; c < kNumConvStages; ++c) {
+      for (int c = 0; c < kNumConvStages && full_arrivals > 0; ++c) {
         ptx::mbarrier_init(full(c), full_arrivals);
         ptx::mbarrier_init(conv_empty(c), consumer_arrivals);
       }
