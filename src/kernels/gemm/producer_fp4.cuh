@@ -4,10 +4,11 @@
 // kMathConverts (BLOCK_M 64): the math warpgroups (math_fp4.cuh) convert the FP4 tile one K block ahead and release
 // empty once their WGMMAs of the block completed; nothing else is published.
 // Otherwise (converter warps, fp4_converter.cuh): the producer also copies the stage's two base codes
-// (load_base_codes) into its slot by the async proxy (fp4_stage_slot.cuh, counted on raw_full), and after the last tile one more stage carries the stop mark
-// (base code -1) and no bytes: the converters, who walk no scheduler of their own, leave on it. The raw stage is
-// free again when the math warps release empty, which they do only after the converters' full, i.e. after the
-// converters have read the FP4 tile, the codes and the slot. The math warps never wait for the stop mark.
+// (load_base_codes) into its slot by the async proxy (fp4_stage_slot.cuh, counted on raw_full), and after the last tile
+// one more stage carries the stop mark (base code -1) and no bytes: the converters, who walk no scheduler of their own,
+// leave on it. The raw stage is free again when the math warps release empty, which they do only after the converters'
+// full, i.e. after the converters have read the FP4 tile, the codes and the slot. The math warps never wait for the
+// stop mark.
 #pragma once
 
 #include "kernels/gemm/fp4_converter.cuh"
