@@ -116,10 +116,9 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
 //              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the upconversion writes it into a separate ring of
 //              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
-//              tables and the converter warps' per-stage slots with their sources, 2 x 16 B per raw stage, up to 8
-//              raw stages (kGemmFp4TableBytes)
+//              tables and the converter warps' per-stage slots, 8 B per raw stage (kGemmFp4TableBytes)
 constexpr int kGemmSfaBoxPad = 4;
-constexpr int kGemmFp4TableBytes = 384;
+constexpr int kGemmFp4TableBytes = 256;
 constexpr int kGemmFp4ConvStages = 2;
 constexpr int gemm_stage_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
   return block_m * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16 +

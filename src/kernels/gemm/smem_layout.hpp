@@ -8,11 +8,10 @@
 // [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full (TMA bytes
 // landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) are written by the
 // upconversion: in the BLOCK_M 64 grouped GEMM by the math warpgroups (math_fp4.cuh, ordered by named barriers, so
-// their barriers full and conv_empty stay unused and uninitialised); otherwise by converter warps
-// (fp4_converter.cuh) with barriers full (converted) and conv_empty (math done with the tile). Also the 15
-// upconversion tables (Fp4ShiftTable, 8 B each) and, for the converter warps, two 16-byte slots per raw stage: the
-// stage's slot the converters read (the two base codes, or the fused kernel's stage descriptor) and the producer's
-// source for it (fp4_stage_slot.cuh: the TMA engine copies the source into the stage's slot with the stage's bytes).
+// their barriers full and conv_empty stay unused and uninitialised); otherwise (the 128 x 256 grouped GEMM, the fused
+// kernel) by converter warps (fp4_converter.cuh) with barriers full (converted) and conv_empty (math done with the
+// tile) and one 8-byte slot per raw stage where the producer leaves the stage's base codes (the fused kernel: its
+// descriptor). Also the 15 upconversion tables (Fp4ShiftTable, 8 B each).
 // The total is plan::gemm_smem_bytes (the planner's number), checked below.
 #pragma once
 
@@ -35,7 +34,6 @@ struct GemmSmemLayout {
   static constexpr int kSfaBoxBytes = (BLOCK_M + kSfaBoxPad) * 4;      // what TMA writes per stage
   static constexpr int kSfaBytes = (kSfaBoxBytes + 127) / 128 * 128;   // stage stride (TMA destination alignment)
   static constexpr int kNumConvStages = kFp4 ? plan::kGemmFp4ConvStages : 0;
-  static constexpr int kFp4SlotBytes = 16;  // one bulk copy (16-byte granule) per raw stage
   static constexpr int kNumBStages = kFp4 ? kNumConvStages : kNumStages;  // E4M3 B tiles
   static constexpr int kAOffset = 0;
   static constexpr int kBOffset = kAOffset + kNumStages * kABytes;
@@ -55,22 +53,20 @@ struct GemmSmemLayout {
   static constexpr int kNumBarriers = kNumBStages + kNumStages + (kFp4 ? kNumStages + kNumConvStages : 0);
   static constexpr int kBytes = kBarrierOffset + kNumBarriers * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
-  // Bytes the stage's TMA loads complete on its first barrier (full, or raw_full with kFp4); with FP4 converter
-  // warps, + the slot's copy.
-  static constexpr int kStageLoadBytes = kABytes + (kFp4 ? kBFp4Bytes + kCodesBytes : kBBytes) + kSfaBoxBytes;
-  static constexpr int kStageTxBytes = kStageLoadBytes + (kFp4 ? kFp4SlotBytes : 0);
+  // Bytes the stage's TMA loads complete on its first barrier (full, or raw_full with kFp4).
+  static constexpr int kStageTxBytes = kABytes + (kFp4 ? kBFp4Bytes + kCodesBytes : kBBytes) + kSfaBoxBytes;
   static_assert(!kFp4 || kNumStages >= kNumConvStages, "FP4: at least as many raw stages as E4M3 tiles");
-  static_assert(!kFp4 || (kFp4NumShifts * 8 <= 128 && 128 + 2 * kNumStages * kFp4SlotBytes <= plan::kGemmFp4TableBytes),
-                "the upconversion tables and the stages' slots (and their sources) fit their region");
+  static_assert(!kFp4 || (kFp4NumShifts * 8 <= 128 && 128 + kNumStages * 8 <= plan::kGemmFp4TableBytes),
+                "the upconversion tables and the stages' base-code slots fit their region");
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
   static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
   static_assert(kStagingWarpBytes * 8 == plan::gemm_staging_bytes(BLOCK_N, kTileBuffer), "8 math warps' staging");
   static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kWeights),
                 "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
   static_assert(kStagingOffset % 16 == 0 && kStagingRowBytes % 16 == 0, "bulk-store sources are 16-byte aligned");
-  static_assert(kBFp4Offset % 128 == 0 && kCodesOffset % 128 == 0 && kSfaOffset % 128 == 0 && kTableOffset % 16 == 0 &&
+  static_assert(kBFp4Offset % 128 == 0 && kCodesOffset % 128 == 0 && kSfaOffset % 128 == 0 && kTableOffset % 8 == 0 &&
                     kBarrierOffset % 8 == 0,
-                "TMA destinations 128-byte aligned, tables and slots (bulk copies) 16-byte aligned, barriers 8-byte");
+                "TMA destinations 128-byte aligned, tables and barriers 8-byte aligned");
 
   uint8_t* base;
   __device__ uint8_t* a(int s) const { return base + kAOffset + s * kABytes; }
@@ -81,13 +77,8 @@ struct GemmSmemLayout {
   __device__ uint8_t* b_fp4(int s) const { return base + kBFp4Offset + s * kBFp4Bytes; }
   __device__ uint32_t* codes(int s) const { return reinterpret_cast<uint32_t*>(base + kCodesOffset + s * kCodesBytes); }
   __device__ Fp4ShiftTable* fp4_tables() const { return reinterpret_cast<Fp4ShiftTable*>(base + kTableOffset); }
-  // kFp4: raw stage s's slot (written by the async proxy only) and the producer's source for it.
-  __device__ int2* fp4_base_codes(int s) const {
-    return reinterpret_cast<int2*>(base + kTableOffset + 128 + s * kFp4SlotBytes);
-  }
-  __device__ int4* fp4_slot_source(int s) const {
-    return reinterpret_cast<int4*>(base + kTableOffset + 128 + (kNumStages + s) * kFp4SlotBytes);
-  }
+  // Converter warps (fp4_converter.cuh): raw stage s's slot (base codes, or the fused kernel's descriptor).
+  __device__ int2* fp4_base_codes(int s) const { return reinterpret_cast<int2*>(base + kTableOffset + 128) + s; }
   __device__ float* amax(int parity, int wg) const {
     return reinterpret_cast<float*>(base + kAmaxOffset) + (parity * 2 + wg) * 64;
   }
