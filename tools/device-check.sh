@@ -47,7 +47,10 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*:MegaErrors.*" ;;
     memcheck:gpu_test_moe) echo "--gtest_filter=Ranks/MoeComposed.*/ranks1_host_weights:MoeComposedErrors.*" ;;
     memcheck:gpu_test_soak) echo "--seconds=5" ;;
+    memcheck:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*:MegaFp4Errors.*" ;;
+    memcheck:gpu_test_moe_fp4) echo "--gtest_filter=Ranks/MoeComposedFp4.*/ranks1_host_fp4:MoeComposedFp4Errors.*" ;;
     *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
+    *:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
     *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
     *:gpu_test_gemm_fp4) echo "--gtest_filter=GroupedGemmFp4.MaskedDecodeSizes" ;;
@@ -62,7 +65,7 @@ sanitize_cap() {
     memcheck:gpu_test_mega) echo 60 ;;
     memcheck:gpu_test_moe) echo 45 ;;
     memcheck:gpu_test_soak) echo 30 ;;
-    racecheck:gpu_test_mega) echo 120 ;;
+    racecheck:gpu_test_mega | racecheck:gpu_test_mega_fp4) echo 180 ;;
     memcheck:*) echo 40 ;;
     *) echo 32 ;;
   esac
@@ -71,7 +74,8 @@ if [ $sanitize -eq 1 ]; then
   command -v compute-sanitizer > /dev/null || { echo "compute-sanitizer not found" | tee -a "$log"; exit 2; }
   runs=()
   for t in "$bin"/gpu_test_*; do [ -x "$t" ] && runs+=("$(basename "$t") memcheck"); done
-  for name in gpu_test_mega gpu_test_ep gpu_test_gemm gpu_test_gemm_fp4; do
+  # (gpu_test_racecheck_slot is a reproducer of racecheck's own limits: memcheck only.)
+  for name in gpu_test_mega gpu_test_mega_fp4 gpu_test_ep gpu_test_gemm gpu_test_gemm_fp4; do
     [ -x "$bin/$name" ] && runs+=("$name racecheck" "$name synccheck")
   done
   rows=()
