@@ -249,10 +249,6 @@ INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(64, 128), [](const
 // Zipf, hot-expert and 30%-masked routings: fused == composed bitwise on every token of every rank (both run the
 // same GEMM core, epilogues and combine order), all-masked tokens exact zeros; the golden model on the 1-token
 // case (2 GPUs; its CPU cost at these shapes is ~0.3 s per routed lane); Flash: 1,000 repeated calls bitwise stable.
-struct ShapeParam {
-  const char* shape;
-  int ranks;  // 0: one per GPU
-};
 class MegaModelShapes : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) {
@@ -298,14 +294,7 @@ TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MegaModelShapes,
-                         ::testing::Values(ShapeParam{"flash", 0}, ShapeParam{"flash", 8}, ShapeParam{"pro", 0},
-                                           ShapeParam{"pro", 8}, ShapeParam{"v3", 0}, ShapeParam{"v3", 8}),
-                         [](const ::testing::TestParamInfo<ShapeParam>& info) {
-                           return std::string(info.param.shape) + (info.param.ranks == 0
-                                                                       ? "_one_per_gpu"
-                                                                       : "_virtual" + std::to_string(info.param.ranks));
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, MegaModelShapes, model_shape_params(), shape_param_name);
 
 // Two virtual ranks on one GPU; rank 1's kernel is never launched: rank 0's first barrier times out and the host
 // raises PeerTimeout naming rank 1 at site "barrier" (not a hang, not a generic error).
