@@ -8,8 +8,7 @@
 //     current block run (math_fp4.cuh states the protocol: raw_full (TMA) -> named barrier per warpgroup -> empty).
 //   BLOCK_M 128: warps 1-3 of warpgroup 2 (fp4_converter.cuh: raw_full -> full (E4M3 ring) -> empty, conv_empty).
 //     NOTES: the math warps' conversion does not fit next to the 128 x 256 slice's 128 accumulators and 64-register
-//     partial in 232 registers (ptxas spilled 16-88 bytes in every placement tried: during the WGMMAs, after the
-//     promotion, batches of 1-4 steps, and with 240 / 24 registers).
+//     partial in 232 registers (ptxas spills; docs/notes/gemm.md lists the placements tried).
 #pragma once
 
 #include "kernels/gemm/epilogue_bf16.cuh"
