@@ -13,7 +13,7 @@
 //   L2 data unchanged; L2 scales int32 [I/128, H] MN-major; L2 bases fp32 [H/128, I/128] (the FP8 L2 scale layout).
 // Scale code of element (r, c) in the output: byte (c % 128) / 32 of word (c / 128, r).
 // A kernel converts element (r, c) of the transformed L1 to E4M3 as
-//   fmt::e2m1_times_pow2_to_e4m3(nibble(r, c), code(r, c/32) - (bits(base) >> 23), &out)
+//   fmt::e2m1_times_pow2_to_e4m3(nibble(r, c), code(r, c/32) - fmt::fold_base_code(base), &out)
 //   base = L1 bases[r / 256][c / 128][(r % 16) / 8]      (gate rows take the gate base, up rows the up base)
 // (L2: base = L2 bases[r / 128][c / 128]) and promotes with that base as the weight scale, exactly as the FP8 path
 // promotes with its (gate, up) scale pair. expand_*_fp4 below compute that whole E4M3 tensor on the host: the FP8

@@ -67,7 +67,7 @@ __device__ __forceinline__ int2 load_base_codes(const GemmParams& p, const Tile&
     s.x = load_b_scales<kEpilogue>(p, tile, 0, kb).x;
     s.y = BLOCK_N > 128 ? load_b_scales<kEpilogue>(p, tile, 128, kb).x : 0.f;
   }
-  return make_int2(int(__float_as_uint(s.x) >> 23), int(__float_as_uint(s.y) >> 23));
+  return make_int2(fmt::fold_base_code(s.x), fmt::fold_base_code(s.y));
 }
 
 template <EpilogueKind kEpilogue>

@@ -40,7 +40,7 @@ static_assert(kConvertBarrier0 >= kIssueBarrier0 + 2, "the conversion barriers m
 template <EpilogueKind kEpilogue>
 __device__ __forceinline__ int2 load_fp4_base_codes(const GemmParams& p, const Tile& tile, int row0, int kb) {
   const float2 s = load_b_scales<kEpilogue>(p, tile, row0, kb);
-  return make_int2(int(__float_as_uint(s.x) >> 23), int(__float_as_uint(s.y) >> 23));
+  return make_int2(fmt::fold_base_code(s.x), fmt::fold_base_code(s.y));
 }
 
 // Converts steps [first, first + kCount) of this thread's kStepsPerWarp over the warpgroup's 16 kStepsPerWarp rows
