@@ -85,9 +85,11 @@ inline std::string shape_param_name(const ::testing::TestParamInfo<ShapeParam>& 
 
 // from_host: random golden-model weights, transformed and uploaded; else synthetic weights generated on the GPU
 // (the host regenerates the experts it needs). All experts are made on the host for the small shape.
-std::unique_ptr<Setup> make_setup(const MoeShape& base, bool from_host, int alignment, float clamp, bool all_experts) {
+// timeout_ms: the communicator's wait bound (-1: SYMMOE_TIMEOUT_MS, default 10 s).
+std::unique_ptr<Setup> make_setup(const MoeShape& base, bool from_host, int alignment, float clamp, bool all_experts,
+                                  int timeout_ms = 20000) {
   auto s = std::make_unique<Setup>();
-  s->comm = Communicator::in_process(base.num_ranks, 20000);
+  s->comm = Communicator::in_process(base.num_ranks, timeout_ms);
   s->shape = base;
   s->weight_seed = fresh_seed();
   s->synthetic = !from_host;
