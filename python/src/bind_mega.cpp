@@ -183,8 +183,8 @@ void bind_mega(py::module_& m) {
                      data.ndim(), " dimensions");
         const int E = int(data.shape(0)), H = int(data.shape(1)), I = 2 * int(data.shape(2));
         SYMMOE_CHECK(H % 128 == 0 && I % 128 == 0, "python",
-                     "transform_l2_weights_fp4: data [E, H, I/2] needs H % 128 == 0 and I % 128 == 0, got [", E,
-                     ", ", H, ", ", I / 2, "]");
+                     "transform_l2_weights_fp4: data [E, H, I/2] needs H % 128 == 0 and I % 128 == 0, got [", E, ", ",
+                     H, ", ", I / 2, "]");
         SYMMOE_CHECK(scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == H && scales.shape(2) == I / 128,
                      "python", "transform_l2_weights_fp4: scales must be uint32 [", E, ", ", H, ", ", I / 128, "]");
         py::array_t<uint8_t> out_data({E, H, I / 2});

@@ -1,5 +1,5 @@
-// FP4 weight transform (interleave gate/up rows by 8, pack the bit layout, scales MN-major, fold base scales) and its expansion to E4M3;
-// layout in weight_transform_fp4.hpp.
+// FP4 weight transform (interleave gate/up rows by 8, pack the word layout, scales MN-major, fold base scales) and
+// its expansion to E4M3; layout in weight_transform_fp4.hpp.
 #include "symmoe/weight_transform_fp4.hpp"
 
 #include <bit>

@@ -50,8 +50,7 @@ TEST(Fp4Upconvert, EveryElementAtEveryShiftInEveryPositionMatchesTheHostFold) {
           for (int i = 0; i < 8; ++i) {
             const uint8_t e2m1 = uint8_t((standard >> (4 * i)) & 0xF);
             ASSERT_EQ(converted(got, i), fold_fp4_element(e2m1, 127 + shift, 1.0f))
-                << "E2M1 " << int(e2m1) << " shift " << shift << " element " << i << " word " << std::hex
-                << standard;
+                << "E2M1 " << int(e2m1) << " shift " << shift << " element " << i << " word " << std::hex << standard;
           }
         }
   }

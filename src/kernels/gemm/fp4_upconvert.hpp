@@ -34,10 +34,14 @@ SYMMOE_HD Fp4ShiftTable fp4_shift_table(int shift) {
 }
 
 // PRMT (default mode): byte i of the result is byte (s >> 4i) & 7 of the 8-byte value (y:x); selector bit 3 of a
-// nibble would replicate that byte's sign bit instead (the callers keep it clear).
+// nibble would replicate that byte's sign bit instead (the callers keep it clear); bits 16-31 of s are ignored.
+// NOTES: the raw instruction, not __byte_perm: that one clears the selector's bit 3s itself (an AND per call the
+// compiler cannot share), while fp4x8_to_e4m3x8 clears them once per word for both permutes.
 SYMMOE_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 #ifdef __CUDA_ARCH__
-  return __byte_perm(x, y, s);
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+  return r;
 #else
   const uint64_t v = (uint64_t(y) << 32) | x;
   uint32_t r = 0;
