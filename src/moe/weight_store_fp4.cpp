@@ -92,8 +92,8 @@ struct Fp4Chunk {
     const std::vector<uint32_t> s1 = packed_codes(w.w1.scales_ue8m0), s2 = packed_codes(w.w2.scales_ue8m0);
     gemm::transform_l1_weights_fp4(w.w1.data.data(), s1.data(), 1, I, H, w1.data() + j * z.w1_bytes,
                                    c1.data() + j * z.w1_codes, b1.data() + j * z.w1_scales);
-    std::memcpy(w2.data() + j * z.w2_bytes, w.w2.data.data(), z.w2_bytes);
-    gemm::transform_l2_weights_fp4(s2.data(), 1, H, I, c2.data() + j * z.w2_codes, b2.data() + j * z.w2_scales);
+    gemm::transform_l2_weights_fp4(w.w2.data.data(), s2.data(), 1, H, I, w2.data() + j * z.w2_bytes,
+                                   c2.data() + j * z.w2_codes, b2.data() + j * z.w2_scales);
   }
 };
 

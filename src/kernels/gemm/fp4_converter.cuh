@@ -121,11 +121,8 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
         base_code = base_code_of_row<kEpilogue>(base, r);
       const Fp4ShiftTable t = tables[fp4_table_index(code - base_code)];
       const uint2 raw = *reinterpret_cast<const uint2*>(src + r * 64 + chunk * 8);
-      uint4 out;
-      out.x = fp4x4_to_e4m3x4(raw.x, t);
-      out.y = fp4x4_to_e4m3x4(raw.x >> 16, t);
-      out.z = fp4x4_to_e4m3x4(raw.y, t);
-      out.w = fp4x4_to_e4m3x4(raw.y >> 16, t);
+      const Fp4E4m3x8 a = fp4x8_to_e4m3x8(raw.x, t), b = fp4x8_to_e4m3x8(raw.y, t);
+      const uint4 out = make_uint4(a.lo, a.hi, b.lo, b.hi);
       *reinterpret_cast<uint4*>(dst + r * 128 + ((chunk ^ (r % 8)) * 16)) = out;
     }
     ptx::fence_proxy_async_shared_cta();  // this thread's E4M3 stores -> visible to the WGMMA (async proxy)

@@ -77,11 +77,8 @@ __device__ __forceinline__ void convert_fp4_rows(const uint8_t* src, const uint3
   }
 #pragma unroll
   for (int i = 0; i < kCount; ++i) {
-    uint4 out;
-    out.x = fp4x4_to_e4m3x4(raw[i].x, t[i]);
-    out.y = fp4x4_to_e4m3x4(raw[i].x >> 16, t[i]);
-    out.z = fp4x4_to_e4m3x4(raw[i].y, t[i]);
-    out.w = fp4x4_to_e4m3x4(raw[i].y >> 16, t[i]);
+    const Fp4E4m3x8 a = fp4x8_to_e4m3x8(raw[i].x, t[i]), b = fp4x8_to_e4m3x8(raw[i].y, t[i]);
+    const uint4 out = make_uint4(a.lo, a.hi, b.lo, b.hi);
     *reinterpret_cast<uint4*>((i % 2 ? dst_odd : dst_even) + 512 * i) = out;
   }
 }
