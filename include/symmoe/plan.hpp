@@ -84,8 +84,8 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 // it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
 // weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
-// second ring of kGemmFp4ConvStages tiles, written by the math warpgroups one K block ahead
-// (kernels/gemm/math_fp4.cuh; the fused kernel's converter warps: kernels/gemm/fp4_converter.cuh, with R = 2C).
+// second ring of kGemmFp4ConvStages tiles, written at BLOCK_M 64 by the math warpgroups one K block ahead
+// (kernels/gemm/math_fp4.cuh), at BLOCK_M 128 by converter warps (kernels/gemm/fp4_converter.cuh).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
@@ -198,14 +198,15 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
 // the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
 // L2 alike (one stage ring, one tile shape), with FP8 and with FP4 weights (FP4: num_stages counts the raw stages of
-// packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM). Shared memory = the GEMM core's
+// packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM; who converts: layout::MegaRoles::
+// fp4_math_converts, the converter warps of BLOCK_M 128 need R = 2C). Shared memory = the GEMM core's
 // (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
   GemmWeights weights = GemmWeights::kFp8;
 };
 inline constexpr MegaKernelShape kMegaKernels[] = {
-    {64, 256, 5}, {128, 256, 4}, {64, 256, 4, GemmWeights::kFp4}, {128, 256, 4, GemmWeights::kFp4}};
+    {64, 256, 5}, {128, 256, 4}, {64, 256, 5, GemmWeights::kFp4}, {128, 256, 4, GemmWeights::kFp4}};
 inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
 static_assert(kNumMegaKernels == 2 * layout::kMegaNumBlockMCandidates &&
                   kMegaKernels[0].block_m == layout::kMegaBlockMCandidates[0] &&
@@ -250,7 +251,9 @@ struct MegaPlan {
   // Warp roles per CTA (one persistent CTA per SM) and their registers: copied from layout::MegaRoles (the
   // kernel's own description) so the plan prints and checks them.
   int num_producer_warps = 0, num_dispatch_warps = 0, num_math_warpgroups = 0;
-  int num_converter_warps = 0;  // FP4 weights: the dispatch warps, which convert after their pull (0 for FP8)
+  // FP4 weights, BLOCK_M 128: the dispatch warps, which convert after their pull; 0 for FP8 and for FP4 at BLOCK_M
+  // 64, where the math warpgroups convert (layout::MegaRoles::num_fp4_converter_warps)
+  int num_converter_warps = 0;
   int num_threads = 0;
   int data_registers = 0, math_registers = 0, math_registers_needed = 0;
   int named_barriers = 0;  // named-barrier ids the kernel uses (0 .. named_barriers - 1)

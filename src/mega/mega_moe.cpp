@@ -77,7 +77,7 @@ mega::kernel::MegaTensorMapsFp4 make_maps(const layout::MegaLayout& ws, const Mo
   m.l2_sfa = make_tensor_map_2d(ws.get_l2_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, I / 128, P * 4,
                                 sfa_box, 1, false, "mega l2 pool scales");
   if (w.format == gemm::WeightFormat::kFp4) {
-    // Packed rows of K/2 bytes in boxes of 64 B (128 K) x 256 rows, unswizzled (the converters read them); the
+    // Packed rows of K/2 bytes in boxes of 64 B (128 K) x 256 rows, unswizzled (the conversion reads them); the
     // codes' boxes are the tile's 256 words of one K block (as the FP4 grouped GEMM's, grouped_gemm.cpp).
     m.l1_b = make_tensor_map_2d(w.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H / 2, El * 2 * I, H / 2, 64, 256, false,
                                 "mega w1 (fp4)");

@@ -102,11 +102,11 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   using Roles = layout::MegaRoles;
   p.num_producer_warps = Roles::kNumProducerWarps, p.num_dispatch_warps = Roles::kNumDispatchWarps;
   p.num_math_warpgroups = Roles::kNumMathWarpgroups;
-  p.num_converter_warps = weights == GemmWeights::kFp4 ? Roles::kNumConverterWarps : 0;
+  p.num_converter_warps = weights == GemmWeights::kFp4 ? Roles::num_fp4_converter_warps(p.block_m) : 0;
   p.num_threads = Roles::kNumThreads;
   p.data_registers = Roles::kDataRegisters;
   p.math_registers = Roles::kMathRegisters;
-  p.named_barriers = Roles::kNumNamedBarriers;
+  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4, p.block_m);
   SYMMOE_CHECK(p.math_registers == detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers), "plan",
                "MegaMoE: register split ", p.data_registers, "/", p.math_registers, " does not fill the SM");
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
@@ -190,8 +190,11 @@ void MegaPlan::validate() const {
                (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages && k.weights == weights);
   SYMMOE_CHECK(compiled, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages, " stages and ",
                gemm_weights_name(weights), " weights is not a compiled fused kernel", where());
-  SYMMOE_CHECK(num_converter_warps == (weights == GemmWeights::kFp4 ? num_dispatch_warps : 0), "plan",
-               "FP4 weights: the dispatch warps are the converters (FP8: none)", where());
+  SYMMOE_CHECK(
+      num_converter_warps == (weights == GemmWeights::kFp4 ? layout::MegaRoles::num_fp4_converter_warps(block_m) : 0),
+      "plan", "FP4 weights: converter warps ", num_converter_warps, ", expected ",
+      weights == GemmWeights::kFp4 ? layout::MegaRoles::num_fp4_converter_warps(block_m) : 0,
+      " (BLOCK_M 128: the dispatch warps; BLOCK_M 64: none, the math warpgroups convert; FP8: none)", where());
   SYMMOE_CHECK(pool_rows == layout::mega_pool_rows(dims()) && pool_rows % block_m == 0, "plan",
                "pool rows must follow the layout formula and hold whole blocks", where());
 }
@@ -206,9 +209,11 @@ std::string MegaPlan::to_string() const {
      << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps;
   if (num_converter_warps) os << " (then FP4 converters " << num_converter_warps << ")";
-  os << " math " << 4 * num_math_warpgroups << " (threads " << num_threads << ") regs data " << data_registers
-     << " math " << math_registers << " (estimate ~" << math_registers_needed << ") named barriers " << named_barriers
-     << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
+  os << " math " << 4 * num_math_warpgroups;
+  if (weights == GemmWeights::kFp4 && !num_converter_warps) os << " (+ FP4 conversion)";
+  os << " (threads " << num_threads << ") regs data " << data_registers << " math " << math_registers << " (estimate ~"
+     << math_registers_needed << ") named barriers " << named_barriers << " | stages=" << num_stages
+     << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
      << "/stage) | pool_rows=" << pool_rows << " workspace=" << workspace_bytes << " B";
   return os.str();
 }

@@ -306,9 +306,9 @@ TEST(Plan, ValidateCatchesBrokenPlans) {
   expect_error([&] { g.validate(); }, "math warpgroup tiles");
 }
 
-// The fused layer with FP4 weights: the compiled FP4 kernels (64 x 256 and 128 x 256, 4 raw stages) on the same
-// BLOCK_M ladder as FP8, their shared memory (packed FP4 stages + the E4M3 ring) in the plan and printed, the
-// dispatch warps as converters.
+// The fused layer with FP4 weights: the compiled FP4 kernels (64 x 256 with 5 raw stages, 128 x 256 with 4) on the
+// same BLOCK_M ladder as FP8, their shared memory (packed FP4 stages + the E4M3 ring) in the plan and printed; who
+// converts: the math warpgroups at BLOCK_M 64, the dispatch warps at 128.
 TEST(Plan, MegaFp4) {
   for (const int tokens : {1, 128, 8192}) {
     const MoeShape v3 = named_shape("v3", 8, tokens);
@@ -316,15 +316,19 @@ TEST(Plan, MegaFp4) {
     const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.block_m, fp8.block_m);
-    EXPECT_EQ(fp4.num_stages, 4);
-    EXPECT_EQ(fp4.num_converter_warps, fp4.num_dispatch_warps);
+    const bool math_converts = fp4.block_m == 64;
+    EXPECT_EQ(fp4.num_stages, math_converts ? 5 : 4);
+    EXPECT_EQ(fp4.num_converter_warps, math_converts ? 0 : fp4.num_dispatch_warps);
     EXPECT_EQ(fp8.num_converter_warps, 0);
-    EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, 4, v3.num_experts, v3.num_local_experts(),
-                                                    plan::GemmWeights::kFp4));
+    EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, fp4.num_stages, v3.num_experts,
+                                                    v3.num_local_experts(), plan::GemmWeights::kFp4));
     EXPECT_EQ(fp4.smem_per_stage, plan::gemm_stage_smem_bytes(fp4.block_m, 256, plan::GemmWeights::kFp4));
     EXPECT_EQ(fp4.workspace_bytes, fp8.workspace_bytes);  // one workspace for both formats
     EXPECT_NE(fp4.to_string().find("weights=fp4"), std::string::npos) << fp4.to_string();
-    EXPECT_NE(fp4.to_string().find("FP4 converters 3"), std::string::npos) << fp4.to_string();
+    EXPECT_NE(fp4.to_string().find(math_converts ? "(+ FP4 conversion)" : "FP4 converters 3"), std::string::npos)
+        << fp4.to_string();
+    EXPECT_EQ(fp4.named_barriers, math_converts ? 7 : 5);  // + one conversion barrier per math warpgroup
+    EXPECT_EQ(fp8.named_barriers, 5);
     EXPECT_NE(fp8.to_string().find("weights=fp8"), std::string::npos) << fp8.to_string();
   }
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 64);
@@ -333,9 +337,11 @@ TEST(Plan, MegaFp4) {
   o.block_m = 128;
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4).block_m, 128);
   o = {};
-  o.num_stages = 5;  // FP8 BLOCK_M 64's count, not FP4's
+  o.num_stages = 4;  // FP4 BLOCK_M 128's count, not BLOCK_M 64's
   expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4); },
                "SYMMOE_NUM_STAGES");
+  o.num_stages = 5;
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4).num_stages, 5);
 }
 
 TEST(Plan, OverridesApplyAndAreChecked) {

@@ -18,8 +18,8 @@
 // NOTES: two E4M3 tiles (64 KiB for BLOCK_N 256) let the converters work one K block ahead of the math warps while
 // the 4 FP4 stages, half the bytes, keep 4 K blocks of weights in flight (3 with per-stage E4M3 tiles). The math
 // warps derive the tile from the raw stage (R = 2C, math.cuh); the converters keep their own ring position.
-// Fused kernel (kernels/mega/mega_kernel.cuh, kMixedPhases): its producer interleaves L1 (SwiGLU) and L2 (bf16)
-// tiles in one ring and has no registers to spare for the base-scale loads, so its slot carries the stage's
+// Fused kernel at BLOCK_M 128 (kernels/mega/mega_kernel.cuh, kMixedPhases): its producer interleaves L1 (SwiGLU) and L2
+// (bf16) tiles in one ring and has no registers to spare for the base-scale loads, so its slot carries the stage's
 // descriptor (Fp4StageDesc: phase, K block, expert, n_begin) and the converters load the base codes themselves
 // (load_base_codes of the phase's GemmParams), issued before their conv_empty wait; the protocol is the same.
 // NOTES: a warp converts 4 rows x 8 chunks per step: 256 contiguous bytes of FP4 (u64 per lane) in, 512 bytes of

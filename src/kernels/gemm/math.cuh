@@ -58,6 +58,18 @@ __device__ __forceinline__ float2 load_b_scales(const GemmParams& p, const Tile&
   }
 }
 
+// load_b_scales of the tile's phase: kMixedPhases (the fused kernel, whose tiles alternate between L1 and L2) picks
+// the layout at run time (bf16_tile: an L2 tile), otherwise kEpilogue's.
+template <EpilogueKind kEpilogue, bool kMixedPhases>
+__device__ __forceinline__ float2 load_b_scales_of_phase(const GemmParams& p, const Tile& tile, int col, int kb,
+                                                         [[maybe_unused]] bool bf16_tile) {
+  if constexpr (kMixedPhases)
+    return bf16_tile ? load_b_scales<EpilogueKind::kBf16>(p, tile, col, kb)
+                     : load_b_scales<EpilogueKind::kSwigluFp8>(p, tile, col, kb);
+  else
+    return load_b_scales<kEpilogue>(p, tile, col, kb);
+}
+
 // This warp's arrive on the stage's empty barrier once its WGMMAs reading the stage have completed: one arrive per
 // warp on every CTA of the cluster (lane c arrives on CTA c: the peer's producer multicasts into this CTA's stage).
 template <int kClusterM>
@@ -127,13 +139,8 @@ __device__ __forceinline__ void math_mainloop(
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     float2 sb[Slice::kNumHalves];
 #pragma unroll
-    for (int h = 0; h < Slice::kNumHalves; ++h) {
-      if constexpr (kMixedPhases)
-        sb[h] = bf16_tile ? load_b_scales<EpilogueKind::kBf16>(p, tile, slice.col0 + 128 * h, kb)
-                          : load_b_scales<EpilogueKind::kSwigluFp8>(p, tile, slice.col0 + 128 * h, kb);
-      else
-        sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
-    }
+    for (int h = 0; h < Slice::kNumHalves; ++h)
+      sb[h] = load_b_scales_of_phase<kEpilogue, kMixedPhases>(p, tile, slice.col0 + 128 * h, kb, bf16_tile);
     int b_stage = pipe.stage;
     if constexpr (kFp4) {
       b_stage = pipe.stage % kConvStages;

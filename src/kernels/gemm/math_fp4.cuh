@@ -1,8 +1,10 @@
-// Math role of the FP4 grouped GEMM with BLOCK_M 64 (grouped_gemm_fp4_kernel.cuh): math.cuh's mainloop (issue
+// Math role with FP4 weights and BLOCK_M 64, shared by the FP4 grouped GEMM (grouped_gemm_fp4_kernel.cuh) and the
+// fused kernel's 64 x 256 instantiation (kernels/mega/mega_kernel.cuh, kMixedPhases): math.cuh's mainloop (issue
 // turns, per-128-K promotion with the fp32 base scales, same epilogues) with the E2M1 -> E4M3 upconversion of the
 // weight tile done by the math warpgroups themselves, one K block ahead, into a ring of two E4M3 tiles
 // (smem_layout.hpp). In the 64 x 256 tile (split N) warpgroup w's WGMMAs read only B rows [128w, 128w + 128), so it
-// converts exactly those and syncs only its own 128 threads (named barrier kConvertBarrier0 + w).
+// converts exactly those and syncs only its own 128 threads (named barrier kBarrier0 + w: the GEMM's
+// kConvertBarrier0, the fused kernel's MegaRoles::kFp4ConvertBarrier0).
 // Per K block j of a tile (E4M3 tile j % 2 of the running block count, Fp4ConvState):
 //   sync -> issue the WGMMAs of block j (issue turn) -> wait raw_full of block j + 1, convert its rows into the other
 //   E4M3 tile, fence.proxy.async (the WGMMA reads through the async proxy) -> wgmma wait -> release the raw stage
@@ -13,8 +15,9 @@
 // converted rows visible (every converting thread fenced before it). The WGMMAs of block j and the loads in flight
 // run while block j + 1 is converted.
 // NOTES: the base codes of the fold are the exponent bits of the B block scales the promotion uses
-// (load_b_scales), so no producer-written slot is needed. Every thread of the warpgroup waits raw_full itself
-// before reading the stage (FP4 tile, codes, A scales), which acquires the TMA writes.
+// (load_b_scales; kMixedPhases: of the tile's phase, load_b_scales_of_phase), so no producer-written slot is needed.
+// Every thread of the warpgroup waits raw_full itself before reading the stage (FP4 tile, codes, A scales), which
+// acquires the TMA writes.
 // NOTES: 128 x 256 is not converted here: with both warpgroups reading all 256 rows, the conversion has to sit next to
 // 128 accumulators + the 64-register partial and spilled under ptxas in every placement tried (kernel header).
 #pragma once
@@ -37,9 +40,11 @@ static_assert(kConvertBarrier0 >= kIssueBarrier0 + 2, "the conversion barriers m
 
 // The fold's base codes (fp32 exponent bits) of the 128 B rows of one warpgroup in K block kb: (gate, up) of the
 // SwiGLU tile (rows interleaved by 8, weight_transform_fp4.hpp), (s, s) for bf16 tiles; 0 for rows past n.
-template <EpilogueKind kEpilogue>
-__device__ __forceinline__ int2 load_fp4_base_codes(const GemmParams& p, const Tile& tile, int row0, int kb) {
-  const float2 s = load_b_scales<kEpilogue>(p, tile, row0, kb);
+// kMixedPhases: the tile's phase picks the layout (bf16_tile: an L2 tile).
+template <EpilogueKind kEpilogue, bool kMixedPhases = false>
+__device__ __forceinline__ int2 load_fp4_base_codes(const GemmParams& p, const Tile& tile, int row0, int kb,
+                                                    bool bf16_tile = false) {
+  const float2 s = load_b_scales_of_phase<kEpilogue, kMixedPhases>(p, tile, row0, kb, bf16_tile);
   return make_int2(fmt::fold_base_code(s.x), fmt::fold_base_code(s.y));
 }
 
@@ -102,12 +107,19 @@ struct Fp4ConvState {
   __device__ void advance() { tile ^= 1; }
 };
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue>
+// Runs the K loop of one tile for this warpgroup (acc: the promoted fp32 result). kBarrier0: the first of the
+// kernel's two conversion barrier ids (one per math warpgroup). kMixedPhases (the fused kernel): p is the tile's
+// phase's GemmParams and bf16_tile says which phase (the B scales' layout; kEpilogue unused). The conversion is the
+// SwiGLU one for both phases there: a bf16 tile's base codes are (s, s), so its gate and up rows read the same code.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue, int kBarrier0 = kConvertBarrier0,
+          bool kMixedPhases = false>
 __device__ __forceinline__ void math_mainloop_fp4(const GemmParams& p,
                                                   const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
                                                   const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
                                                   int wg, PipelineState<kNumStages>& pipe, Fp4ConvState& conv,
-                                                  float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
+                                                  float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+                                                  [[maybe_unused]] bool bf16_tile = false) {
+  constexpr EpilogueKind kConvKind = kMixedPhases ? EpilogueKind::kSwigluFp8 : kEpilogue;
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   static_assert(Slice::kSplitN && Slice::kNumHalves == 1 &&
                     GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>::kNumBStages == 2,
@@ -120,7 +132,7 @@ __device__ __forceinline__ void math_mainloop_fp4(const GemmParams& p,
   const Fp4ShiftTable* tables = smem.fp4_tables();
   // Converts this warpgroup's rows of the block in raw stage s into E4M3 tile t (base: the block's base codes).
   auto convert = [&](int s, int t, int2 base) {
-    convert_fp4_rows<kEpilogue, kSteps, kSteps>(smem.b_fp4(s), smem.codes(s), tables, smem.b(t), slice.col0, 0, base);
+    convert_fp4_rows<kConvKind, kSteps, kSteps>(smem.b_fp4(s), smem.codes(s), tables, smem.b(t), slice.col0, 0, base);
     ptx::fence_proxy_async_shared_cta();  // the stores -> visible to the WGMMA (async proxy)
   };
 #pragma unroll
@@ -128,20 +140,20 @@ __device__ __forceinline__ void math_mainloop_fp4(const GemmParams& p,
 
   // The tile's first block, before the loop.
   {
-    const int2 base = load_fp4_base_codes<kEpilogue>(p, tile, slice.col0, 0);
+    const int2 base = load_fp4_base_codes<kEpilogue, kMixedPhases>(p, tile, slice.col0, 0, bf16_tile);
     ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
     convert(pipe.stage, conv.tile, base);
   }
 
   float partial[64];  // written by the first WGMMA of each batch
   for (int kb = 0; kb < num_k_blocks; ++kb) {
-    const float2 sb = load_b_scales<kEpilogue>(p, tile, slice.col0, kb);
+    const float2 sb = load_b_scales_of_phase<kEpilogue, kMixedPhases>(p, tile, slice.col0, kb, bf16_tile);
     const bool has_next = kb + 1 < num_k_blocks;
     PipelineState<kNumStages> next = pipe;
     next.advance();
     int2 next_base = make_int2(0, 0);
-    if (has_next) next_base = load_fp4_base_codes<kEpilogue>(p, tile, slice.col0, kb + 1);
-    ptx::named_barrier_sync(kConvertBarrier0 + wg, 128);  // block kb converted; WGMMAs of kb - 1 done
+    if (has_next) next_base = load_fp4_base_codes<kEpilogue, kMixedPhases>(p, tile, slice.col0, kb + 1, bf16_tile);
+    ptx::named_barrier_sync(kBarrier0 + wg, 128);  // block kb converted; WGMMAs of kb - 1 done
     const float sa0 = smem.sfa(pipe.stage)[sfa_row];
     const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
     const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + slice.row0 * 128));

@@ -7,12 +7,12 @@
 // kFp4 (FP4 weights): two rings. The kNumStages "raw" stages hold A, A's scales, the packed FP4 B tile
 // [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full (TMA bytes
 // landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) are written by the
-// upconversion: in the BLOCK_M 64 grouped GEMM by the math warpgroups (math_fp4.cuh, ordered by named barriers, so
-// their barriers full and conv_empty stay unused and uninitialised); otherwise (the 128 x 256 grouped GEMM, the fused
-// kernel) by converter warps (fp4_converter.cuh) with barriers full (converted) and conv_empty (math done with the
-// tile) and one 8-byte slot per raw stage where the producer leaves the stage's base codes (the fused kernel: its
-// descriptor). Also the 15 upconversion tables (Fp4ShiftTable, 8 B each).
-// The total is plan::gemm_smem_bytes (the planner's number), checked below.
+// upconversion: at BLOCK_M 64 (grouped GEMM and fused kernel) by the math warpgroups (math_fp4.cuh, ordered by named
+// barriers, so their barriers full and conv_empty stay unused and uninitialised); at BLOCK_M 128 by converter warps
+// (fp4_converter.cuh) with barriers full (converted) and conv_empty (math done with the tile) and one 8-byte slot
+// per raw stage where the producer leaves the stage's base codes (the fused kernel: its descriptor). Also the 15
+// upconversion tables (Fp4ShiftTable, 8 B each). The total is plan::gemm_smem_bytes (the planner's number), checked
+// below.
 #pragma once
 
 #include <cstdint>

@@ -16,8 +16,20 @@
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
 // Warp roles, register split and named barriers: symmoe/layout/mega_roles.hpp (MegaRoles), shared with the planner.
-// FP4 weights (mega_moe_fp4_kernel, kFp4): the GEMM core's FP4 stage protocol (kernels/gemm/fp4_converter.cuh) with
-// the dispatch warps as its converters once their pull is done. Per K block j of the CTA's tile sequence:
+// FP4 weights (mega_moe_fp4_kernel, kFp4): who upconverts the packed FP4 weight tiles depends on BLOCK_M
+// (MegaRoles::fp4_math_converts).
+// BLOCK_M 64 (kMathConverts): the FP4 grouped GEMM's math-warp conversion (kernels/gemm/math_fp4.cuh, kMixedPhases:
+// the base codes from the B scales of the tile's phase). Per K block j of the CTA's tile sequence:
+//   producer:   wait empty[j % R] -> arrive_expect_tx raw_full[j % R] -> TMA FP4 B + codes (+ A, A scales; early
+//               stages: after the tile's row wait)
+//   math:       math warpgroup w waits raw_full[j % R], converts its own 128 B rows into E4M3 tile j % 2 (during the
+//               WGMMAs of block j - 1 when j is not the tile's first block), named barrier kFp4ConvertBarrier0 + w
+//               -> WGMMA -> arrive empty[j % R] (one per math warp)
+// empty completes on the 8 math arrives, raw_full on the producer's arrive + bytes. A warpgroup holds stage j while
+// it waits for raw_full of block j + 1 of the same tile only (R >= 2), never across tiles, so the producer's row
+// wait of the next tile waits on nothing the math warps hold. No converter warps, no slot, no stop mark.
+// BLOCK_M 128: the GEMM core's converter-warp protocol (kernels/gemm/fp4_converter.cuh) with the dispatch warps as
+// its converters once their pull is done. Per K block j of the CTA's tile sequence:
 //   producer:   wait empty[j % R] -> stage descriptor into the slot -> arrive_expect_tx raw_full[j % R] -> TMA
 //               FP4 B + codes (+ A, A scales; early stages: after the tile's row wait)  (R = kNumStages raw stages)
 //   converters: wait raw_full[j % R] -> load the base scales the descriptor names -> wait conv_empty[j % C] ->
@@ -37,6 +49,7 @@
 #include "kernels/gemm/epilogue_swiglu.cuh"
 #include "kernels/gemm/fp4_converter.cuh"
 #include "kernels/gemm/math.cuh"
+#include "kernels/gemm/math_fp4.cuh"
 #include "kernels/mega/combine.cuh"
 #include "kernels/mega/dispatch.cuh"
 #include "kernels/mega/epilogue.cuh"
@@ -64,6 +77,11 @@ static_assert((Roles::kAmaxExchangeBarrier < Roles::kGemmIssueBarrier0 ||
                   (Roles::kL1DoneBarrier < Roles::kGemmIssueBarrier0 ||
                    Roles::kL1DoneBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers),
               "MegaRoles: a fused-kernel barrier collides with the GEMM core's issue-turn barriers");
+static_assert(Roles::kFp4ConvertBarrier0 > Roles::kL1DoneBarrier &&
+                  Roles::kFp4ConvertBarrier0 > Roles::kAmaxExchangeBarrier &&
+                  Roles::kFp4ConvertBarrier0 >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
+                  Roles::kNumFp4ConvertBarriers == Roles::kNumMathWarpgroups,
+              "MegaRoles: the FP4 conversion barriers (one per math warpgroup) collide with another named barrier");
 static_assert(gemm::kernel::kNumConverterWarps == Roles::kNumConverterWarps,
               "MegaRoles::kNumConverterWarps must be the GEMM core's converter count (its row stride and arrivals)");
 
