@@ -43,8 +43,9 @@ summary=()
 # ---- sanitizer mode ----
 # The gtest arguments of one (binary, tool) run: small cases only. memcheck: every binary, its heavy tests left out
 # (all-float casts, 100k barriers, model shapes, 1,000 graph replays); racecheck / synccheck: one small case of the
-# fused (gpu_test_mega: MegaFewSms, the fused kernel on 4 CTAs, 1 and 8 tokens, fused + composed + golden), EP (bad-id dispatch and a good dispatch) and GEMM
-# (one masked GEMM) suites. Empty: the whole binary.
+# fused (gpu_test_mega: MegaFewSms, the fused kernel on 4 CTAs, 1 and 8 tokens, fused + composed + golden; FP4
+# racecheck: MegaFp4Sanitize, one 1-token case per BLOCK_M, since MegaFp4FewSms does not finish in 150 s under it),
+# EP (bad-id dispatch and a good dispatch) and GEMM (one masked GEMM) suites. Empty: the whole binary.
 sanitize_filter() {  # binary tool
   case "$2:$1" in
     memcheck:gpu_test_formats) echo "--gtest_filter=-GpuFormats.CastsMatchHardwareCvtOnAllFloats" ;;
@@ -58,6 +59,7 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*:MegaFp4Errors.*" ;;
     memcheck:gpu_test_moe_fp4) echo "--gtest_filter=Ranks/MoeComposedFp4.*/ranks1_host_fp4:MoeComposedFp4Errors.*" ;;
     *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
+    racecheck:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4Sanitize.*" ;;
     *:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
     *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;

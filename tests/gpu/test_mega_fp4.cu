@@ -141,6 +141,26 @@ TEST(MegaFp4FewSms, FourCtasMatchComposedBitwise) {
   }
 }
 
+// One 1-token case (uniform routing) on 4 CTAs at each compiled BLOCK_M: small enough for compute-sanitizer's
+// racecheck, which runs the fused FP4 kernel far slower than memcheck (MegaFp4FewSms's eight cases do not finish
+// in 150 s under it). BLOCK_M 64: the math warpgroups convert; 128: the converter warps (MegaRoles).
+class MegaFp4Sanitize : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaFp4Sanitize, OneTokenFourCtasMatchComposedBitwise) {
+  auto f = make_fp4_setup(small_shape(1, 8), false, 128, 0.f);
+  MegaMoeOptions o;
+  o.num_sms = 4;
+  auto mega = make_mega_fp4(*f, o, GetParam());
+  Case c;
+  c.kind = ref::RoutingKind::kUniform, c.tokens = 1, c.seed = fresh_seed();
+  run_case(*f, *mega, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4Sanitize, ::testing::Values(64, 128),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "block_m" + std::to_string(info.param);
+                         });
+
 // The model shapes (flash, pro, v3) with synthetic FP4 weights, one rank per GPU and 8 virtual ranks, tokens/rank
 // 1, 8, 128, 2048 with the four routings (layer_cases): fused FP4 == composed FP4 bitwise on every token of every
 // rank, all-masked tokens exact zeros; the golden model (on the folded experts of the sampled tokens) on the 1-token
