@@ -6,6 +6,8 @@
 #include "ep_capi.hpp"
 #include "ep_one.hpp"
 
+#include <string>
+
 namespace symmoe::py_bind {
 namespace {
 
@@ -21,9 +23,20 @@ int guarded(F&& f) {
   }
 }
 
+// The C++ object of a symmoe._C.EpBuffer / EpHandle; TypeError naming `what` for any other object.
+template <typename T>
+T& unwrap(PyObject* obj, const char* what) {
+  const py::handle h(obj);
+  if (!py::isinstance<T>(h)) {
+    throw py::type_error(std::string("symmoe._C._ep_capi: expected a symmoe._C.") + what + ", got " +
+                         Py_TYPE(obj)->tp_name);
+  }
+  return h.cast<T&>();
+}
+
 int handle_info(PyObject* native_handle, ep_capi::HandleInfo* out) {
   return guarded([&] {
-    const EpHandle& h = py::handle(native_handle).cast<const EpHandle&>();
+    const EpHandle& h = unwrap<EpHandle>(native_handle, "EpHandle");
     out->num_tokens = h.num_tokens, out->num_topk = h.num_topk, out->do_expand = h.do_expand ? 1 : 0;
     out->expert_alignment = h.expert_alignment;
     out->num_recv_tokens = h.num_recv_tokens, out->num_expanded_tokens = h.num_expanded_tokens;
@@ -32,15 +45,14 @@ int handle_info(PyObject* native_handle, ep_capi::HandleInfo* out) {
 }
 
 int row_capacity(PyObject* ep_buffer, int expand, int expert_alignment, int* rows) {
-  return guarded(
-      [&] { *rows = py::handle(ep_buffer).cast<const EpBuffer&>().row_capacity(expand != 0, expert_alignment); });
+  return guarded([&] { *rows = unwrap<EpBuffer>(ep_buffer, "EpBuffer").row_capacity(expand != 0, expert_alignment); });
 }
 
 int dispatch_one_c(PyObject* ep_buffer, PyObject* native_handle, const ep_capi::DispatchCall* call, int* num_rows,
                    int* capacity) {
   return guarded([&] {
-    EpBuffer& b = py::handle(ep_buffer).cast<EpBuffer&>();
-    EpHandle& h = py::handle(native_handle).cast<EpHandle&>();
+    EpBuffer& b = unwrap<EpBuffer>(ep_buffer, "EpBuffer");
+    EpHandle& h = unwrap<EpHandle>(native_handle, "EpHandle");
     const EpDispatchResult r = dispatch_one(b, h, *call);
     *num_rows = r.num_rows, *capacity = r.row_capacity;
   });
@@ -48,8 +60,8 @@ int dispatch_one_c(PyObject* ep_buffer, PyObject* native_handle, const ep_capi::
 
 int combine_one_c(PyObject* ep_buffer, PyObject* native_handle, const ep_capi::CombineCall* call) {
   return guarded([&] {
-    EpBuffer& b = py::handle(ep_buffer).cast<EpBuffer&>();
-    EpHandle& h = py::handle(native_handle).cast<EpHandle&>();
+    EpBuffer& b = unwrap<EpBuffer>(ep_buffer, "EpBuffer");
+    EpHandle& h = unwrap<EpHandle>(native_handle, "EpHandle");
     combine_one(b, h, *call);
   });
 }
