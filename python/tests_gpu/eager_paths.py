@@ -3,7 +3,6 @@ extension symmoe._torch_ep) for the GPU tests and timing scripts: choosing one, 
 import contextlib
 import sys
 
-import pytest
 import torch
 
 from symmoe import _ep_eager
@@ -14,6 +13,7 @@ PATHS = ("python", "torch_ext")
 def torch_ext_or_skip():
     """symmoe._torch_ep, loaded and chosen for this torch; pytest.skip when it is not built, a failure when it is
     built but does not load (a stale build, another torch)."""
+    import pytest
     previous = _ep_eager.use_native(True)
     try:
         impl = _ep_eager.implementation(torch)
