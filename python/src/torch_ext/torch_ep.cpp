@@ -289,16 +289,12 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
     c.out_rows = capacity;
     if (g.api->dispatch_one(impl, native.ptr(), &c, &num_rows, &row_capacity) != 0) throw_python();
   } catch (...) {
-    // As _ep_eager: the stream order is kept and a fresh native handle goes back to the pool.
-    PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
-    PyErr_Fetch(&type, &value, &tb);  // keep a pending Python error through the calls below
-    const int rc = PyObject_SetAttr(buf, n._last_stream, stream_int.ptr());
-    if (rc == 0 && native && !cached) {
-      PyObject* r = PyObject_CallMethodOneArg(buf, n._give_back_native_handle, native.ptr());
-      Py_XDECREF(r);
+    // As _ep_eager: the stream order is kept and a fresh native handle goes back to the pool. No Python error is
+    // pending here (py::error_already_set holds its own); an error of this clean-up is dropped for the first one.
+    if (PyObject_SetAttr(buf, n._last_stream, stream_int.ptr()) == 0 && native && !cached) {
+      Py_XDECREF(PyObject_CallMethodOneArg(buf, n._give_back_native_handle, native.ptr()));
     }
     PyErr_Clear();
-    PyErr_Restore(type, value, tb);
     throw;
   }
   set(buf, n._last_stream, stream_int.ptr());
@@ -379,11 +375,8 @@ py::object combine_impl(PyObject* buf, PyObject* x_obj, PyObject* handle, PyObje
     c.combined_x_out = address(combined_x), c.combined_topk_weights_out = w ? address(combined_w) : 0;
     if (g.api->combine_one(impl, native.ptr(), &c) != 0) throw_python();
   } catch (...) {
-    PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
-    PyErr_Fetch(&type, &value, &tb);
     PyObject_SetAttr(buf, n._last_stream, stream_int.ptr());
     PyErr_Clear();
-    PyErr_Restore(type, value, tb);
     throw;
   }
   set(buf, n._last_stream, stream_int.ptr());
