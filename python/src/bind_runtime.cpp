@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "bindings.hpp"
+#include "ep_one.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
 #include "symmoe/layout/ep.hpp"
@@ -211,18 +212,13 @@ void bind_ep_buffer(py::module_& m) {
              uintptr_t stream, EpHandle& handle, bool expand, int expert_alignment, bool zero_padding, bool cached,
              int num_sms, bool cpu_sync, uintptr_t recv_x_out, uintptr_t recv_scales_out, uintptr_t recv_topk_idx_out,
              uintptr_t recv_topk_weights_out, int out_rows) {
-            EpDispatchArgs a;
-            a.num_tokens = num_tokens, a.x = as_ptr<const void>(x), a.x_scales = as_ptr<const void>(x_scales);
-            a.topk_idx = as_ptr<const int64_t>(topk_idx), a.topk_weights = as_ptr<const float>(topk_weights);
-            a.stream = as_ptr<CUstream_st>(stream);
-            a.recv_x_out = as_ptr<void>(recv_x_out), a.recv_scales_out = as_ptr<void>(recv_scales_out);
-            a.recv_topk_idx_out = as_ptr<int64_t>(recv_topk_idx_out);
-            a.recv_topk_weights_out = as_ptr<float>(recv_topk_weights_out), a.out_rows = out_rows;
-            EpDispatchOptions o;
-            o.expand = expand, o.expert_alignment = expert_alignment, o.zero_padding = zero_padding;
-            o.cached = cached, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
-            const auto r =
-                with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.dispatch({a}, o, hs); })[0];
+            ep_capi::DispatchCall c{};
+            c.num_tokens = num_tokens, c.x = x, c.x_scales = x_scales, c.topk_idx = topk_idx;
+            c.topk_weights = topk_weights, c.stream = stream, c.expand = expand, c.expert_alignment = expert_alignment;
+            c.zero_padding = zero_padding, c.cached = cached, c.num_sms = num_sms, c.cpu_sync = cpu_sync;
+            c.recv_x_out = recv_x_out, c.recv_scales_out = recv_scales_out, c.recv_topk_idx_out = recv_topk_idx_out;
+            c.recv_topk_weights_out = recv_topk_weights_out, c.out_rows = out_rows;
+            const EpDispatchResult r = dispatch_one(b, handle, c);
             return py::make_tuple(as_int(r.recv_x), as_int(r.recv_scales), as_int(r.recv_topk_idx),
                                   as_int(r.recv_topk_weights), r.num_rows, r.row_capacity);
           },
@@ -240,15 +236,11 @@ void bind_ep_buffer(py::module_& m) {
           [](EpBuffer& b, uintptr_t x, uintptr_t topk_weights, uintptr_t bias_0, uintptr_t bias_1, uintptr_t stream,
              EpHandle& handle, bool reduce_local_experts, int num_sms, bool cpu_sync, uintptr_t combined_x_out,
              uintptr_t combined_topk_weights_out) {
-            EpCombineArgs a;
-            a.x = as_ptr<const uint16_t>(x), a.topk_weights = as_ptr<const float>(topk_weights);
-            a.bias_0 = as_ptr<const uint16_t>(bias_0), a.bias_1 = as_ptr<const uint16_t>(bias_1);
-            a.stream = as_ptr<CUstream_st>(stream);
-            a.combined_x_out = as_ptr<uint16_t>(combined_x_out);
-            a.combined_topk_weights_out = as_ptr<float>(combined_topk_weights_out);
-            EpCombineOptions o;
-            o.reduce_local_experts = reduce_local_experts, o.num_sms = num_sms, o.cpu_sync = cpu_sync;
-            const auto r = with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return b.combine({a}, o, hs); })[0];
+            ep_capi::CombineCall c{};
+            c.x = x, c.topk_weights = topk_weights, c.bias_0 = bias_0, c.bias_1 = bias_1, c.stream = stream;
+            c.reduce_local_experts = reduce_local_experts, c.num_sms = num_sms, c.cpu_sync = cpu_sync;
+            c.combined_x_out = combined_x_out, c.combined_topk_weights_out = combined_topk_weights_out;
+            const EpCombineResult r = combine_one(b, handle, c);
             return py::make_tuple(as_int(r.combined_x), as_int(r.combined_topk_weights));
           },
           py::arg("x"), py::arg("topk_weights"), py::arg("bias_0"), py::arg("bias_1"), py::arg("stream"),
@@ -304,6 +296,32 @@ void bind_streams(py::module_& m) {
 }
 
 }  // namespace
+
+EpDispatchResult dispatch_one(EpBuffer& buffer, EpHandle& handle, const ep_capi::DispatchCall& c) {
+  EpDispatchArgs a;
+  a.num_tokens = c.num_tokens, a.x = as_ptr<const void>(c.x), a.x_scales = as_ptr<const void>(c.x_scales);
+  a.topk_idx = as_ptr<const int64_t>(c.topk_idx), a.topk_weights = as_ptr<const float>(c.topk_weights);
+  a.stream = as_ptr<CUstream_st>(c.stream);
+  a.recv_x_out = as_ptr<void>(c.recv_x_out), a.recv_scales_out = as_ptr<void>(c.recv_scales_out);
+  a.recv_topk_idx_out = as_ptr<int64_t>(c.recv_topk_idx_out);
+  a.recv_topk_weights_out = as_ptr<float>(c.recv_topk_weights_out), a.out_rows = c.out_rows;
+  EpDispatchOptions o;
+  o.expand = c.expand != 0, o.expert_alignment = c.expert_alignment, o.zero_padding = c.zero_padding != 0;
+  o.cached = c.cached != 0, o.num_sms = c.num_sms, o.cpu_sync = c.cpu_sync != 0;
+  return with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return buffer.dispatch({a}, o, hs); })[0];
+}
+
+EpCombineResult combine_one(EpBuffer& buffer, EpHandle& handle, const ep_capi::CombineCall& c) {
+  EpCombineArgs a;
+  a.x = as_ptr<const uint16_t>(c.x), a.topk_weights = as_ptr<const float>(c.topk_weights);
+  a.bias_0 = as_ptr<const uint16_t>(c.bias_0), a.bias_1 = as_ptr<const uint16_t>(c.bias_1);
+  a.stream = as_ptr<CUstream_st>(c.stream);
+  a.combined_x_out = as_ptr<uint16_t>(c.combined_x_out);
+  a.combined_topk_weights_out = as_ptr<float>(c.combined_topk_weights_out);
+  EpCombineOptions o;
+  o.reduce_local_experts = c.reduce_local_experts != 0, o.num_sms = c.num_sms, o.cpu_sync = c.cpu_sync != 0;
+  return with_handles({&handle}, [&](std::vector<EpHandle>& hs) { return buffer.combine({a}, o, hs); })[0];
+}
 
 void bind_runtime(py::module_& m) {
   m.def("nccl_unique_id_hex", &new_unique_id_hex,

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ void bind_reference(py::module_& m);  // golden model: routing, dispatch, combin
 void bind_dlpack(py::module_& m);     // DLPack descriptor reader (tensor_info) and test capsules
 void bind_runtime(py::module_& m);    // Communicator, EpBuffer, EpHandle (GPU paths)
 void bind_mega(py::module_& m);       // MegaMoe, ComposedMoe (GPU paths), the host L1 weight transform
+void bind_ep_capi(py::module_& m);    // symmoe._C._ep_capi: the eager EP calls for symmoe._torch_ep (ep_capi.hpp)
+
+// Sets the Python error that symmoe._C's bindings raise for this C++ exception (symmoe._C.Error / PeerTimeout with
+// their attributes, pybind11's for its own and for std exceptions): for C entry points that cannot throw.
+void set_python_error(const std::exception_ptr& p);
 
 // C-contiguous array of T (converted if needed). `what` names the argument in errors.
 template <typename T>

@@ -12,5 +12,6 @@ PYBIND11_MODULE(_C, m) {
   bind_dlpack(m);
   bind_runtime(m);
   bind_mega(m);
+  bind_ep_capi(m);
   symmoe::env::warn_unknown_names();  // misspelt SYMMOE_* knobs are named at import, as at the CLI's start
 }

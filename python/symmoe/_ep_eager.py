@@ -7,10 +7,15 @@ enqueued: the general path then makes the call and words the error.
 NOTES: hot path (the issue's budget: the Python of a dispatch + combine pair within 10 us of the C++ call). The
 remaining torch calls are the floor: per input tensor is_cuda, get_device, is_contiguous, dtype, shape, data_ptr;
 per output torch.empty and data_ptr. python/tests/bench_ep_host.py measures the Python around them.
+The same two functions in C++ (symmoe._torch_ep, python/src/torch_ext/torch_ep.cpp: at::empty outputs, no Python in
+between) are used instead when that optional libtorch extension is built (python/tests_gpu/build_torch_ext.sh):
+implementation() picks one per torch module, native_status() says which and why.
 """
+import importlib
 import sys
+import warnings
 
-from . import _checks
+from . import _C, _checks
 from . import ep as _ep  # circular (symmoe.ep imports this module): names are read at call time
 
 _FP8_X = ("float8_e4m3fn", "uint8")
@@ -205,3 +210,63 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
         raise
     buf._last_stream = stream
     return combined_x, combined_w, _ep.EventOverlap.__new__(_ep.EventOverlap)
+
+
+# ---- the implementation: symmoe._torch_ep when it is built and usable, else the functions above ----
+# NOTES: chosen once per torch module object (the CPU tests swap a fake torch in and out of sys.modules): the
+# extension only for the real torch it was built against (its tensor_type() is that torch.Tensor).
+_NATIVE_NAME = __name__.rpartition(".")[0] + "._torch_ep"
+_native = []  # [module or None] once an import was tried
+_native_why = ["not tried yet (no eager call with torch imported)"]
+_use_native = [True]
+_chosen = [object(), None]  # (torch module, implementation) of the last choice
+
+
+def implementation(torch):
+    """The module whose dispatch / combine make the eager calls for `torch` (sys.modules' torch, or None):
+    symmoe._torch_ep, or this module."""
+    if torch is _chosen[0]:
+        return _chosen[1]
+    impl = sys.modules[__name__]
+    if torch is not None and _use_native[0]:
+        native = _load_native()
+        if native is not None and native.tensor_type() is getattr(torch, "Tensor", None):
+            impl = native
+    _chosen[:] = [torch, impl]
+    return impl
+
+
+def use_native(flag):
+    """Whether the extension may be used (tests and timing compare both paths); returns the previous setting."""
+    previous, _use_native[0] = _use_native[0], bool(flag)
+    _chosen[:] = [object(), None]
+    return previous
+
+
+def native_status():
+    """'loaded', or why symmoe._torch_ep is not used ('not built', or the import / init error)."""
+    return _native_why[0]
+
+
+def _load_native():
+    """symmoe._torch_ep, imported and bound to symmoe._C once; None (and the reason in native_status()) when it is
+    not built or does not load. Tried only once the real torch is imported (its torch._C loaded): the extension
+    links against libtorch."""
+    if _native:
+        return _native[0]
+    if "torch._C" not in sys.modules:
+        return None
+    module = None
+    try:
+        module = importlib.import_module(_NATIVE_NAME)
+        module.init(_C._ep_capi, _ep.EPHandle, _ep.EventOverlap, _ep._framework_marker)
+        _native_why[0] = "loaded"
+    except ModuleNotFoundError as e:
+        if e.name != _NATIVE_NAME:
+            raise
+        module, _native_why[0] = None, "not built (python/tests_gpu/build_torch_ext.sh builds it)"
+    except Exception as e:  # built but unusable (another torch, a stale build): the Python path, said once
+        module, _native_why[0] = None, f"{_NATIVE_NAME} does not load: {type(e).__name__}: {e}"
+        warnings.warn(f"{_native_why[0]}; using the Python path", RuntimeWarning, stacklevel=3)
+    _native.append(module)
+    return module

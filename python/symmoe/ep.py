@@ -645,8 +645,9 @@ class ElasticBuffer:
                 and not use_tma_aligned_col_major_sf and not self.zero_copy_outputs
                 and (num_experts is None or num_experts == self.num_experts)
                 and (num_max_tokens_per_rank is None or num_max_tokens_per_rank == self.num_max_tokens_per_rank)):
-            out = _ep_eager.dispatch(self, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand,
-                                     do_zero_padding, do_handle_copy, handle)
+            out = _ep_eager.implementation(sys.modules.get("torch")).dispatch(
+                self, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding,
+                do_handle_copy, handle)
             if out is not None:
                 return out
         x_data, sf, dtype, scales, x_dtypes, sf_dtype, sf_cols = self._payload(x)
@@ -825,7 +826,8 @@ class ElasticBuffer:
         if (bias is None and previous_event is None and previous_event_before_epilogue is None
                 and not async_with_compute_stream and not allocate_on_comm_stream and reduce_local_experts is None
                 and not self.zero_copy_outputs):
-            out = _ep_eager.combine(self, x, handle, topk_weights, num_sms, do_cpu_sync)
+            out = _ep_eager.implementation(sys.modules.get("torch")).combine(self, x, handle, topk_weights,
+                                                                               num_sms, do_cpu_sync)
             if out is not None:
                 return out
         if not isinstance(handle, EPHandle) or handle._buffer is not self:

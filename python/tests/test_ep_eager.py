@@ -267,3 +267,16 @@ def test_wrong_arguments_raise_the_general_paths_error(env, name, call):
         errors.append((info.type, str(info.value)))
         assert buf._natives[FP8].calls[-1][0] == "dispatch"  # nothing reached the runtime
     assert errors[0] == errors[1]
+
+
+def test_implementation_is_this_module_without_the_extension(env):
+    """The libtorch extension symmoe._torch_ep is tried only under the real torch (its torch._C loaded) and chosen
+    only for the torch.Tensor it was built against: with fake_torch the Python fast path runs."""
+    assert _ep_eager.implementation(torch) is _ep_eager
+    assert _ep_eager.implementation(None) is _ep_eager
+    previous = _ep_eager.use_native(False)
+    try:
+        assert _ep_eager.implementation(torch) is _ep_eager
+    finally:
+        assert _ep_eager.use_native(previous) is False
+    assert isinstance(_ep_eager.native_status(), str)

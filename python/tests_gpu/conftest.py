@@ -7,6 +7,7 @@ or one by one after `pip install --no-build-isolation .`:
     torchrun --nproc-per-node 2 python/tests_gpu/mega_torchrun_check.py [--shape flash]  # fused layer
     torchrun --nproc-per-node 2 python/tests_gpu/deep_ep_style.py                        # import symmoe as deep_ep
     bash python/tests_gpu/run_deepep_test.sh     # DeepEP's own tests/elastic/test_ep.py, unmodified (carry .dev/deepep)
+    bash python/tests_gpu/run_torch_ext.sh       # libtorch extension symmoe._torch_ep: build, tests, timing
 Last run: nvidia-h200-x2, 2026-11-30, all passed (117 pytest, every torchrun script).
 """
 import pytest

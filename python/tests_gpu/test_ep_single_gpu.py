@@ -8,6 +8,7 @@ import torch
 
 import symmoe
 from symmoe import reference as ref
+from eager_paths import PATHS, eager_path, torch_ext_or_skip
 from golden import assert_bitwise, bits, poison_
 
 T_MAX, H, K, E = 96, 512, 8, 32
@@ -30,6 +31,16 @@ def inputs(t, kind, seed, fp8):
         x = torch.from_numpy(codes).cuda().view(torch.float8_e4m3fn)
         sf = torch.from_numpy(scales).cuda()
     return x, sf, torch.from_numpy(idx).cuda(), torch.from_numpy(w).cuda()
+
+
+@pytest.fixture(autouse=True, params=PATHS)
+def eager(request):
+    """Every test twice: the eager fast path in Python, and in the libtorch extension symmoe._torch_ep (skipped,
+    with the reason, when it is not built)."""
+    if request.param == "torch_ext":
+        torch_ext_or_skip()
+    with eager_path(request.param):
+        yield request.param
 
 
 @pytest.fixture(scope="module")
