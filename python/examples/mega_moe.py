@@ -17,15 +17,7 @@ import torch
 import torch.distributed as dist
 
 import symmoe
-from symmoe.torch_reference import make_fp8_experts, moe_forward_fp32, rel_frobenius
-
-
-def quantize_fp8(x):
-    """bf16/fp32 [T, H] -> (e4m3 [T, H], fp32 [T, H/128]) with amax scaling per 128 channels."""
-    t, h = x.shape
-    blocks = x.float().reshape(t, h // 128, 128)
-    sf = blocks.abs().amax(dim=-1).clamp_min(1e-4) / 448
-    return (blocks / sf.unsqueeze(-1)).to(torch.float8_e4m3fn).reshape(t, h), sf
+from symmoe.torch_reference import make_fp8_experts, moe_forward_fp32, quantize_tokens_fp8, rel_frobenius
 
 
 def main():
@@ -52,7 +44,7 @@ def main():
     x = torch.randn(T, H, device="cuda", dtype=torch.bfloat16)
     router = torch.randn(H, E, device="cuda") / H ** 0.5
     topk_weights, topk_idx = torch.topk(torch.softmax(x.float() @ router, dim=-1), K, dim=-1)
-    x_fp8, x_sf = quantize_fp8(x)
+    x_fp8, x_sf = quantize_tokens_fp8(x)
 
     buffer.x[:T].copy_(x_fp8)
     buffer.x_sf[:T].copy_(x_sf)

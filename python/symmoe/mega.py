@@ -7,47 +7,62 @@ call that dispatches, runs L1 GEMM + SwiGLU + FP8 re-quantisation, L2 GEMM and c
     buffer.x[:T].copy_(x_fp8); buffer.x_sf[:T].copy_(x_sf)                       # before each call
     buffer.topk_idx[:T].copy_(topk_idx); buffer.topk_weights[:T].copy_(topk_weights)
     y = torch.empty(T, hidden, dtype=torch.bfloat16, device="cuda")
-    symmoe.fp8_mega_moe(y, l1, l2, buffer)
+    symmoe.fp8_mega_moe(y, l1, l2, buffer)          # FP8 weights: w1 e4m3 [E_local, 2I, H], w1_sf fp32 128x128
+    symmoe.fp8_fp4_mega_moe(y, l1, l2, buffer)      # FP4 weights: w1 int8 [E_local, 2I, H/2], w1_sf int32 packed UE8M0
 
 Semantics (the composed path's function, bitwise): y[t] = bf16(sum over routed lanes k, ascending, of
 bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), Q8 = e4m3 with UE8M0 scales per 128 channels; zeros for a token
 whose lanes are all -1. The top-k weight multiplies the L1 output (before the re-quantisation), not the L2 output.
+FP4 weights are upconverted to E4M3 in the kernel exactly, so fp8_fp4_mega_moe gives bitwise what fp8_mega_moe gives
+on the expanded FP8 weights.
 
-Names and argument order follow DeepGEMM (deep_gemm.get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe,
-fp8_mega_moe of its SM90 variants). Differences (all deliberate):
-- Weights and activations are FP8 E4M3 with fp32 block scales (x_sf fp32 [T, H/128]; w1_sf fp32 [E_local, 2I/128,
-  H/128], w2_sf fp32 [E_local, H/128, I/128]), DeepGEMM's SM90 recipe (128, 128, 128); no BF16 layer
-  (bf16_mega_moe does not exist). `recipe` must be (128, 128, 128), `activation` 'swiglu';
-  `fast_math` is accepted and ignored (the kernel has one math mode: the golden model's).
-- Transformed L1: data rows interleaved by 8 (gate 0..7, up 0..7, gate 8..15, ...: DeepGEMM's interleave), scales
-  re-laid as fp32 [E_local, I/128, H/128, 2] (gate, up) pairs (DeepGEMM keeps [E_local, 2I/128, H/128]). L2 is
-  returned unchanged (the same tensors). Done on the GPU with torch ops (numpy arrays: on the CPU); no copy of L2.
-- buffer.x_sf is a strided view (rows x_scales_stride floats apart in the workspace); x, topk_idx, topk_weights
-  are contiguous. The four input views check what is copied into them (copy_ or slice assignment): x takes
-  float8_e4m3fn only, x_sf float32 only (DeepGEMM's SM100 packed-UE8M0 int32 scales raise), topk_idx int64 or
-  int32, topk_weights float32, each of the exact shape of the rows written; TypeError / ValueError otherwise.
-  Views cover num_max_tokens_per_rank rows (not rounded up to an alignment: none is needed).
-- The group is used once, to build the communicator (NCCL unique id); the workspace is symmoe's own symmetric
-  allocation (CUDA IPC), not torch symmetric memory. `use_fp8_dispatch` must be True/None; `mma_type` 'fp8xfp8'.
-- activation_clamp: per call (a host-side parameter of the next launch; under CUDA-graph capture the value at
-  capture time is baked into the graph). None or <= 0: no clamp.
-- Weights are bound (TMA descriptors rebuilt on the host, no GPU work) when their addresses change; the buffer keeps
-  the last bound tensors alive. Rebinding while a captured graph still references the old weights is the caller's
-  business (as in DeepGEMM, where the graph captures the pointers).
-- cumulative_local_expert_recv_stats: int32 or int64 [E_local]; the call adds the (token, expert) pairs each local
-  expert received (one extra add on the stream).
-- fp8_mega_moe returns y (DeepGEMM returns None); it runs on torch's current stream, as DeepGEMM.
-- One rank per process (DeepGEMM's model). group=None without torch.distributed: one in-process rank.
-- fp8_fp4_mega_moe (FP4 E2M1 weights, recipe (1, 1, 32)): the same call on the weights transform_weights_for_mega_moe
-  makes of DeepGEMM's FP4 pairs (symmoe/mega_fp4.py), moved to the buffer's device: each layer a TRIPLE (data uint8
-  [E_local, N, K/2], scale codes int32 or uint32 [E_local, K/128, N], base scales fp32) where DeepGEMM passes pairs
-  (the base scales are symmoe's addition: the per-128x128 scale the in-kernel E4M3 fold is relative to). The kernel
-  upconverts the weights to E4M3 in shared memory, so y is bitwise what fp8_mega_moe gives on the expanded FP8
-  weights. `recipe` must be (1, 1, 32).
-Every tensor is checked (device, dtype, shape, contiguity) before anything is launched; errors are ValueError /
-TypeError naming the argument, expected and got. Device-side timeouts surface as symmoe.PeerTimeout at
-buffer.synchronize(). NOTES: weight tensors that are the same objects as the previous call's are not re-checked
-(the hot path is then one stream query, the y check and one C++ call).
+Names, argument order and defaults are DeepGEMM's (deepseek-ai/DeepGEMM deep_gemm/mega, read at 54e2261,
+2026-06-23: get_symm_buffer_for_mega_moe, transform_weights_for_mega_moe, fp8_fp4_mega_moe; fp8_mega_moe as its SM90
+forks have it: fp8_fp4_mega_moe's arguments with recipe (128, 128, 128)). Differences from DeepGEMM, all of them:
+- Activations: buffer.x_sf is float32 [T_max, H/128], one scale per token per 128 channels (any fp32 value), for
+  both layer calls; DeepGEMM's FP4 layer takes int32 [T_max, H/128], four UE8M0 codes per int32, one per 32
+  channels (per_token_cast_to_fp8(x, use_ue8m0=True, gran_k=32, use_packed_ue8m0=True)). Such int32 scales raise
+  TypeError when copied in: quantise x per 128 channels (the kernel's activation blocks are 128 wide; recipe
+  (1, 1, 32) describes the FP4 weights only). buffer.x_sf is a strided view (rows x_scales_stride floats apart).
+- The input views check what is copied into them (copy_ or slice assignment): x takes float8_e4m3fn only, x_sf
+  float32 only, topk_idx int64 or int32, topk_weights float32, each of the exact shape of the rows written;
+  TypeError / ValueError otherwise. They cover num_max_tokens_per_rank rows: not rounded up to
+  get_token_alignment_for_mega_moe() (none is needed).
+- get_symm_buffer_for_mega_moe: mma_type 'fp8xfp4' (the default) or 'fp8xfp8': one workspace serves both layer
+  calls; 'bf16xbf16' and 'fp4xfp4' raise (no bf16_mega_moe, no FP4 activations). use_fp8_dispatch True or None (no
+  deprecation warning). Keyword-only additions: num_sms, timeout_ms, communicator. The group is used once, to build
+  the communicator (NCCL unique id); group=None without torch.distributed: one in-process rank. The workspace is
+  symmoe's own symmetric allocation (CUDA IPC), not torch symmetric memory: SymmBuffer has no buffer, handle,
+  num_ring_tokens, l1_acts, l1_acts_sf, l2_acts or l2_acts_sf; it adds synchronize(), plan, num_ranks,
+  num_local_experts, rank, device and communicator.
+- transform_weights_for_mega_moe, FP8 pairs (w1 e4m3 [E_local, 2I, H], w1_sf fp32 [E_local, 2I/128, H/128], w2 e4m3
+  [E_local, H, I], w2_sf fp32 [E_local, H/128, I/128]: the SM90 recipe (128, 128, 128)): L1 data rows interleaved by 8
+  as DeepGEMM, L1 scales re-laid as fp32 [E_local, I/128, H/128, 2] (gate, up) pairs (DeepGEMM keeps
+  [E_local, 2I/128, H/128]); L2 returned as it is (the same objects). torch tensors transformed on their device,
+  numpy arrays on the CPU.
+- transform_weights_for_mega_moe, FP4 pairs (DeepGEMM's: int8 [E_local, N, K/2] E2M1, int32 [E_local, N, K/128]
+  packed UE8M0 per row per 32 columns, any strides): each layer comes back as a TRIPLE (data, scale codes, base
+  scales) where DeepGEMM returns pairs; the data's sign bits are permuted within each 32-bit word, the codes are
+  MN-major [E_local, K/128, N] with no UTCCP transposition (a Blackwell tensor-memory layout), and the fp32 base
+  scales (one per 128x128 block, the reference of the in-kernel fold) are symmoe's addition (symmoe/mega_fp4.py).
+  Done on the host: CUDA tensors are copied there and the triples copied back to the weights' device. A 128x128
+  block whose codes span more than 14 binades, or that holds the NaN code 0xFF, raises symmoe.Error (the E4M3 fold
+  would not be exact); DeepGEMM takes any codes.
+- BF16 weights (a bare tensor per layer) raise TypeError.
+- fp8_mega_moe / fp8_fp4_mega_moe return y (DeepGEMM returns None).
+- cumulative_local_expert_recv_stats: a torch tensor, int32 or int64 [E_local] (DeepGEMM: int32).
+- activation_clamp: None, 0 or +inf: no clamp (DeepGEMM: None is +inf, 0 clamps gate and up to 0); negative or NaN
+  raise ValueError (DeepGEMM asserts >= 0). `fast_math` is accepted and ignored (one math mode: the golden model's).
+- Errors are ValueError / TypeError naming the argument, expected and got, raised before anything is launched
+  (DeepGEMM asserts in C++); device-side timeouts surface as symmoe.PeerTimeout at buffer.synchronize().
+Behaviour (as DeepGEMM unless a difference above says otherwise): calls run on torch's current stream; one rank per
+process; activation_clamp is a host-side parameter of the next launch (under CUDA-graph capture the value at capture
+time is baked into the graph). Weights are bound (TMA descriptors rebuilt on the host, no GPU work) when their
+addresses change, FP8 <-> FP4 included (same workspace, re-planned); the buffer keeps the last bound tensors alive.
+Rebinding while a captured graph still references the old weights is the caller's business (as in DeepGEMM, where
+the graph captures the pointers). cumulative_local_expert_recv_stats costs one extra add on the stream. NOTES: weight
+tensors that are the same objects as the previous call's are not re-checked (the hot path is then one stream query,
+the y check and one C++ call).
 Verified on nvidia-h200-x2, 2026-11-30: 1 GPU and 2 processes, small shape and Flash: within 0.026-0.027 relative
 Frobenius of an fp32 torch model, bitwise equal to the composed path, CUDA-graph replays bitwise
 (python/tests_gpu/test_mega_single_gpu.py, mega_torchrun_check.py).
@@ -61,6 +76,7 @@ from .distributed import Communicator
 from .mega_fp4 import is_fp4_pair, transform_fp4_weights
 
 _W8 = ("float8_e4m3fn", "uint8")
+_INF = float("inf")
 
 
 class _LayerOwner:
@@ -275,16 +291,21 @@ def _group_size(group):
 
 
 def get_symm_buffer_for_mega_moe(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
-                                 use_fp8_dispatch=None, mma_type="fp8xfp8", activation="swiglu", *, num_sms=0,
+                                 use_fp8_dispatch=None, mma_type="fp8xfp4", activation="swiglu", *, num_sms=0,
                                  timeout_ms=-1, communicator=None):
-    """Collective over `group`: the fused layer's workspace and kernel for this rank (a SymmBuffer).
+    """Collective over `group`: the fused layer's workspace and kernel for this rank (a SymmBuffer), for
+    fp8_mega_moe and fp8_fp4_mega_moe alike (mma_type 'fp8xfp4' or 'fp8xfp8': the same workspace).
     num_sms: persistent CTAs (0: every SM). timeout_ms: bound of every cross-rank wait (-1: SYMMOE_TIMEOUT_MS)."""
     check(use_fp8_dispatch in (None, True), ValueError,
           "use_fp8_dispatch must be True or None: symmoe's fused layer dispatches FP8 E4M3 only")
-    check(mma_type == "fp8xfp8", ValueError, f"mma_type must be 'fp8xfp8' (FP8 x FP8 WGMMA), got {mma_type!r}")
+    check(mma_type in _MMA_TYPES, ValueError,
+          f"mma_type must be 'fp8xfp4' or 'fp8xfp8' (FP8 activations; FP4 or FP8 weights), got {mma_type!r}")
     check(activation == "swiglu", ValueError, f"activation must be 'swiglu', got {activation!r}")
     return SymmBuffer(group, num_experts, num_max_tokens_per_rank, num_topk, hidden, intermediate_hidden,
                       num_sms=num_sms, timeout_ms=timeout_ms, communicator=communicator)
+
+
+_MMA_TYPES = ("fp8xfp4", "fp8xfp8")
 
 
 # ---- weights ----
@@ -298,17 +319,19 @@ def _permuted(a, perm, shape):
 
 
 def transform_weights_for_mega_moe(l1_weights, l2_weights, activation="swiglu"):
-    """(w1 e4m3 [E_local, 2I, H] gate rows then up rows, w1_sf fp32 [E_local, 2I/128, H/128]),
-    (w2 e4m3 [E_local, H, I], w2_sf fp32 [E_local, H/128, I/128]) -> (transformed l1, l2): the layout of
-    include/symmoe/weight_transform.hpp (L1 rows interleaved by 8, scales as (gate, up) pairs). torch tensors are
-    transformed on their device with torch ops; numpy arrays on the CPU. l2 comes back unchanged.
-    FP4 pairs (packed int32 UE8M0 scales, DeepGEMM's fp8_fp4_mega_moe weights): see symmoe/mega_fp4.py."""
+    """FP8 pairs (w1 e4m3 [E_local, 2I, H] gate rows then up rows, w1_sf fp32 [E_local, 2I/128, H/128]),
+    (w2 e4m3 [E_local, H, I], w2_sf fp32 [E_local, H/128, I/128]) -> (transformed l1, l2) pairs for fp8_mega_moe:
+    the layout of include/symmoe/weight_transform.hpp (L1 rows interleaved by 8, scales as (gate, up) pairs). torch
+    tensors are transformed on their device with torch ops; numpy arrays on the CPU. l2 comes back unchanged.
+    FP4 pairs (DeepGEMM's fp8_fp4_mega_moe weights: int8 E2M1 [E_local, N, K/2], int32 packed UE8M0 [E_local, N,
+    K/128]) -> (data, scale codes, base scales) triples for fp8_fp4_mega_moe, on the weights' device: see
+    symmoe/mega_fp4.py."""
     check(activation == "swiglu", ValueError, f"activation must be 'swiglu', got {activation!r}")
     if is_fp4_pair(l1_weights) or is_fp4_pair(l2_weights):
         return transform_fp4_weights(l1_weights, l2_weights)
     for name, pair in (("l1_weights", l1_weights), ("l2_weights", l2_weights)):
         check(isinstance(pair, tuple) and len(pair) == 2, TypeError,
-              f"{name} must be a (weights, scales) pair: symmoe's fused layer is FP8 only")
+              f"{name} must be a (weights, scales) pair, FP8 or FP4 (BF16 weights, bf16_mega_moe: not supported)")
     w1, w1_sf = l1_weights
     check(len(w1.shape) == 3 and w1.shape[1] % 256 == 0 and w1.shape[2] % 128 == 0, ValueError,
           f"l1 weights must be [E_local, 2I, H] with I and H multiples of 128, got {list(w1.shape)}")
@@ -348,9 +371,10 @@ def fp8_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_
 
 def fp8_fp4_mega_moe(y, l1_weights, l2_weights, sym_buffer, cumulative_local_expert_recv_stats=None,
                      recipe=(1, 1, 32), activation="swiglu", activation_clamp=None, fast_math=True):
-    """fp8_mega_moe with FP4 E2M1 weights (DeepGEMM's fp8_fp4_mega_moe): l1_weights, l2_weights are the triples
-    (data, scale codes, base scales) transform_weights_for_mega_moe returns for FP4 pairs, on the buffer's device
-    (see the module docstring). Collective: every rank calls it. Returns y."""
+    """fp8_mega_moe with FP4 E2M1 weights (DeepGEMM's fp8_fp4_mega_moe, same arguments): l1_weights, l2_weights are
+    the triples (data, scale codes, base scales) transform_weights_for_mega_moe returns for DeepGEMM's FP4 pairs, on
+    the buffer's device; x and x_sf as for fp8_mega_moe (fp32 scales per 128 channels: the module docstring lists
+    the differences). Collective: every rank calls it. Returns y."""
     b = sym_buffer
     if not isinstance(b, SymmBuffer):
         raise TypeError(f"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe, got {type(b).__name__}")
@@ -365,6 +389,10 @@ def _forward(what, y, tensors, check_weights, b, stats, activation, activation_c
     if activation != "swiglu":
         raise ValueError(f"activation must be 'swiglu', got {activation!r}")
     clamp = 0.0 if activation_clamp is None else float(activation_clamp)
+    if not clamp >= 0:
+        raise ValueError(f"activation_clamp must be None or >= 0, got {activation_clamp!r}")
+    if clamp == _INF:
+        clamp = 0.0  # no clamp (DeepGEMM's None)
     dev, H, I, El = b.device, b.hidden, b.intermediate_hidden, b.num_local_experts
     stream = caller_stream(y, dev, b._fallback_stream)
     y_ptr, y_shape = device_tensor(y, "y", dev, stream, ("bfloat16",), (None, H))

@@ -9,6 +9,8 @@
 
     layer_id = ops.register_mega_layer(sym_buffer)      # from symmoe.get_symm_buffer_for_mega_moe
     y = torch.ops.symmoe.mega_moe(layer_id, x, x_sf, topk_idx, topk_weights, w1, w1_sf, w2, w2_sf, 0.0)
+    (w1, c1, b1), (w2, c2, b2) = symmoe.transform_weights_for_mega_moe(fp4_l1, fp4_l2)   # DeepGEMM's FP4 pairs
+    y = torch.ops.symmoe.mega_moe_fp4(layer_id, x, x_sf, topk_idx, topk_weights, w1, c1, b1, w2, c2, b2, 0.0)
 
 The ops (schemas in the decorators below):
 - symmoe::ep_dispatch(buffer_id, x, x_sf?, topk_idx, topk_weights, num_experts, expert_alignment, do_expand)
@@ -22,6 +24,10 @@ The ops (schemas in the decorators below):
 - symmoe::mega_moe(layer_id, x, x_sf, topk_idx, topk_weights, w1, w1_sf, w2, w2_sf, activation_clamp) -> y bf16
   [T, H]: copies the inputs into the layer's symmetric buffer and runs symmoe.fp8_mega_moe (weights transformed by
   transform_weights_for_mega_moe; activation_clamp <= 0: none).
+- symmoe::mega_moe_fp4(layer_id, x, x_sf, topk_idx, topk_weights, w1, w1_codes, w1_base, w2, w2_codes, w2_base,
+  activation_clamp) -> y bf16 [T, H]: the same with FP4 weights, symmoe.fp8_fp4_mega_moe on the triples
+  transform_weights_for_mega_moe makes of DeepGEMM's FP4 pairs. Either op may use the same layer (it rebinds the
+  weights when they change).
 Buffers and layers are Python objects, which op schemas cannot carry: they are registered here and named by an
 int. Outputs are fresh tensors (the ops clone the buffer's zero-copy views, which the next call would overwrite:
 one device copy per output), so compiled graphs may keep them. One stream, as the wrapped calls: torch's current.
@@ -34,7 +40,7 @@ import torch
 from torch import Tensor
 
 from .ep import ElasticBuffer
-from .mega import SymmBuffer, fp8_mega_moe
+from .mega import SymmBuffer, fp8_fp4_mega_moe, fp8_mega_moe
 
 _BUFFERS = {}  # buffer id -> _BufferState
 _LAYERS = {}   # layer id -> SymmBuffer
@@ -58,7 +64,7 @@ def register_buffer(buffer: ElasticBuffer) -> int:
 
 
 def register_mega_layer(sym_buffer: SymmBuffer) -> int:
-    """An id for `sym_buffer` (symmoe.get_symm_buffer_for_mega_moe) to pass to symmoe::mega_moe."""
+    """An id for `sym_buffer` (symmoe.get_symm_buffer_for_mega_moe) to pass to symmoe::mega_moe / mega_moe_fp4."""
     if not isinstance(sym_buffer, SymmBuffer):
         raise TypeError(f"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe, got "
                         f"{type(sym_buffer).__name__}")
@@ -168,20 +174,46 @@ def _(buffer_id, x, topk_idx):
 
 # ---- fused layer ----
 
-@torch.library.custom_op("symmoe::mega_moe", mutates_args=())
-def mega_moe(layer_id: int, x: Tensor, x_sf: Tensor, topk_idx: Tensor, topk_weights: Tensor, w1: Tensor,
-             w1_sf: Tensor, w2: Tensor, w2_sf: Tensor, activation_clamp: float) -> Tensor:
+def _layer_inputs(layer_id, x, x_sf, topk_idx, topk_weights):
+    """The layer with the call's inputs copied into its buffer, and a fresh y bf16 [T, H]."""
     buf = _layer(layer_id)
     t = x.shape[0]
     buf.x[:t].copy_(x)
     buf.x_sf[:t].copy_(x_sf)
     buf.topk_idx[:t].copy_(topk_idx)
     buf.topk_weights[:t].copy_(topk_weights)
-    y = torch.empty((t, buf.hidden), dtype=torch.bfloat16, device=x.device)
-    return fp8_mega_moe(y, (w1, w1_sf), (w2, w2_sf), buf,
-                        activation_clamp=activation_clamp if activation_clamp > 0 else None)
+    return buf, torch.empty((t, buf.hidden), dtype=torch.bfloat16, device=x.device)
+
+
+def _clamp(activation_clamp):
+    return activation_clamp if activation_clamp > 0 else None
+
+
+def _fake_y(layer_id, x):
+    return x.new_empty((x.shape[0], _layer(layer_id).hidden), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("symmoe::mega_moe", mutates_args=())
+def mega_moe(layer_id: int, x: Tensor, x_sf: Tensor, topk_idx: Tensor, topk_weights: Tensor, w1: Tensor,
+             w1_sf: Tensor, w2: Tensor, w2_sf: Tensor, activation_clamp: float) -> Tensor:
+    buf, y = _layer_inputs(layer_id, x, x_sf, topk_idx, topk_weights)
+    return fp8_mega_moe(y, (w1, w1_sf), (w2, w2_sf), buf, activation_clamp=_clamp(activation_clamp))
 
 
 @mega_moe.register_fake
 def _(layer_id, x, x_sf, topk_idx, topk_weights, w1, w1_sf, w2, w2_sf, activation_clamp):
-    return x.new_empty((x.shape[0], _layer(layer_id).hidden), dtype=torch.bfloat16)
+    return _fake_y(layer_id, x)
+
+
+@torch.library.custom_op("symmoe::mega_moe_fp4", mutates_args=())
+def mega_moe_fp4(layer_id: int, x: Tensor, x_sf: Tensor, topk_idx: Tensor, topk_weights: Tensor, w1: Tensor,
+                 w1_codes: Tensor, w1_base: Tensor, w2: Tensor, w2_codes: Tensor, w2_base: Tensor,
+                 activation_clamp: float) -> Tensor:
+    buf, y = _layer_inputs(layer_id, x, x_sf, topk_idx, topk_weights)
+    return fp8_fp4_mega_moe(y, (w1, w1_codes, w1_base), (w2, w2_codes, w2_base), buf,
+                            activation_clamp=_clamp(activation_clamp))
+
+
+@mega_moe_fp4.register_fake
+def _(layer_id, x, x_sf, topk_idx, topk_weights, w1, w1_codes, w1_base, w2, w2_codes, w2_base, activation_clamp):
+    return _fake_y(layer_id, x)

@@ -1,5 +1,6 @@
-"""A stand-in for the few torch APIs symmoe.ep uses (tensors, streams, events, allocation), for CPU tests of its
-torch paths: outputs allocated per call, streams and events of the communication stream. Nothing is computed:
+"""A stand-in for the few torch APIs symmoe.ep and symmoe.torch_ops use (tensors, streams, events, allocation,
+torch.library.custom_op), for CPU tests of their torch paths: outputs allocated per call, streams and events of the
+communication stream, custom ops as plain calls with their fake implementations kept aside. Nothing is computed:
 tensors are shapes, dtypes and fake addresses; streams and events record what was asked of them."""
 import contextlib
 import types
@@ -80,6 +81,9 @@ class Tensor:
         assert dtype.itemsize == self.dtype.itemsize
         return Tensor(self.shape, dtype, self._strides, self._address, self._device)
 
+    def new_empty(self, shape, dtype=None):
+        return Tensor(shape, dtype or self.dtype, device_index=self._device)
+
 
 class Stream:
     _next_handle = 0x5000
@@ -156,6 +160,33 @@ cuda = types.SimpleNamespace(
     stream=_stream_context, is_available=lambda: True, is_current_stream_capturing=lambda: _capturing[0],
     is_initialized=lambda: True, synchronize=lambda device=None: None, default_stream=lambda device=None: _default)
 _C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: _current[0].cuda_stream)
+
+
+class CustomOp:
+    """What torch.library.custom_op returns here: the function, callable, and its fake implementation."""
+
+    def __init__(self, name, fn, mutates_args):
+        self.name, self.fn, self.mutates_args, self.fake = name, fn, mutates_args, None
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def register_fake(self, fn):
+        self.fake = fn
+        return fn
+
+
+custom_ops = {}  # name ("symmoe::mega_moe") -> CustomOp, every op defined while this module stood in for torch
+
+
+def _custom_op(name, mutates_args):
+    def define(fn):
+        op = custom_ops[name] = CustomOp(name, fn, mutates_args)
+        return op
+    return define
+
+
+library = types.SimpleNamespace(custom_op=_custom_op)
 
 
 def reset():

@@ -35,7 +35,7 @@ def test_transform_matches_the_cpp_transform(experts, inter, hidden):
 def test_transform_refuses_bad_weights():
     w = np.zeros((2, 512, 256), np.uint8)
     sf = np.zeros((2, 4, 2), np.float32)
-    with pytest.raises(TypeError, match="FP8 only"):
+    with pytest.raises(TypeError, match=r"l1_weights must be a \(weights, scales\) pair, FP8 or FP4 \(BF16"):
         symmoe.transform_weights_for_mega_moe(w, (w, sf))
     with pytest.raises(ValueError, match=r"l1 scales must be \[2, 4, 2\].*got \[2, 2, 2, 2\]"):
         symmoe.transform_weights_for_mega_moe((w, np.zeros((2, 2, 2, 2), np.float32)), (w, sf))
@@ -46,8 +46,12 @@ def test_transform_refuses_bad_weights():
 
 
 def test_buffer_arguments():
-    with pytest.raises(ValueError, match="mma_type must be 'fp8xfp8'"):
-        symmoe.get_symm_buffer_for_mega_moe(None, E, T_MAX, K, H, I, mma_type="fp8xfp4")
+    for mma_type in ("bf16xbf16", "fp4xfp4"):
+        with pytest.raises(ValueError, match=f"mma_type must be 'fp8xfp4' or 'fp8xfp8'.*got '{mma_type}'"):
+            symmoe.get_symm_buffer_for_mega_moe(None, E, T_MAX, K, H, I, mma_type=mma_type)
+    for mma_type in ("fp8xfp4", "fp8xfp8"):  # accepted (one workspace for both layer calls): the shape check is next
+        with pytest.raises(symmoe.Error, match="hidden must be a positive multiple of 128, got 500"):
+            symmoe.get_symm_buffer_for_mega_moe(None, E, T_MAX, K, 500, I, mma_type=mma_type)
     with pytest.raises(ValueError, match="use_fp8_dispatch must be True or None"):
         symmoe.get_symm_buffer_for_mega_moe(None, E, T_MAX, K, H, I, use_fp8_dispatch=False)
     with pytest.raises(ValueError, match="activation must be 'swiglu'"):
@@ -85,6 +89,9 @@ def test_valid_call_reaches_the_runtime():
         l1, l2 = weights()
         call(y=FakeCuda((T_MAX, H), "bfloat16"), l1_weights=(FakeCuda((EL, 2 * I, H), "uint8"), l1[1]),
              activation_clamp=7.0)
+    for clamp in (0.0, float("inf")):  # no clamp (DeepGEMM's None is +inf)
+        with pytest.raises(RuntimeError, match="no GPU runtime"):
+            call(activation_clamp=clamp)
 
 
 L1, L2 = weights()
@@ -110,6 +117,8 @@ L1, L2 = weights()
     (dict(l2_weights=L2[0]), TypeError, r"l2_weights must be a \(weights, scales\) pair"),
     (dict(recipe=(1, 1, 32)), ValueError, r"recipe must be \(128, 128, 128\), got \(1, 1, 32\)"),
     (dict(activation="gelu"), ValueError, r"activation must be 'swiglu'"),
+    (dict(activation_clamp=-1.0), ValueError, r"activation_clamp must be None or >= 0, got -1.0"),
+    (dict(activation_clamp=float("nan")), ValueError, r"activation_clamp must be None or >= 0, got nan"),
     (dict(sym_buffer=object()), TypeError, r"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe"),
     (dict(cumulative_local_expert_recv_stats=FakeCuda((EL + 1,), "int32")), ValueError,
      r"cumulative_local_expert_recv_stats must have shape \[16\], got \[17\]"),

@@ -1,7 +1,10 @@
 """FP4 weights through transform_weights_for_mega_moe on the host: DeepGEMM-shaped numpy inputs (int8 E2M1 bytes,
 int32 packed UE8M0 scales) against the layout of include/symmoe/weight_transform_fp4.hpp (and the word layout of
-src/kernels/gemm/fp4_word_layout.hpp) written out here, and the
-refusals (each names the argument; nothing is returned)."""
+src/kernels/gemm/fp4_word_layout.hpp) written out here, the refusals (each names the argument; nothing is
+returned), and torch tensors (a numpy-backed stand-in): the same triples, back on the weights' device."""
+import sys
+import types
+
 import numpy as np
 import pytest
 
@@ -94,3 +97,65 @@ def test_fp4_transform_takes_mn_major_scales():
     assert not mn_major(s1).flags.c_contiguous
     for a, b in zip(want[0] + want[1], got[0] + got[1]):
         assert np.array_equal(a, b)
+
+
+class _Dtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+_DTYPES = {n: _Dtype(n) for n in ("int8", "uint8", "int32", "uint32", "float32")}
+
+
+class _Tensor:
+    """Just enough of a torch tensor for the FP4 transform's torch path, over numpy."""
+
+    def __init__(self, array, device):
+        self.array, self.device = array, device
+
+    @property
+    def dtype(self):
+        return _DTYPES[self.array.dtype.name]
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return _Tensor(self.array, "cpu")
+
+    def numpy(self):
+        assert self.device == "cpu", "numpy() of a device tensor"
+        return self.array
+
+    def to(self, device):
+        return _Tensor(self.array, device)
+
+    def view(self, dtype):
+        return _Tensor(self.array.view(dtype.name), self.device)
+
+
+_NUMPY_TORCH = types.SimpleNamespace(Tensor=_Tensor, from_numpy=lambda a: _Tensor(a, "cpu"))
+
+
+def test_fp4_transform_takes_torch_tensors(monkeypatch):
+    """DeepGEMM's CUDA tensors: the same triples as from numpy, back on the weights' device, data of the input's
+    dtype, codes int32 (DeepGEMM's), base scales float32."""
+    monkeypatch.setitem(sys.modules, "torch", _NUMPY_TORCH)
+    rng = np.random.default_rng(5)
+    w1, s1 = _deepgemm_fp4(rng, 2, 256, 256)
+    w2, s2 = _deepgemm_fp4(rng, 2, 256, 128)
+    want = symmoe.transform_weights_for_mega_moe((w1, s1), (w2, s2))
+    dev = "cuda:1"
+    on = lambda a: _Tensor(a, dev)
+    got = symmoe.transform_weights_for_mega_moe((on(w1), on(s1)), (on(w2.view(np.uint8)), on(s2)))
+    for layer, data_dtype in ((0, "int8"), (1, "uint8")):
+        (d, c, b), (wd, wc, wb) = got[layer], want[layer]
+        assert all(isinstance(t, _Tensor) and t.device == dev for t in (d, c, b))
+        assert (d.dtype.name, c.dtype.name, b.dtype.name) == (data_dtype, "int32", "float32")
+        assert np.array_equal(d.array.view(np.uint8), wd) and np.array_equal(c.array.view(np.uint32), wc)
+        assert np.array_equal(b.array, wb)
+    with pytest.raises(TypeError, match="l1 weights must be int8 or uint8, got float32"):
+        symmoe.transform_weights_for_mega_moe((on(w1.astype(np.float32)), on(s1)), (on(w2), on(s2)))

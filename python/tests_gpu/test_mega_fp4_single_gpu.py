@@ -71,3 +71,27 @@ def test_fp4_fused_equals_fp8_fused_on_folded_weights(layer, kind, t, clamp):
     assert "weights=fp4" in str(buf.plan)
     assert torch.count_nonzero(y4[0].float()) == 0, "a token routed nowhere must give zeros"
     assert_bitwise(bits(y8), bits(y4), f"{kind} T={t} clamp={clamp}: fp8_fp4_mega_moe vs fp8_mega_moe (folded)")
+
+
+def test_transform_of_cuda_tensors_gives_the_numpy_triples(layer):
+    """DeepGEMM's FP4 pairs as CUDA tensors (its MN-major scales included): the numpy path's triples, on cuda, data
+    int8 as given, codes int32; the layer on them is the layer on the numpy triples, bitwise."""
+    buf, fp4, _ = layer
+    rng = np.random.default_rng(17)  # the fixture's weights again
+    (w1, s1), (w2, s2) = deepgemm_fp4(rng, 2 * I, H), deepgemm_fp4(rng, H, I)
+    mn_major = lambda s: torch.from_numpy(s).cuda().transpose(1, 2).contiguous().transpose(1, 2)
+    got = symmoe.transform_weights_for_mega_moe((torch.from_numpy(w1).cuda(), mn_major(s1)),
+                                                (torch.from_numpy(w2).cuda(), mn_major(s2)))
+    for g, want in zip(got[0] + got[1], fp4[0] + fp4[1]):
+        assert g.is_cuda and g.dtype == (torch.int8 if want.dtype == torch.uint8 else want.dtype)
+        assert torch.equal(g.view(want.dtype), want)
+    t = 40
+    x, sf, idx, w = tokens(t, "uniform", seed=5)
+    buf.x[:t].copy_(x)
+    buf.x_sf[:t].copy_(sf)
+    buf.topk_idx[:t].copy_(idx)
+    buf.topk_weights[:t].copy_(w)
+    ys = [symmoe.fp8_fp4_mega_moe(poison_(torch.empty(t, H, dtype=torch.bfloat16, device="cuda")), *weights, buf)
+          for weights in (fp4, got)]
+    buf.synchronize()
+    assert_bitwise(bits(ys[0]), bits(ys[1]), "fp8_fp4_mega_moe on the torch-path triples vs the numpy-path ones")

@@ -1,6 +1,7 @@
 """symmoe's torch.library ops (symmoe.torch_ops) under torch.compile(fullgraph=True) on one GPU (one in-process rank,
 all experts local): a small MoE block (ep_dispatch -> per-expert SwiGLU MLP -> ep_combine) and the fused layer
-(mega_moe) trace without graph breaks and give the eager results.
+(mega_moe with FP8 weights, mega_moe_fp4 with FP4 weights, on the same layer) trace without graph breaks and give the
+eager results.
 - backend "aot_eager" traces with the fake implementations and runs the same kernels; AOTAutograd may decompose the
   torch MLP between the ops (e.g. silu), so the block is compared within bf16 rounding and the ops' own outputs
   bitwise (dispatch given the same inputs; combine given the same expert outputs).
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 import symmoe
 import symmoe.torch_ops as ops
 from symmoe import reference as ref
-from symmoe.torch_reference import make_fp8_experts, make_fp8_tokens
+from symmoe.torch_reference import make_fp4_experts, make_fp8_experts, make_fp8_tokens
 
 T_MAX, H, I, E, K = 64, 256, 128, 16, 4
 
@@ -178,6 +179,50 @@ def test_fused_fake_shapes_match_real(mega):
     idx, w = routing(5, 9)
     torch.library.opcheck(torch.ops.symmoe.mega_moe.default,
                           (layer_id, x, sf, idx, w, l1[0], l1[1], l2[0], l2[1], 0.0),
+                          test_utils=("test_faketensor",))  # FP8 arguments: no test_schema (module docstring)
+
+
+@pytest.fixture(scope="module")
+def mega_fp4(mega):
+    """The FP8 fixture's layer with FP4 weights: DeepGEMM's pairs on cuda -> triples on cuda (the layer rebinds)."""
+    sym, layer_id, _, _ = mega
+    l1, l2 = symmoe.transform_weights_for_mega_moe(*make_fp4_experts(E, H, I, seed=11))
+    assert l1[0].is_cuda and l1[1].dtype == torch.int32 and l1[2].dtype == torch.float32
+    return sym, layer_id, l1, l2
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("t", [1, 33, T_MAX])
+def test_fused_fp4_layer_compiled_is_bitwise_eager(mega_fp4, backend, t):
+    sym, layer_id, l1, l2 = mega_fp4
+
+    def block(x, sf, idx, w):
+        y = torch.ops.symmoe.mega_moe_fp4(layer_id, x, sf, idx, w, *l1, *l2, 0.0)
+        return y.float() * 2.0  # exact: the comparison stays bitwise
+
+    compiled = torch.compile(block, fullgraph=True, backend=backend)
+    for seed in (1, 2):
+        x, sf = make_fp8_tokens(t, H, seed=seed)
+        idx, w = routing(t, seed)
+        sym.x[:t].copy_(x)
+        sym.x_sf[:t].copy_(sf)
+        sym.topk_idx[:t].copy_(idx)
+        sym.topk_weights[:t].copy_(w)
+        y_ref = symmoe.fp8_fp4_mega_moe(torch.empty(t, H, dtype=torch.bfloat16, device="cuda"), l1, l2, sym)
+        expected = y_ref.float() * 2.0
+        got = compiled(x, sf, idx, w)
+        sym.synchronize()
+        assert torch.equal(got, expected), f"backend={backend} t={t} seed={seed}"
+        assert torch.count_nonzero(expected[0]) == 0
+        if t > 1:
+            assert torch.count_nonzero(expected[1:]) > 0
+
+
+def test_fused_fp4_fake_shapes_match_real(mega_fp4):
+    sym, layer_id, l1, l2 = mega_fp4
+    x, sf = make_fp8_tokens(5, H, seed=9)
+    idx, w = routing(5, 9)
+    torch.library.opcheck(torch.ops.symmoe.mega_moe_fp4.default, (layer_id, x, sf, idx, w, *l1, *l2, 0.0),
                           test_utils=("test_faketensor",))  # FP8 arguments: no test_schema (module docstring)
 
 
