@@ -38,6 +38,9 @@ constexpr int kThreadsPerWarpgroup = 128;
 
 // Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail (seed 000).
 constexpr int kImbalanceFactor = 2;
+// The fused layer's BLOCK_M is the smallest tile holding the expected tokens of an expert (no doubling): measured
+// faster than kImbalanceFactor's choice where the two differ (docs/notes/mega.md, "BLOCK_M of the fused layer").
+constexpr double kMegaBlockMHeadroom = 1.0;
 
 // Expected (token, expert) pairs per expert when every rank has `tokens_per_rank` tokens: T * R * K / E.
 double expected_tokens_per_expert(const MoeShape& shape, int tokens_per_rank);

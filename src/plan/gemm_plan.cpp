@@ -127,7 +127,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
         ladder[num_ladder++] = candidate;
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(kind), ")");
-    block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder);
+    block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
   // Cluster: 1 unless pinned (only cluster-1 kernels are compiled: plan.hpp). NOTES: clusters of 2 (B multicast to
   // two m-blocks) are 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs, the

@@ -63,7 +63,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels ----
   p.block_m = detail::pick_block_m(p.expected_tokens_per_expert, layout::kMegaBlockMCandidates,
-                                   layout::kMegaNumBlockMCandidates);
+                                   layout::kMegaNumBlockMCandidates, kMegaBlockMHeadroom);
   if (overrides.block_m) {
     SYMMOE_CHECK(detail::contains(layout::kMegaBlockMCandidates, layout::kMegaNumBlockMCandidates, overrides.block_m),
                  "plan", "SYMMOE_BLOCK_M must be one of 64, 128 for MegaMoE (the compiled fused kernels), got ",

@@ -190,10 +190,13 @@ TEST(Plan, BlockMLadder) {
   expect_error(
       [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
       "cluster_size");
-  // T * R * K / E = 128 * 8 * 8 / 256 = 32 tokens per expert, x2 = 64 -> BLOCK_M 64; 129 tokens -> 128.
+  // The fused layer: T * R * K / E = 256 * 8 * 8 / 256 = 64 tokens per expert (kMegaBlockMHeadroom 1, no doubling)
+  // -> BLOCK_M 64; 257 tokens -> 128. Flash on one rank: 2048 tokens = 48 per expert -> 64, 8192 = 192 -> 128.
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 128), 132, kNoOverrides).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 129), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 256), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 257), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 2048), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 8192), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
     EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
               plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights) +
