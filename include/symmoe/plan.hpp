@@ -111,7 +111,8 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //              128 B) + full/empty mbarriers (16 B)
 //   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
 //              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
-//              whole bf16 slice) + 1 KiB to align the base to 1024 B (128B swizzle)
+//              whole bf16 slice) + the tile's B scales (kGemmSfbChunkKBlocks K blocks x block_n / 128 float2,
+//              gemm_sfb_smem_bytes) + 1 KiB to align the base to 1024 B (128B swizzle)
 //   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
 //              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the converters write it into a separate ring of
 //              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
@@ -129,9 +130,14 @@ constexpr int gemm_tile_buffer_row_bytes(int block_n) { return 2 * block_n + 16;
 constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
   return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
 }
+// B scales in shared memory (kernels/gemm/math.cuh stage_b_scales): the math warps copy a tile's B scales for
+// kGemmSfbChunkKBlocks K blocks at a time (one chunk per tile up to K = 8192; one float per math thread for
+// block_n 256); per K block one float2 (gate, up) per 128-column block of the tile (bf16: (s, s)).
+constexpr int kGemmSfbChunkKBlocks = 64;
+constexpr int gemm_sfb_smem_bytes(int block_n) { return kGemmSfbChunkKBlocks * (block_n / 128) * 8; }
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false,
                                     GemmWeights weights = GemmWeights::kFp8) {
-  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + 1024 +
+  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n) + 1024 +
          (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,

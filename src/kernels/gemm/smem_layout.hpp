@@ -3,7 +3,8 @@
 // Per pipeline stage: A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA, each tile
 // 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange
 // [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh; with
-// kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh) and the full/empty mbarriers.
+// kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh), the tile's B scales (kGemmSfbChunkKBlocks K
+// blocks x BLOCK_N / 128 float2, written and read by the math warps: math.cuh) and the full/empty mbarriers.
 // kFp4 (FP4 weights, fp4_converter.cuh): two rings. The kNumStages "raw" stages hold A, A's scales, the packed FP4
 // B tile [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full
 // (TMA bytes landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) have
@@ -46,7 +47,11 @@ struct GemmSmemLayout {
   static constexpr int kStagingRowBytes =
       kTileBuffer ? plan::gemm_tile_buffer_row_bytes(BLOCK_N) : plan::kGemmStagingRowBytes;
   static constexpr int kStagingWarpBytes = 16 * kStagingRowBytes;
-  static constexpr int kTableOffset = kStagingOffset + plan::gemm_staging_bytes(BLOCK_N, kTileBuffer);
+  static constexpr int kSfbChunkKBlocks = plan::kGemmSfbChunkKBlocks;
+  static constexpr int kSfbColBlocks = BLOCK_N / 128;  // float2 (gate, up) per K block and 128-column block
+  static constexpr int kSfbOffset = kStagingOffset + plan::gemm_staging_bytes(BLOCK_N, kTileBuffer);
+  static constexpr int kSfbBytes = kSfbChunkKBlocks * kSfbColBlocks * 8;
+  static constexpr int kTableOffset = kSfbOffset + kSfbBytes;
   static constexpr int kTableBytes = kFp4 ? plan::kGemmFp4TableBytes : 0;
   static constexpr int kBarrierOffset = kTableOffset + kTableBytes;
   // Barriers: full[kNumBStages], empty[kNumStages], then with kFp4 raw_full[kNumStages], conv_empty[kNumConvStages].
@@ -62,6 +67,8 @@ struct GemmSmemLayout {
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
   static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
   static_assert(kStagingWarpBytes * 8 == plan::gemm_staging_bytes(BLOCK_N, kTileBuffer), "8 math warps' staging");
+  static_assert(kSfbBytes == plan::gemm_sfb_smem_bytes(BLOCK_N) && kSfbOffset % 16 == 0 && kSfbBytes % 16 == 0,
+                "the B-scale buffer: the planner's size, 16-byte aligned (float4 reads)");
   static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kWeights),
                 "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
   static_assert(kStagingOffset % 16 == 0 && kStagingRowBytes % 16 == 0, "bulk-store sources are 16-byte aligned");
@@ -85,6 +92,8 @@ struct GemmSmemLayout {
   __device__ int4* fp4_slot_source(int s) const {
     return reinterpret_cast<int4*>(base + kTableOffset + 128 + (kNumStages + s) * kFp4SlotBytes);
   }
+  // The B-scale chunk: float2 [kSfbChunkKBlocks][kSfbColBlocks].
+  __device__ float2* sfb() const { return reinterpret_cast<float2*>(base + kSfbOffset); }
   __device__ float* amax(int parity, int wg) const {
     return reinterpret_cast<float*>(base + kAmaxOffset) + (parity * 2 + wg) * 64;
   }
