@@ -431,7 +431,7 @@ TEST(Plan, PrintsItself) {
   const plan::MegaPlan m = plan::plan_mega_moe(named_shape("flash", 4, 512), 132, kNoOverrides);
   const std::string s = m.to_string();
   for (const char* key : {"BLOCK_M=", "L1 BLOCK_N=256", "experts/wave=", "stages=", "smem=", "regs data 56 math 224",
-                          "named barriers 5", "pool_rows=", "workspace="})
+                          "named barriers 6", "pool_rows=", "workspace="})
     EXPECT_NE(s.find(key), std::string::npos) << key << " missing in " << s;
   const std::string regions = plan::format_regions("mega", layout::MegaLayout(m.dims()).regions());
   for (const char* key : {"l1_pool_x", "l2_arrival_mask", "combine", "sync", "total"})

@@ -166,17 +166,18 @@ __device__ __forceinline__ void math_mainloop(
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const int sfa_row = slice.row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   const int num_k_blocks = p.k / 128;
-  const int sfb_index = wg * 128 + thread;  // this thread's float of each B-scale chunk
+  const int sfb_index = threadIdx.x % 256;  // this math thread's float of each B-scale chunk (warpgroups 0, 1)
   if constexpr (!kMixedPhases) bf16_tile = kEpilogue == EpilogueKind::kBf16;
-  const int sfb_src = b_scale_chunk_index<BLOCK_N>(p, tile, sfb_index, bf16_tile);
+  [[maybe_unused]] const int sfb_src = kFp4 ? -1 : b_scale_chunk_index<BLOCK_N>(p, tile, sfb_index, bf16_tile);
 #pragma unroll
   for (int i = 0; i < Slice::kNumAcc; ++i) acc[i] = 0.f;
   float partial[64];  // local to the K loop, so it is dead during the epilogue
 #pragma unroll
   for (int i = 0; i < 64; ++i) partial[i] = 0.f;
 
-  // K block kb0 + j; kFirst (j == 0): stage the chunk's B scales after the first WGMMA batch (see above).
-  auto k_block = [&](auto first, int kb0, int j) {
+  // K block kb; kFirst (the chunk's first, kb % kChunkKBlocks == 0): stage the chunk's B scales after the first
+  // WGMMA batch (see above).
+  auto k_block = [&](auto first, int kb) {
     constexpr bool kFirst = decltype(first)::value;
     int b_stage = pipe.stage;
     if constexpr (kFp4) {
@@ -193,15 +194,20 @@ __device__ __forceinline__ void math_mainloop(
     for (int h = 0; h < Slice::kNumHalves; ++h) {
       issue_batch(wg, partial, desc_a,
                   ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(b_stage) + (slice.col0 + 128 * h) * 128)));
-      if constexpr (kFirst) {
+      if constexpr (kFirst && !kFp4) {
         if (h == 0) {
-          const float staged = load_b_scale_chunk<BLOCK_N>(p, sfb_src, kb0, sfb_index, bf16_tile);
+          const float staged = load_b_scale_chunk<BLOCK_N>(p, sfb_src, kb, sfb_index, bf16_tile);
           ptx::named_barrier_sync(kBScaleBarrier, 256);  // both warpgroups done reading the previous chunk
           if (sfb_index < Chunk::kNumFloats) reinterpret_cast<float*>(smem.sfb())[sfb_index] = staged;
           ptx::named_barrier_sync(kBScaleBarrier, 256);  // the chunk's scales stored
         }
       }
-      const float2 sb = smem.sfb()[j * Chunk::kColBlocks + slice.col0 / 128 + h];
+      float2 sb;
+      if constexpr (kFp4)  // per K block from global memory (staging them spilled the FP4 kernels; nvcc 13.0)
+        sb = bf16_tile ? load_b_scales<EpilogueKind::kBf16>(p, tile, slice.col0 + 128 * h, kb)
+                       : load_b_scales<EpilogueKind::kSwigluFp8>(p, tile, slice.col0 + 128 * h, kb);
+      else
+        sb = smem.sfb()[(kb % kChunkKBlocks) * Chunk::kColBlocks + slice.col0 / 128 + h];
       ptx::wgmma_wait_group<0>();
 #pragma unroll
       for (int i = 0; i < 64; ++i) ptx::fence_operand(partial[i]);
@@ -216,10 +222,15 @@ __device__ __forceinline__ void math_mainloop(
     pipe.advance();
   };
 
-  for (int kb0 = 0; kb0 < num_k_blocks; kb0 += kChunkKBlocks) {
-    k_block(std::true_type{}, kb0, 0);
-    const int chunk_k_blocks = min(kChunkKBlocks, num_k_blocks - kb0);
-    for (int j = 1; j < chunk_k_blocks; ++j) k_block(std::false_type{}, kb0, j);
+  static_assert((kChunkKBlocks & (kChunkKBlocks - 1)) == 0, "a power of 2: kb % kChunkKBlocks is a mask");
+  if constexpr (kFp4) {  // one plain loop, scales from global memory
+    for (int kb = 0; kb < num_k_blocks; ++kb) k_block(std::false_type{}, kb);
+    return;
+  }
+  for (int kb = 0; kb < num_k_blocks;) {
+    k_block(std::true_type{}, kb);
+    const int chunk_end = min(kb + kChunkKBlocks, num_k_blocks);
+    for (++kb; kb < chunk_end; ++kb) k_block(std::false_type{}, kb);
   }
 }
 

@@ -54,13 +54,9 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t
 
 // Local (intra-CTA) wait: only for barriers whose producers are in this CTA or its cluster and cannot stall
 // on another rank. Cross-rank waits go through kernels/comm/timeout.cuh instead.
-// The retry loop is a PTX loop (try_wait, branch back while not done): no predicate-to-register round trip per probe.
 __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "wait:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra wait;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+  }
 }
 
 }  // namespace symmoe::ptx
