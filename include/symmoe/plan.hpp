@@ -131,9 +131,9 @@ constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
   return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
 }
 // B scales in shared memory (kernels/gemm/math.cuh stage_b_scales): the math warps copy a tile's B scales for
-// kGemmSfbChunkKBlocks K blocks at a time (16: 256 B for block_n 256, what the fused BLOCK_M 64 kernel has left
-// next to 384 experts' counts); per K block one float2 (gate, up) per 128-column block of the tile (bf16: (s, s)).
-constexpr int kGemmSfbChunkKBlocks = 16;
+// kGemmSfbChunkKBlocks K blocks at a time (one chunk per tile up to K = 8192; one float per math thread for
+// block_n 256); per K block one float2 (gate, up) per 128-column block of the tile (bf16: (s, s)).
+constexpr int kGemmSfbChunkKBlocks = 64;
 constexpr int gemm_sfb_smem_bytes(int block_n) { return kGemmSfbChunkKBlocks * (block_n / 128) * 8; }
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false,
                                     GemmWeights weights = GemmWeights::kFp8) {

@@ -185,7 +185,7 @@ __device__ __forceinline__ void math_mainloop(
       ptx::mbarrier_wait_parity(smem.full(b_stage), uint32_t(pipe.stage / kConvStages) & 1);
       ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
     } else {
-      ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+      ptx::mbarrier_wait_parity_loop(smem.full(pipe.stage), pipe.phase);
     }
     const float sa0 = smem.sfa(pipe.stage)[sfa_row];
     const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
