@@ -231,5 +231,8 @@ SYMMOE_HD bool e2m1_times_pow2_to_e4m3(uint8_t nibble, int exponent_shift, uint8
   // A clamped shift moves a nonzero v to 0 or to saturation, so this comparison also rejects it.
   return float_as_bits(e4m3_to_float(code)) == float_as_bits(scaled);
 }
+// The UE8M0 code k_ref of a fold's fp32 base scale 2^(k_ref - 127) (a normal power of two, or 0 for rows past n,
+// whose code 0 is never used): its exponent field.
+SYMMOE_HD int fold_base_code(float base_scale) { return int(float_as_bits(base_scale) >> 23); }
 
 }  // namespace symmoe::fmt

@@ -6,7 +6,7 @@
 // (1, 1, 32), DeepGEMM's weight granularity; a 32 x 32 block scale is the case where its 32 rows repeat one code).
 // Base of a 128 x 128 block (rows [128i, 128i + 128), columns [128j, 128j + 128)), as a UE8M0 code:
 //   base = max(max_code - fmt::kFoldExactMaxShift, 1)        max_code: the largest scale code in the block
-// stored as the fp32 value 2^(base - 127) (a normal fp32, so a kernel reads `base` back as bits >> 23).
+// stored as the fp32 value 2^(base - 127) (a normal fp32, read back by fmt::fold_base_code: its exponent bits).
 // Each element (r, c) with scale code s = code(r, c / 32) becomes
 //   e4m3 = fmt::e2m1_times_pow2_to_e4m3(nibble, s - base)
 // and e4m3 * 2^(base - 127) equals e2m1 * 2^(s - 127) exactly, because s - base <= kFoldExactMaxShift by the base

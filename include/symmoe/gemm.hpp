@@ -16,7 +16,8 @@
 //   B    the expert weights, in one of two formats (GroupedGemmInput::weights):
 //        kFp8: b e4m3 [E, n, k]; sfb fp32 [E, n/128, k/128] (one scale per 128x128 block).
 //        kFp4: as transform_l2_weights_fp4 / transform_l1_weights_fp4 produce them (weight_transform_fp4.hpp):
-//              b E2M1 packed two per byte [E, n, k/2] (column 2j low nibble, 2j+1 high);
+//              b E2M1 [E, n, k/2], 8 elements per 32-bit word with the sign bits permuted (the transform's
+//              internal word layout);
 //              b_scale_codes int32 [E, k/128, n] (MN-major; byte j of word (kb, r) is the UE8M0 code of row r,
 //              columns [128 kb + 32 j, +32));
 //              sfb fp32: the fold's base scales, in exactly the FP8 sfb layout (bf16 epilogue [E, n/128, k/128],

@@ -84,7 +84,8 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 // it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
 // weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
-// second ring of kGemmFp4ConvStages = num_stages / 2 (kernels/gemm/fp4_converter.cuh, math.cuh).
+// second ring of kGemmFp4ConvStages tiles, written by the math warpgroups one K block ahead
+// (kernels/gemm/math_fp4.cuh; the fused kernel's converter warps: kernels/gemm/fp4_converter.cuh, with R = 2C).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
@@ -98,9 +99,9 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 256, 3, 1, GemmEpilogue::kBf16, true},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},
-    {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
+    {64, 256, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
     {128, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
-    {64, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
@@ -111,12 +112,12 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //              128 B) + full/empty mbarriers (16 B)
 //   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
 //              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
-//              whole bf16 slice) + the tile's B scales (kGemmSfbChunkKBlocks K blocks x block_n / 128 float2,
-//              gemm_sfb_smem_bytes) + 1 KiB to align the base to 1024 B (128B swizzle)
+//              whole bf16 slice) + with b_scales_smem the tile's B-scale chunk (gemm_sfb_smem_bytes) + 1 KiB to
+//              align the base to 1024 B (128B swizzle)
 //   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
-//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the converters write it into a separate ring of
+//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the upconversion writes it into a separate ring of
 //              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
-//              tables and the stages' base-code slots (kGemmFp4TableBytes)
+//              tables and the converter warps' per-stage slots, 8 B per raw stage (kGemmFp4TableBytes)
 constexpr int kGemmSfaBoxPad = 4;
 constexpr int kGemmFp4TableBytes = 256;
 constexpr int kGemmFp4ConvStages = 2;
@@ -130,19 +131,25 @@ constexpr int gemm_tile_buffer_row_bytes(int block_n) { return 2 * block_n + 16;
 constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
   return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
 }
-// B scales in shared memory (kernels/gemm/math.cuh stage_b_scales): the math warps copy a tile's B scales for
-// kGemmSfbChunkKBlocks K blocks at a time (one chunk per tile up to K = 8192; one float per math thread for
-// block_n 256); per K block one float2 (gate, up) per 128-column block of the tile (bf16: (s, s)).
+// Where the math warps read the weight tile's B block scales. The standalone FP8 grouped GEMM kernels stage them in
+// shared memory (kernels/gemm/math.cuh): per tile, chunks of kGemmSfbChunkKBlocks K blocks, one float2 (gate, up;
+// bf16: (s, s)) per K block and 128-column block of the tile, one float per math thread for block_n 256; the K loop
+// reads them with ld.shared. The FP4 kernels and the fused kernel load them per K block from global memory: the fused
+// BLOCK_M 64 kernel has no room for the buffer next to 384 experts' counts, and staging spilled the FP4 kernels
+// (docs/notes/gemm.md). The one place that decides: the kernel entries' shared-memory layouts and the planner ask it.
+constexpr bool gemm_b_scales_in_smem(GemmWeights weights, bool fused) { return weights == GemmWeights::kFp8 && !fused; }
 constexpr int kGemmSfbChunkKBlocks = 64;
-constexpr int gemm_sfb_smem_bytes(int block_n) { return kGemmSfbChunkKBlocks * (block_n / 128) * 8; }
-constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false,
-                                    GemmWeights weights = GemmWeights::kFp8) {
-  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n) + 1024 +
-         (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
+constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
+  return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
+}
+constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
+                                    bool b_scales_smem = false) {
+  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
+         1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
-                              GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights) +
+                              GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false) {
+  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem) +
          num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
 }
 
@@ -161,6 +168,7 @@ struct GemmPlan {
   int num_math_warpgroups = 2;
   int cluster_size = 1;      // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
   bool tile_buffer = false;  // GemmKernelShape::tile_buffer
+  bool b_scales_smem = false;  // B scales staged in shared memory (gemm_b_scales_in_smem)
   // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA thread active) + the math warpgroups.
   int producer_registers = 40, math_registers = 232;
   int math_registers_needed = 0;  // estimate (see math_registers_estimate); ptxas -v is the final word
@@ -232,7 +240,7 @@ constexpr int kMegaMaxHidden = 2 * 32 * 128;
 constexpr int kMegaMaxTopk = 8;
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
                               GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights) +
+  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true)) +
          layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
 

@@ -11,10 +11,10 @@
 //   w1_scale_codes, w2_scale_codes: null
 // FP4 (format kFp4): E2M1 weights with a UE8M0 scale per row per 32 columns, as gemm::transform_l1_weights_fp4 /
 // transform_l2_weights_fp4 produce them (symmoe/weight_transform_fp4.hpp), per expert back to back:
-//   w1              E2M1 packed two per byte [El, 2I, H/2], rows interleaved by 8 as the FP8 w1
+//   w1              E2M1 [El, 2I, H/2] in the transform's word layout, rows interleaved by 8 as the FP8 w1
 //   w1_scale_codes  int32 [El, H/128, 2I]   four UE8M0 codes per word, MN-major, rows interleaved the same way
 //   w1_scales       fp32 [El, I/128, H/128, 2]   the fold's base scales (fp4_fold.hpp), the FP8 w1_scales layout
-//   w2              E2M1 packed [El, H, I/2]
+//   w2              E2M1 [El, H, I/2] in the same word layout
 //   w2_scale_codes  int32 [El, I/128, H]
 //   w2_scales       fp32 [El, H/128, I/128]   base scales, the FP8 w2_scales layout
 // A layer on FP4 weights computes what it computes on the FP8 weights gemm::expand_l{1,2}_fp4 make of them (the

@@ -176,21 +176,28 @@ void bind_mega(py::module_& m) {
       "[E, I/128, H/128, 2])");
   m.def(
       "transform_l2_weights_fp4",
-      [](const py::object& scales_in) {
+      [](const py::object& data_in, const py::object& scales_in) {
+        const CArray<uint8_t> data = integer_array<uint8_t>(data_in, "data", "packed E2M1 bytes (uint8)");
         const CArray<uint32_t> scales = integer_array<uint32_t>(scales_in, "scales", "packed UE8M0 (uint32)");
-        SYMMOE_CHECK(scales.ndim() == 3, "python",
-                     "transform_l2_weights_fp4: scales must be uint32 [E, H, I/128], "
-                     "got ",
-                     scales.ndim(), " dimensions");
-        const int E = int(scales.shape(0)), H = int(scales.shape(1)), I = 128 * int(scales.shape(2));
+        SYMMOE_CHECK(data.ndim() == 3, "python", "transform_l2_weights_fp4: data must be uint8 [E, H, I/2], got ",
+                     data.ndim(), " dimensions");
+        const int E = int(data.shape(0)), H = int(data.shape(1)), I = 2 * int(data.shape(2));
+        SYMMOE_CHECK(H % 128 == 0 && I % 128 == 0, "python",
+                     "transform_l2_weights_fp4: data [E, H, I/2] needs H % 128 == 0 and I % 128 == 0, got [", E, ", ",
+                     H, ", ", I / 2, "]");
+        SYMMOE_CHECK(scales.ndim() == 3 && scales.shape(0) == E && scales.shape(1) == H && scales.shape(2) == I / 128,
+                     "python", "transform_l2_weights_fp4: scales must be uint32 [", E, ", ", H, ", ", I / 128, "]");
+        py::array_t<uint8_t> out_data({E, H, I / 2});
         py::array_t<uint32_t> out_scales({E, I / 128, H});
         py::array_t<float> out_bases({E, H / 128, I / 128});
-        gemm::transform_l2_weights_fp4(scales.data(), E, H, I, out_scales.mutable_data(), out_bases.mutable_data());
-        return py::make_tuple(out_scales, out_bases);
+        gemm::transform_l2_weights_fp4(data.data(), scales.data(), E, H, I, out_data.mutable_data(),
+                                       out_scales.mutable_data(), out_bases.mutable_data());
+        return py::make_tuple(out_data, out_scales, out_bases);
       },
-      py::arg("scales"),
-      "host FP4 L2 scale transform (include/symmoe/weight_transform_fp4.hpp): packed UE8M0 uint32 [E, H, I/128] -> "
-      "(MN-major scales [E, I/128, H], fp32 base scales [E, H/128, I/128])");
+      py::arg("data"), py::arg("scales"),
+      "host FP4 L2 transform (include/symmoe/weight_transform_fp4.hpp): (E2M1 [E, H, I/2], packed UE8M0 uint32 "
+      "[E, H, I/128]) -> (bit-layout-packed data, MN-major scales [E, I/128, H], fp32 base scales "
+      "[E, H/128, I/128])");
   m.def(
       "mega_check_shape",
       [](const MoeShape& shape, int num_sms) {

@@ -641,8 +641,10 @@ def transform_l1_weights_fp4(
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint32], npt.NDArray[np.float32]]:
     """(E2M1 [E, 2I, H/2], UE8M0 uint32 [E, 2I, H/128]) -> (data, MN-major scales, fp32 base scales)."""
 
-def transform_l2_weights_fp4(scales: npt.ArrayLike) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.float32]]:
-    """UE8M0 uint32 [E, H, I/128] -> (MN-major scales [E, I/128, H], fp32 base scales [E, H/128, I/128])."""
+def transform_l2_weights_fp4(
+    data: npt.ArrayLike, scales: npt.ArrayLike
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint32], npt.NDArray[np.float32]]:
+    """(E2M1 [E, H, I/2], UE8M0 uint32 [E, H, I/128]) -> (data, MN-major scales, fp32 base scales)."""
 
 def mega_check_shape(shape: MoeShape, num_sms: int = 132) -> None:
     """MoeShape::validate and the fused kernel's plan (raises symmoe.Error naming the field; no GPU needed)."""

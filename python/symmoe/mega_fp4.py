@@ -8,8 +8,10 @@ Bytes are taken as they are (int8 / int32 viewed as uint8 / uint32: these are bi
 strides (DeepGEMM's MN-major scales included).
 Output: l1 = (data uint8 [E_local, 2I, H/2] rows interleaved by 8 as the FP8 L1 data, scales uint32
 [E_local, H/128, 2I] MN-major with the rows interleaved the same way, base scales fp32 [E_local, I/128, H/128, 2]),
-l2 = (w2 unchanged (the same array when already uint8), scales uint32 [E_local, I/128, H] MN-major, base scales fp32
-[E_local, H/128, I/128]). DeepGEMM returns pairs; the third array (the per-128x128
+l2 = (data uint8 [E_local, H, I/2] rows in place, scales uint32 [E_local, I/128, H] MN-major, base scales fp32
+[E_local, H/128, I/128]). Both data arrays are in symmoe's internal bit layout: in every 32-bit word (8 elements) the
+magnitudes stay and the sign bits are permuted (src/kernels/gemm/fp4_word_layout.hpp), so pass the returned arrays,
+never the input bytes. DeepGEMM returns pairs; the third array (the per-128x128
 base scale the E4M3 fold is relative to, include/symmoe/fp4_fold.hpp) is symmoe's addition.
 A 128x128 block whose scale codes span more than 14 binades (the fold would not be exact) or that holds the NaN
 code 0xFF is refused (symmoe.Error naming the layer, expert, row and codes), before any output exists.
@@ -51,6 +53,6 @@ def transform_fp4_weights(l1_weights, l2_weights):
     check(w2.shape == (E, H, I // 2), ValueError, f"l2 weights must be [{E}, {H}, {I // 2}], got {list(w2.shape)}")
     check(s2.shape == (E, H, I // 128), ValueError,
           f"l2 scales must be [{E}, {H}, {I // 128}] (four UE8M0 per int32), got {list(s2.shape)}")
-    l2_scales, l2_bases = _C.transform_l2_weights_fp4(s2)
-    data, scales, bases = _C.transform_l1_weights_fp4(w1, s1)
-    return (data, scales, bases), (w2, l2_scales, l2_bases)
+    l2 = _C.transform_l2_weights_fp4(w2, s2)
+    l1 = _C.transform_l1_weights_fp4(w1, s1)
+    return l1, l2

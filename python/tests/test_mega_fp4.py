@@ -1,5 +1,6 @@
 """FP4 weights through transform_weights_for_mega_moe on the host: DeepGEMM-shaped numpy inputs (int8 E2M1 bytes,
-int32 packed UE8M0 scales) against the layout of include/symmoe/weight_transform_fp4.hpp written out here, and the
+int32 packed UE8M0 scales) against the layout of include/symmoe/weight_transform_fp4.hpp (and the word layout of
+src/kernels/gemm/fp4_word_layout.hpp) written out here, and the
 refusals (each names the argument; nothing is returned)."""
 import numpy as np
 import pytest
@@ -13,6 +14,18 @@ def _deepgemm_fp4(rng, experts, rows, cols, lo=110, hi=124):
     if rows % 256 == 0:  # L1: the up rows' 128x128 blocks lower than the gate rows', so their bases differ
         codes[:, rows // 2:] -= 7
     return w, codes.view(np.int32)  # four codes per int32, byte j = columns [128kb + 32j, +32)
+
+
+def _packed_here(data):
+    """E2M1 bytes (column 2j in the low nibble) -> the kernels' word layout (src/kernels/gemm/fp4_word_layout.hpp):
+    per little-endian 32-bit word of 8 elements the magnitudes stay, the sign of element i < 4 moves to bit 8i + 7,
+    that of element 4 + i to bit 8i + 3."""
+    w = np.ascontiguousarray(data).view("<u4")
+    out = w & np.uint32(0x77777777)
+    for i in range(8):
+        dst = 8 * i + 7 if i < 4 else 8 * (i - 4) + 3
+        out |= ((w >> np.uint32(4 * i + 3)) & np.uint32(1)) << np.uint32(dst)
+    return out.view(np.uint8)
 
 
 def _bases_here(codes, rows, cols):
@@ -34,11 +47,12 @@ def test_fp4_transform_layout(experts, inter, hidden):
     # Row 16q + j is gate row 8q + j (j < 8), up row inter + 8q + j - 8 otherwise; scales move with their rows.
     rows = np.arange(2 * inter)
     src = np.where(rows % 16 < 8, 8 * (rows // 16) + rows % 16, inter + 8 * (rows // 16) + rows % 16 - 8)
-    assert np.array_equal(d, w1.view(np.uint8)[:, src])
+    assert np.array_equal(d, _packed_here(w1.view(np.uint8)[:, src]))
     assert np.array_equal(s, s1.view(np.uint32)[:, src].transpose(0, 2, 1))  # MN-major
     base = _bases_here(s1.view(np.uint8), 2 * inter, hidden)  # [E, 2I/128, H/128] gate blocks then up blocks
     assert np.array_equal(b[..., 0], base[:, :inter // 128]) and np.array_equal(b[..., 1], base[:, inter // 128:])
-    assert np.array_equal(d2, w2.view(np.uint8)) and np.array_equal(s2_out, s2.view(np.uint32).transpose(0, 2, 1))
+    assert np.array_equal(d2, _packed_here(w2.view(np.uint8)))
+    assert np.array_equal(s2_out, s2.view(np.uint32).transpose(0, 2, 1))
     assert np.array_equal(b2, _bases_here(s2.view(np.uint8), hidden, inter))
 
 

@@ -1,6 +1,10 @@
-"""Helpers shared by the GPU tests: torch <-> numpy bit views and golden-model comparisons (first mismatch)."""
+"""Helpers shared by the GPU tests: torch <-> numpy bit views, golden-model comparisons (first mismatch) and the
+fused-layer tests' inputs."""
 import numpy as np
 import torch
+
+from symmoe import reference as ref
+from symmoe.torch_reference import make_fp8_tokens
 
 
 def bits(t):
@@ -29,3 +33,13 @@ def poison_(t):
     """Fill with a NaN-like pattern so stale memory is never mistaken for output."""
     t.view(torch.uint8).fill_(0xFF)
     return t
+
+
+def layer_tokens(t, hidden, num_experts, num_topk, kind, seed):
+    """A fused-layer call's inputs on the GPU: FP8 tokens with fp32 scales and a routing of `kind` with 10% masked
+    lanes, token 0 routed nowhere (its output must be zeros): (x, x_sf, topk_idx, topk_weights)."""
+    x, sf = make_fp8_tokens(t, hidden, seed=seed)
+    idx, w = ref.routing(t, num_experts, num_topk, kind=kind, mask_prob=0.1, seed=seed)
+    idx[0, :] = -1
+    w[0, :] = 0
+    return x, sf, torch.from_numpy(idx).cuda(), torch.from_numpy(w).cuda()

@@ -8,9 +8,7 @@ import pytest
 import torch
 
 import symmoe
-from symmoe import reference as ref
-from symmoe.torch_reference import make_fp8_tokens
-from golden import assert_bitwise, bits, poison_
+from golden import assert_bitwise, bits, layer_tokens, poison_
 
 T_MAX, H, I, E, K = 96, 512, 256, 32, 6
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float32)
@@ -52,11 +50,7 @@ def layer():
 
 
 def tokens(t, kind, seed):
-    x, sf = make_fp8_tokens(t, H, seed=seed)
-    idx, w = ref.routing(t, E, K, kind=kind, mask_prob=0.1, seed=seed)
-    idx[0, :] = -1  # one token routed nowhere: zeros
-    w[0, :] = 0
-    return x, sf, torch.from_numpy(idx).cuda(), torch.from_numpy(w).cuda()
+    return layer_tokens(t, H, E, K, kind, seed)
 
 
 @pytest.mark.parametrize("kind, t", [("uniform", T_MAX), ("zipf", 37), ("hot", 64), ("uniform", 1), ("zipf", 8)])

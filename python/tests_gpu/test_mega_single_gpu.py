@@ -9,8 +9,8 @@ import torch
 import symmoe
 from symmoe import _C
 from symmoe import reference as ref
-from symmoe.torch_reference import make_fp8_experts, make_fp8_tokens, moe_forward_fp32, rel_frobenius
-from golden import assert_bitwise, bits, poison_
+from symmoe.torch_reference import make_fp8_experts, moe_forward_fp32, rel_frobenius
+from golden import assert_bitwise, bits, layer_tokens, poison_
 
 T_MAX, H, I, E, K = 96, 512, 256, 32, 6
 CLAMP = 2.0
@@ -43,11 +43,7 @@ def error_bound():
 
 
 def tokens(t, kind, seed):
-    x, sf = make_fp8_tokens(t, H, seed=seed)
-    idx, w = ref.routing(t, E, K, kind=kind, mask_prob=0.1, seed=seed)
-    idx[0, :] = -1  # one token routed nowhere: zeros
-    w[0, :] = 0
-    return x, sf, torch.from_numpy(idx).cuda(), torch.from_numpy(w).cuda()
+    return layer_tokens(t, H, E, K, kind, seed)
 
 
 def fill(buf, x, sf, idx, w):

@@ -1,6 +1,8 @@
 // See moe_inputs.hpp.
 #include "cli_common/moe_inputs.hpp"
 
+#include "cli_common/layer_inputs_layout.hpp"
+
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe_weights.hpp"
@@ -35,44 +37,32 @@ std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, co
 }
 
 DeviceLayerInputs::DeviceLayerInputs(const Communicator& comm, const MoeShape& shape) : comm_(comm), shape_(shape) {
-  const size_t T = size_t(shape.num_max_tokens_per_rank), H = size_t(shape.hidden), K = size_t(shape.num_topk);
-  for (const auto& p : comm.local_ranks()) {
-    Rank r;
-    size_t cursor = 0;
-    auto take = [&cursor](size_t bytes) {
-      const size_t at = cursor;
-      cursor = align_up<size_t>(cursor + bytes, 256);
-      return at;
-    };
-    r.x = take(T * H), r.sf = take(T * (H / 128) * 4), r.idx = take(T * K * 8), r.w = take(T * K * 4);
-    r.y = take(T * H * 2);
-    r.block.allocate(p.device, cursor);
-    ranks_.push_back(std::move(r));
-  }
+  const layout::LayerInputsLayout l(shape.num_max_tokens_per_rank, shape.hidden, shape.num_topk);
+  for (const auto& p : comm.local_ranks()) blocks_.emplace_back(p.device, l.num_bytes());
 }
 
 std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::MoeLayerInput>& host) {
-  SYMMOE_CHECK(host.size() == ranks_.size(), "bench", "expected inputs for ", ranks_.size(), " local ranks, got ",
+  SYMMOE_CHECK(host.size() == blocks_.size(), "bench", "expected inputs for ", blocks_.size(), " local ranks, got ",
                host.size());
   args_.assign(host.size(), MoeForwardArgs{});
   for (size_t i = 0; i < host.size(); ++i) {
     const auto& h = host[i];
-    const Rank& r = ranks_[i];
     SYMMOE_CHECK(h.x.num_rows <= shape_.num_max_tokens_per_rank && h.x.num_cols == shape_.hidden, "bench",
                  "rank input [", h.x.num_rows, ", ", h.x.num_cols, "] does not fit ", shape_.to_string());
-    uint8_t* b = r.block.base();
-    SYMMOE_CUDA_CHECK(cudaSetDevice(r.block.device()));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.x, h.x.data.data(), h.x.data.size(), cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + r.sf, h.x.scales.data(), h.x.scales.size() * 4, cudaMemcpyHostToDevice));
+    const layout::LayerInputsLayout l(shape_.num_max_tokens_per_rank, shape_.hidden, shape_.num_topk,
+                                      blocks_[i].base());
+    SYMMOE_CUDA_CHECK(cudaSetDevice(blocks_[i].device()));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_x(), h.x.data.data(), h.x.data.size(), cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_x_scales(), h.x.scales.data(), h.x.scales.size() * 4, cudaMemcpyHostToDevice));
     SYMMOE_CUDA_CHECK(
-        cudaMemcpy(b + r.idx, h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8, cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(
-        cudaMemcpy(b + r.w, h.routing.topk_weights.data(), h.routing.topk_weights.size() * 4, cudaMemcpyHostToDevice));
+        cudaMemcpy(l.get_topk_idx(), h.routing.topk_idx.data(), h.routing.topk_idx.size() * 8, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_topk_weights(), h.routing.topk_weights.data(), h.routing.topk_weights.size() * 4,
+                                 cudaMemcpyHostToDevice));
     MoeForwardArgs& a = args_[i];
     a.num_tokens = h.x.num_rows;
-    a.x = b + r.x, a.x_scales = reinterpret_cast<const float*>(b + r.sf);
-    a.topk_idx = reinterpret_cast<const int64_t*>(b + r.idx), a.topk_weights = reinterpret_cast<const float*>(b + r.w);
-    a.y = reinterpret_cast<uint16_t*>(b + r.y);
+    a.x = l.get_x(), a.x_scales = l.get_x_scales();
+    a.topk_idx = l.get_topk_idx(), a.topk_weights = l.get_topk_weights();
+    a.y = l.get_y();
   }
   return args_;
 }

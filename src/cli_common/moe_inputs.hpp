@@ -28,13 +28,9 @@ class DeviceLayerInputs {
   const std::vector<MoeForwardArgs>& args() const { return args_; }
 
  private:
-  struct Rank {
-    runtime::DeviceBlock block;
-    size_t x = 0, sf = 0, idx = 0, w = 0, y = 0;  // offsets in block
-  };
   const Communicator& comm_;
   MoeShape shape_;
-  std::vector<Rank> ranks_;
+  std::vector<runtime::DeviceBlock> blocks_;  // one per local rank (layout::LayerInputsLayout)
   std::vector<MoeForwardArgs> args_;
 };
 

@@ -38,7 +38,7 @@ void fp4_fold_bases(const uint8_t* scale_codes, int rows, int cols, const std::s
 }
 
 uint8_t fold_fp4_element(uint8_t nibble, int code, float base) {
-  const int shift = code - int(fmt::float_as_bits(base) >> 23);
+  const int shift = code - fmt::fold_base_code(base);
   uint8_t out = 0;
   const bool exact = fmt::e2m1_times_pow2_to_e4m3(nibble, shift, &out);
   SYMMOE_CHECK(exact, "fp4", "fold_fp4_element: E2M1 code ", int(nibble), " x 2^", shift,

@@ -1,5 +1,5 @@
-// FP4 weight transform (interleave gate/up rows by 8, scales MN-major, fold base scales) and its expansion to E4M3;
-// layout in weight_transform_fp4.hpp.
+// FP4 weight transform (interleave gate/up rows by 8, pack the word layout, scales MN-major, fold base scales) and
+// its expansion to E4M3; layout in weight_transform_fp4.hpp.
 #include "symmoe/weight_transform_fp4.hpp"
 
 #include <bit>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm/fp4_word_layout.hpp"
 #include "symmoe/common.hpp"
 #include "symmoe/fp4_fold.hpp"
 #include "symmoe/weight_transform.hpp"
@@ -43,14 +44,28 @@ void scales_mn_major(const uint32_t* in, int rows, int k, SrcRow src_row, uint32
     for (int r = 0; r < rows; ++r) out[b * rows + r] = in[size_t(src_row(r)) * kb + b];
 }
 
+// Copies `rows` rows of row_bytes E2M1 bytes (row src_row(r) for output row r), every word packed into the kernels'
+// bit layout (fp4_word_layout.hpp; row_bytes % 4 == 0).
+template <typename SrcRow>
+void pack_rows(const uint8_t* in, int rows, size_t row_bytes, SrcRow src_row, uint8_t* out) {
+  for (int r = 0; r < rows; ++r)
+    for (size_t b = 0; b < row_bytes; b += 4) {
+      uint32_t w;
+      std::memcpy(&w, in + size_t(src_row(r)) * row_bytes + b, 4);
+      w = kernel::fp4_pack_word(w);
+      std::memcpy(out + size_t(r) * row_bytes + b, &w, 4);
+    }
+}
+
 // Expands one expert from the transformed layout; base_of(r, kb) gives row r's base scale in K block kb.
 template <typename BaseOf>
 void expand_rows(const uint8_t* data, const uint32_t* scales_mn, int rows, int k, BaseOf base_of, uint8_t* out) {
   const uint8_t* codes = codes_of(scales_mn);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < k; ++c) {
-      const uint8_t byte = data[(size_t(r) * k + c) / 2];
-      const uint8_t nibble = (c & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF);
+      uint32_t word;
+      std::memcpy(&word, data + (size_t(r) * k + c) / 2 / 4 * 4, 4);
+      const uint8_t nibble = kernel::fp4_word_element(word, c % 8);
       const uint8_t code = codes[(size_t(c / 128) * rows + r) * 4 + (c % 128) / 32];
       out[size_t(r) * k + c] = fold_fp4_element(nibble, code, base_of(r, c / 128));
     }
@@ -65,9 +80,9 @@ void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int n
   const size_t rows = 2 * size_t(inter), row_bytes = k / 2, kb = k / 128, tiles = inter / 128;
   const std::vector<float> bases = all_bases(scales, num_experts, int(rows), k, "l1 scales");  // checks first
   for (int e = 0; e < num_experts; ++e) {
-    for (size_t r = 0; r < rows; ++r)
-      std::memcpy(out_data + (e * rows + r) * row_bytes,
-                  data + (e * rows + size_t(l1_original_row(int(r), inter))) * row_bytes, row_bytes);
+    pack_rows(
+        data + e * rows * row_bytes, int(rows), row_bytes, [&](int r) { return l1_original_row(r, inter); },
+        out_data + e * rows * row_bytes);
     scales_mn_major(
         scales + e * rows * kb, int(rows), k, [&](int r) { return l1_original_row(r, inter); },
         out_scales + e * rows * kb);
@@ -81,14 +96,18 @@ void transform_l1_weights_fp4(const uint8_t* data, const uint32_t* scales, int n
   }
 }
 
-void transform_l2_weights_fp4(const uint32_t* scales, int num_experts, int hidden, int inter, uint32_t* out_scales,
-                              float* out_bases) {
-  check_dims("transform_l2_weights_fp4", num_experts, hidden, inter, scales, out_scales, out_bases);
+void transform_l2_weights_fp4(const uint8_t* data, const uint32_t* scales, int num_experts, int hidden, int inter,
+                              uint8_t* out_data, uint32_t* out_scales, float* out_bases) {
+  check_dims("transform_l2_weights_fp4", num_experts, hidden, inter, data, scales, out_data);
+  SYMMOE_CHECK(out_scales && out_bases, "gemm", "transform_l2_weights_fp4: null pointer argument");
   const std::vector<float> bases = all_bases(scales, num_experts, hidden, inter, "l2 scales");  // checks first
-  const size_t words = size_t(hidden) * (inter / 128);
-  for (int e = 0; e < num_experts; ++e)
+  const size_t words = size_t(hidden) * (inter / 128), row_bytes = inter / 2;
+  for (int e = 0; e < num_experts; ++e) {
+    pack_rows(
+        data + e * hidden * row_bytes, hidden, row_bytes, [](int r) { return r; }, out_data + e * hidden * row_bytes);
     scales_mn_major(
         scales + e * words, hidden, inter, [](int r) { return r; }, out_scales + e * words);
+  }
   std::memcpy(out_bases, bases.data(), bases.size() * sizeof(float));
 }
 

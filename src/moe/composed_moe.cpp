@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/nvtx.hpp"
+#include "moe/composed_moe_layout.hpp"
 #include "moe/expand_glue.hpp"
 #include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -24,7 +25,7 @@ struct ComposedMoe::Impl {
   struct Rank {
     RankPlacement placement;
     MoeRankWeights weights;
-    runtime::DeviceBlock block;         // one allocation: segment starts, sfa, L1 out + scales, L2 out
+    runtime::DeviceBlock block;         // one allocation: layout::ComposedStageLayout
     int32_t* segment_starts = nullptr;  // [El + 1]
     float* sfa = nullptr;               // [H/128, stride]
     uint8_t* l1_out = nullptr;          // e4m3 [capacity, I]
@@ -73,20 +74,17 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
   // NOTES: EpBuffer allocates on its first dispatch only; an EpBuffer call that allocates outputs and handles up
   // front would make this dispatch unnecessary.
   const int K = shape.num_topk, H = shape.hidden;
-  const size_t o_idx = 0, o_w = align_up<size_t>(size_t(K) * 8, 256), o_x = o_w + align_up<size_t>(size_t(K) * 4, 256);
-  const size_t o_sf = o_x + align_up<size_t>(size_t(H), 256),
-               warm_bytes = o_sf + align_up<size_t>(size_t(H / 128) * 4, 256);
+  const uint64_t warm_bytes = layout::ComposedWarmupLayout(H, K).num_bytes();
   std::vector<runtime::DeviceBlock> warm(local.size());
   std::vector<EpDispatchArgs> warm_args(local.size());
   for (size_t i = 0; i < local.size(); ++i) {
     warm[i].allocate(local[i].device, warm_bytes);
-    uint8_t* b = warm[i].base();
-    SYMMOE_CUDA_CHECK(cudaMemset(b, 0, warm_bytes));
-    SYMMOE_CUDA_CHECK(cudaMemset(b + o_idx, 0xFF, size_t(K) * 8));  // int64 -1: every lane masked
+    const layout::ComposedWarmupLayout l(H, K, warm[i].base());
+    SYMMOE_CUDA_CHECK(cudaMemset(warm[i].base(), 0, warm_bytes));
+    SYMMOE_CUDA_CHECK(cudaMemset(l.get_topk_idx(), 0xFF, size_t(K) * 8));  // int64 -1: every lane masked
     warm_args[i].num_tokens = 1;
-    warm_args[i].x = b + o_x, warm_args[i].x_scales = b + o_sf;
-    warm_args[i].topk_idx = reinterpret_cast<const int64_t*>(b + o_idx);
-    warm_args[i].topk_weights = reinterpret_cast<const float*>(b + o_w);
+    warm_args[i].x = l.get_x(), warm_args[i].x_scales = l.get_x_scales();
+    warm_args[i].topk_idx = l.get_topk_idx(), warm_args[i].topk_weights = l.get_topk_weights();
   }
   EpDispatchOptions dopt;
   dopt.expand = true, dopt.expert_alignment = options.expert_alignment, dopt.zero_padding = false;
@@ -102,22 +100,13 @@ ComposedMoe::ComposedMoe(Communicator& comm, const MoeShape& shape, const std::v
     r.dispatched = res[i];
     SYMMOE_CHECK(res[i].row_capacity == im.capacity, "moe", "rank ", local[i].rank, " expand capacity ",
                  res[i].row_capacity, " differs from the planned ", im.capacity);
-    size_t cursor = 0;
-    auto take = [&cursor](size_t bytes) {
-      const size_t at = cursor;
-      cursor = align_up<size_t>(cursor + bytes, 256);
-      return at;
-    };
-    const size_t o_starts = take(size_t(El + 1) * 4), o_sfa = take(size_t(H / 128) * im.sfa_stride * 4);
-    const size_t o_l1 = take(size_t(im.capacity) * I), o_l1s = take(size_t(I / 128) * im.sfa_stride * 4);
-    const size_t o_l2 = take(size_t(im.capacity) * H * 2);
-    r.block.allocate(r.placement.device, cursor);
-    uint8_t* b = r.block.base();
-    r.segment_starts = reinterpret_cast<int32_t*>(b + o_starts);
-    r.sfa = reinterpret_cast<float*>(b + o_sfa);
-    r.l1_out = b + o_l1;
-    r.l1_scales = reinterpret_cast<float*>(b + o_l1s);
-    r.l2_out = reinterpret_cast<uint16_t*>(b + o_l2);
+    r.block.allocate(r.placement.device, layout::ComposedStageLayout(El, H, I, im.capacity, im.sfa_stride).num_bytes());
+    const layout::ComposedStageLayout l(El, H, I, im.capacity, im.sfa_stride, r.block.base());
+    r.segment_starts = l.get_segment_starts();
+    r.sfa = l.get_sfa();
+    r.l1_out = l.get_l1_out();
+    r.l1_scales = l.get_l1_scales();
+    r.l2_out = l.get_l2_out();
     im.ranks.push_back(std::move(r));
   }
 }

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <thread>
 
-#include "moe/weight_store_layout.hpp"
+#include "moe/weight_store_impl.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/weight_transform.hpp"
 
@@ -73,14 +73,13 @@ MoeWeightStore::~MoeWeightStore() = default;
 MoeWeightStore MoeWeightStore::synthetic(const Communicator& comm, const MoeShape& shape, uint64_t seed) {
   MoeWeightStore store;
   store.impl_->allocate(comm, shape, gemm::WeightFormat::kFp8);
-  const RankLayout l(shape, gemm::WeightFormat::kFp8);
   const int El = shape.num_local_experts();
   const auto& local = comm.local_ranks();
   for (size_t i = 0; i < local.size(); ++i) {
-    uint8_t* b = store.impl_->ranks[i].base();
+    const layout::WeightStoreLayout l(shape, gemm::WeightFormat::kFp8, store.impl_->ranks[i].base());
     SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-    launch_synthetic_weights(shape, local[i].rank * El, El, seed, b + l.w1, reinterpret_cast<float*>(b + l.w1_scales),
-                             b + l.w2, reinterpret_cast<float*>(b + l.w2_scales), comm.stream(local[i].rank));
+    launch_synthetic_weights(shape, local[i].rank * El, El, seed, l.get_w1(), l.get_w1_scales(), l.get_w2(),
+                             l.get_w2_scales(), comm.stream(local[i].rank));
   }
   for (size_t i = 0; i < local.size(); ++i) {
     SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
@@ -93,7 +92,6 @@ MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShap
                                          const ref::ExpertWeightMap& weights) {
   MoeWeightStore store;
   store.impl_->allocate(comm, shape, gemm::WeightFormat::kFp8);
-  const RankLayout l(shape, gemm::WeightFormat::kFp8);
   const int El = shape.num_local_experts(), H = shape.hidden, I = shape.intermediate;
   const size_t w1_bytes = size_t(2) * I * H, w1_scales = size_t(I / 128) * (H / 128) * 2;
   const size_t w2_bytes = size_t(H) * I, w2_scales = size_t(H / 128) * (I / 128);
@@ -116,12 +114,12 @@ MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShap
       std::copy(w.w2.scales.begin(), w.w2.scales.end(), s2.begin() + le * w2_scales);
     }
     gemm::transform_l1_weights(w1.data(), s1.data(), El, I, H, t1.data(), ts1.data());
-    uint8_t* b = store.impl_->ranks[i].base();
+    const layout::WeightStoreLayout l(shape, gemm::WeightFormat::kFp8, store.impl_->ranks[i].base());
     SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w1, t1.data(), t1.size(), cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w1_scales, ts1.data(), ts1.size() * 4, cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w2, w2.data(), w2.size(), cudaMemcpyHostToDevice));
-    SYMMOE_CUDA_CHECK(cudaMemcpy(b + l.w2_scales, s2.data(), s2.size() * 4, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_w1(), t1.data(), t1.size(), cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_w1_scales(), ts1.data(), ts1.size() * 4, cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_w2(), w2.data(), w2.size(), cudaMemcpyHostToDevice));
+    SYMMOE_CUDA_CHECK(cudaMemcpy(l.get_w2_scales(), s2.data(), s2.size() * 4, cudaMemcpyHostToDevice));
   }
   return store;
 }
@@ -129,15 +127,15 @@ MoeWeightStore MoeWeightStore::from_host(const Communicator& comm, const MoeShap
 gemm::WeightFormat MoeWeightStore::format() const { return impl_->format; }
 
 std::vector<MoeRankWeights> MoeWeightStore::views() const {
-  const RankLayout l(impl_->shape, impl_->format);
   const bool fp4 = impl_->format == gemm::WeightFormat::kFp4;
   std::vector<MoeRankWeights> v;
   for (const auto& r : impl_->ranks) {
+    const layout::WeightStoreLayout l(impl_->shape, impl_->format, r.base());
     MoeRankWeights w;
-    w.w1 = r.base() + l.w1, w.w1_scales = r.at<const float>(l.w1_scales);
-    w.w2 = r.base() + l.w2, w.w2_scales = r.at<const float>(l.w2_scales);
+    w.w1 = l.get_w1(), w.w1_scales = l.get_w1_scales();
+    w.w2 = l.get_w2(), w.w2_scales = l.get_w2_scales();
     w.format = impl_->format;
-    if (fp4) w.w1_scale_codes = r.at<const uint32_t>(l.w1_codes), w.w2_scale_codes = r.at<const uint32_t>(l.w2_codes);
+    if (fp4) w.w1_scale_codes = l.get_w1_codes(), w.w2_scale_codes = l.get_w2_codes();
     v.push_back(w);
   }
   return v;

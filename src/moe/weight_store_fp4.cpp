@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "moe/weight_store_layout.hpp"
+#include "moe/weight_store_impl.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/fp4_fold.hpp"
 #include "symmoe/moe_weights.hpp"
@@ -92,13 +92,13 @@ struct Fp4Chunk {
     const std::vector<uint32_t> s1 = packed_codes(w.w1.scales_ue8m0), s2 = packed_codes(w.w2.scales_ue8m0);
     gemm::transform_l1_weights_fp4(w.w1.data.data(), s1.data(), 1, I, H, w1.data() + j * z.w1_bytes,
                                    c1.data() + j * z.w1_codes, b1.data() + j * z.w1_scales);
-    std::memcpy(w2.data() + j * z.w2_bytes, w.w2.data.data(), z.w2_bytes);
-    gemm::transform_l2_weights_fp4(s2.data(), 1, H, I, c2.data() + j * z.w2_codes, b2.data() + j * z.w2_scales);
+    gemm::transform_l2_weights_fp4(w.w2.data.data(), s2.data(), 1, H, I, w2.data() + j * z.w2_bytes,
+                                   c2.data() + j * z.w2_codes, b2.data() + j * z.w2_scales);
   }
 };
 
 template <typename T>
-void copy_up(uint8_t* dst, const std::vector<T>& src, size_t count) {
+void copy_up(void* dst, const std::vector<T>& src, size_t count) {
   SYMMOE_CUDA_CHECK(cudaMemcpy(dst, src.data(), count * sizeof(T), cudaMemcpyHostToDevice));
 }
 
@@ -128,11 +128,10 @@ void parallel_for(size_t n, const std::function<void(size_t)>& f) {
 // Global expert e's host weights: a reference into the caller's map or `scratch`, filled.
 using ExpertSource = std::function<const ref::ExpertWeightsFp4&(int expert, ref::ExpertWeightsFp4& scratch)>;
 
-// Fills every local rank's allocation (RankLayout, FP4) from `source`, in chunks of experts.
+// Fills every local rank's allocation (layout::WeightStoreLayout, FP4) from `source`, in chunks of experts.
 void fill_fp4(const std::vector<runtime::DeviceBlock>& blocks, const Communicator& comm, const MoeShape& shape,
               const ExpertSource& source) {
   const ExpertArraySizes z(shape, gemm::WeightFormat::kFp4);
-  const RankLayout l(shape, gemm::WeightFormat::kFp4);
   const int El = shape.num_local_experts(), H = shape.hidden, I = shape.intermediate;
   const size_t chunk = std::min<size_t>(El, 2 * std::max(1u, std::thread::hardware_concurrency()));
   Fp4Chunk host(z, chunk);
@@ -144,14 +143,14 @@ void fill_fp4(const std::vector<runtime::DeviceBlock>& blocks, const Communicato
         ref::ExpertWeightsFp4 scratch;
         host.put(j, source(local[i].rank * El + e0 + int(j), scratch), z, H, I);
       });
-      uint8_t* b = blocks[i].base();
+      const layout::WeightStoreLayout l(shape, gemm::WeightFormat::kFp4, blocks[i].base());
       SYMMOE_CUDA_CHECK(cudaSetDevice(local[i].device));
-      copy_up(b + l.w1 + e0 * z.w1_bytes, host.w1, n * z.w1_bytes);
-      copy_up(b + l.w1_codes + e0 * z.w1_codes * 4, host.c1, n * z.w1_codes);
-      copy_up(b + l.w1_scales + e0 * z.w1_scales * 4, host.b1, n * z.w1_scales);
-      copy_up(b + l.w2 + e0 * z.w2_bytes, host.w2, n * z.w2_bytes);
-      copy_up(b + l.w2_codes + e0 * z.w2_codes * 4, host.c2, n * z.w2_codes);
-      copy_up(b + l.w2_scales + e0 * z.w2_scales * 4, host.b2, n * z.w2_scales);
+      copy_up(l.get_w1() + e0 * z.w1_bytes, host.w1, n * z.w1_bytes);
+      copy_up(l.get_w1_codes() + e0 * z.w1_codes, host.c1, n * z.w1_codes);
+      copy_up(l.get_w1_scales() + e0 * z.w1_scales, host.b1, n * z.w1_scales);
+      copy_up(l.get_w2() + e0 * z.w2_bytes, host.w2, n * z.w2_bytes);
+      copy_up(l.get_w2_codes() + e0 * z.w2_codes, host.c2, n * z.w2_codes);
+      copy_up(l.get_w2_scales() + e0 * z.w2_scales, host.b2, n * z.w2_scales);
     }
   // A pageable cudaMemcpy may return before its DMA lands; the layers read the weights on non-blocking streams.
   for (const RankPlacement& p : local) {

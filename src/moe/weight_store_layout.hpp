@@ -1,17 +1,16 @@
-// The one layout of a rank's weight allocation in MoeWeightStore (include/symmoe/weight_store.hpp), FP8 or FP4:
-// byte offsets of its arrays, each 256-byte aligned, and the store's private state (shared by the FP8 and the FP4
-// fill code).
+// The layout of one rank's weight allocation in MoeWeightStore (include/symmoe/weight_store.hpp), FP8 or FP4
+// (El local experts, each array [El][per-expert elements], weight_store.hpp's orders):
+//   w1         e4m3 or packed e2m1 bytes      w1_scales  fp32            w2  bytes      w2_scales  fp32
+//   w1_codes   u32 scale codes (FP4 only)     w2_codes   u32 (FP4 only; both regions empty for FP8)
+// Host sizing: WeightStoreLayout(shape, format).num_bytes(); the arrays: WeightStoreLayout(shape, format, base).
 #pragma once
 
 #include <cstddef>
-#include <vector>
+#include <cstdint>
 
-#include "runtime/device_block.hpp"
-#include "symmoe/common.hpp"
 #include "symmoe/gemm.hpp"
-#include "symmoe/runtime.hpp"
+#include "symmoe/layout/common.hpp"
 #include "symmoe/shape.hpp"
-#include "symmoe/weight_store.hpp"
 
 namespace symmoe {
 
@@ -29,42 +28,37 @@ struct ExpertArraySizes {
   size_t total_bytes() const { return w1_bytes + w2_bytes + (w1_scales + w2_scales + w1_codes + w2_codes) * 4; }
 };
 
-// Byte offsets of one rank's arrays in its allocation (256-byte aligned); FP8: w1, w1_scales, w2, w2_scales; FP4:
-// the same, then w1_codes, w2_codes.
-struct RankLayout {
-  size_t w1 = 0, w1_scales = 0, w2 = 0, w2_scales = 0, w1_codes = 0, w2_codes = 0, total = 0;
-  RankLayout(const MoeShape& s, gemm::WeightFormat f) {
-    const size_t El = size_t(s.num_local_experts());
+namespace layout {
+
+class WeightStoreLayout {
+ public:
+  enum RegionId : int { kW1, kW1Scales, kW2, kW2Scales, kW1Codes, kW2Codes, kNumRegions };
+
+  WeightStoreLayout(const MoeShape& s, gemm::WeightFormat f, void* base = nullptr) : base_(address_of(base)) {
+    const uint64_t El = static_cast<uint64_t>(s.num_local_experts());
     const ExpertArraySizes e(s, f);
-    auto take = [this](size_t bytes) {
-      const size_t at = total;
-      total = align_up<size_t>(total + bytes, 256);
-      return at;
-    };
-    w1 = take(El * e.w1_bytes);
-    w1_scales = take(El * e.w1_scales * 4);
-    w2 = take(El * e.w2_bytes);
-    w2_scales = take(El * e.w2_scales * 4);
-    if (f == gemm::WeightFormat::kFp4) {
-      w1_codes = take(El * e.w1_codes * 4);
-      w2_codes = take(El * e.w2_codes * 4);
-    }
+    regions_.add(kW1, "w1", El * e.w1_bytes, kAlignScratch);
+    regions_.add(kW1Scales, "w1_scales", El * e.w1_scales * 4, kAlignScratch);
+    regions_.add(kW2, "w2", El * e.w2_bytes, kAlignScratch);
+    regions_.add(kW2Scales, "w2_scales", El * e.w2_scales * 4, kAlignScratch);
+    regions_.add(kW1Codes, "w1_codes", El * e.w1_codes * 4, kAlignScratch);
+    regions_.add(kW2Codes, "w2_codes", El * e.w2_codes * 4, kAlignScratch);
   }
+
+  uint64_t num_bytes() const { return regions_.num_bytes(); }
+  const RegionList<kNumRegions, kAlignScratch>& regions() const { return regions_; }
+
+  uint8_t* get_w1() const { return at_offset<uint8_t>(base_, regions_.offset(kW1)); }
+  float* get_w1_scales() const { return at_offset<float>(base_, regions_.offset(kW1Scales)); }
+  uint8_t* get_w2() const { return at_offset<uint8_t>(base_, regions_.offset(kW2)); }
+  float* get_w2_scales() const { return at_offset<float>(base_, regions_.offset(kW2Scales)); }
+  uint32_t* get_w1_codes() const { return at_offset<uint32_t>(base_, regions_.offset(kW1Codes)); }
+  uint32_t* get_w2_codes() const { return at_offset<uint32_t>(base_, regions_.offset(kW2Codes)); }
+
+ private:
+  uint64_t base_ = 0;
+  RegionList<kNumRegions, kAlignScratch> regions_;
 };
 
-struct MoeWeightStore::Impl {
-  MoeShape shape;
-  gemm::WeightFormat format = gemm::WeightFormat::kFp8;
-  std::vector<runtime::DeviceBlock> ranks;  // one block per local rank (RankLayout)
-  void allocate(const Communicator& comm, const MoeShape& s, gemm::WeightFormat f) {
-    s.validate();
-    SYMMOE_CHECK(s.num_ranks == comm.num_ranks(), "moe", "weights for ", s.num_ranks, " ranks, the communicator has ",
-                 comm.num_ranks());
-    shape = s;
-    format = f;
-    const RankLayout l(s, f);
-    for (const RankPlacement& p : comm.local_ranks()) ranks.emplace_back(p.device, l.total);
-  }
-};
-
+}  // namespace layout
 }  // namespace symmoe

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gemm/fp4_word_layout.hpp"
 #include "symmoe/common.hpp"
 #include "symmoe/fp4_fold.hpp"
 #include "symmoe/weight_transform.hpp"
@@ -30,6 +31,17 @@ struct Fp4Experts {
     return w;
   }
 };
+
+// Row `row` of transformed data (k columns) holds, element for element, the E2M1 codes of DeepGEMM row `in_row`
+// (column 2j in the low nibble), through the word layout (fp4_word_layout.hpp).
+void expect_packed_row(const uint8_t* row, const uint8_t* in_row, int k, const std::string& what) {
+  for (int c = 0; c < k; ++c) {
+    uint32_t word;
+    std::memcpy(&word, row + c / 8 * 4, 4);
+    const uint8_t want = (c & 1) ? uint8_t(in_row[c / 2] >> 4) : uint8_t(in_row[c / 2] & 0xF);
+    ASSERT_EQ(kernel::fp4_word_element(word, c % 8), want) << what << ", column " << c;
+  }
+}
 
 Fp4Experts random_experts(int E, int rows, int K, std::mt19937_64& rng) {
   Fp4Experts x{E, rows, K, std::vector<uint8_t>(size_t(E) * rows * K / 2),
@@ -63,8 +75,8 @@ TEST(WeightTransformFp4, L1InterleavesRowsPairsTheFoldBasesAndExpandsToTheFold) 
       const int src = l1_original_row(r, I);
       // What the kernels compute in shared memory: the folded expert, rows interleaved like the FP8 L1 data.
       ASSERT_EQ(0, std::memcmp(&e4m3[(size_t(e) * rows + r) * K], &folded.data[size_t(src) * K], K)) << e << ", " << r;
-      ASSERT_EQ(0,
-                std::memcmp(&data[(size_t(e) * rows + r) * K / 2], &in.data[(size_t(e) * rows + src) * K / 2], K / 2));
+      expect_packed_row(&data[(size_t(e) * rows + r) * K / 2], &in.data[(size_t(e) * rows + src) * K / 2], K,
+                        "l1 expert " + std::to_string(e) + " row " + std::to_string(r));
       for (int w = 0; w < K / 128; ++w)
         ASSERT_EQ(scales[(size_t(e) * (K / 128) + w) * rows + r], in.scales[(size_t(e) * rows + src) * (K / 128) + w]);
     }
@@ -77,14 +89,18 @@ TEST(WeightTransformFp4, L1InterleavesRowsPairsTheFoldBasesAndExpandsToTheFold) 
   }
 }
 
-TEST(WeightTransformFp4, L2ScalesMnMajorBasesAndExpansionAreTheFold) {
+TEST(WeightTransformFp4, L2PacksWordsScalesMnMajorBasesAndExpansionAreTheFold) {
   std::mt19937_64 rng(12);
   const int E = 3, H = 256, I = 384;
   const Fp4Experts in = random_experts(E, H, I, rng);
+  std::vector<uint8_t> data(in.data.size());
   std::vector<uint32_t> scales(in.scales.size());
   std::vector<float> bases(size_t(E) * (H / 128) * (I / 128));
-  transform_l2_weights_fp4(in.scales.data(), E, H, I, scales.data(), bases.data());
+  transform_l2_weights_fp4(in.data.data(), in.scales.data(), E, H, I, data.data(), scales.data(), bases.data());
   for (int e = 0; e < E; ++e) {
+    for (int r = 0; r < H; ++r)
+      expect_packed_row(&data[(size_t(e) * H + r) * I / 2], &in.data[(size_t(e) * H + r) * I / 2], I,
+                        "l2 expert " + std::to_string(e) + " row " + std::to_string(r));
     for (int r = 0; r < H; ++r)
       for (int w = 0; w < I / 128; ++w)
         ASSERT_EQ(scales[(size_t(e) * (I / 128) + w) * H + r], in.scales[(size_t(e) * H + r) * (I / 128) + w]);
@@ -92,7 +108,7 @@ TEST(WeightTransformFp4, L2ScalesMnMajorBasesAndExpansionAreTheFold) {
     for (size_t i = 0; i < folded.scales.size(); ++i) EXPECT_EQ(bases[e * folded.scales.size() + i], folded.scales[i]);
   }
   std::vector<uint8_t> e4m3(size_t(E) * H * I);
-  expand_l2_fp4(in.data.data(), scales.data(), bases.data(), E, H, I, e4m3.data());
+  expand_l2_fp4(data.data(), scales.data(), bases.data(), E, H, I, e4m3.data());
   for (int e = 0; e < E; ++e) {
     const Fp8BlockWeights folded = fold_fp4_weights(in.expert(e));
     EXPECT_EQ(0, std::memcmp(&e4m3[size_t(e) * H * I], folded.data.data(), size_t(H) * I)) << "expert " << e;
@@ -121,7 +137,10 @@ TEST(WeightTransformFp4, RefusesBeforeWriting) {
   EXPECT_EQ(scales, std::vector<uint32_t>(scales.size(), 0xABABABABu));
   EXPECT_EQ(bases, std::vector<float>(bases.size(), -1.f));
   std::vector<float> l2(size_t(E) * 2 * 2, -1.f);
-  EXPECT_THROW(transform_l2_weights_fp4(in.scales.data(), E, rows, K, scales.data(), l2.data()), Error);
+  EXPECT_THROW(
+      transform_l2_weights_fp4(in.data.data(), in.scales.data(), E, rows, K, data.data(), scales.data(), l2.data()),
+      Error);
+  EXPECT_EQ(data, std::vector<uint8_t>(data.size(), 0xAB));
   EXPECT_EQ(scales, std::vector<uint32_t>(scales.size(), 0xABABABABu));
   EXPECT_EQ(l2, std::vector<float>(l2.size(), -1.f));
   EXPECT_THROW(

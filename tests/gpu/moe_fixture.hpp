@@ -68,11 +68,28 @@ MoeShape small_shape(int ranks, int max_tokens) {
   return s;
 }
 
+// The model-shape tests' parameter (test_mega.cu, test_mega_fp4.cu): flash, pro and v3, each on one rank per GPU
+// (ranks 0) and on 8 virtual ranks; named <shape>_one_per_gpu / <shape>_virtual8.
+struct ShapeParam {
+  const char* shape;
+  int ranks;  // 0: one per GPU
+};
+inline auto model_shape_params() {
+  return ::testing::Values(ShapeParam{"flash", 0}, ShapeParam{"flash", 8}, ShapeParam{"pro", 0}, ShapeParam{"pro", 8},
+                           ShapeParam{"v3", 0}, ShapeParam{"v3", 8});
+}
+inline std::string shape_param_name(const ::testing::TestParamInfo<ShapeParam>& info) {
+  return std::string(info.param.shape) +
+         (info.param.ranks == 0 ? "_one_per_gpu" : "_virtual" + std::to_string(info.param.ranks));
+}
+
 // from_host: random golden-model weights, transformed and uploaded; else synthetic weights generated on the GPU
 // (the host regenerates the experts it needs). All experts are made on the host for the small shape.
-std::unique_ptr<Setup> make_setup(const MoeShape& base, bool from_host, int alignment, float clamp, bool all_experts) {
+// timeout_ms: the communicator's wait bound (-1: SYMMOE_TIMEOUT_MS, default 10 s).
+std::unique_ptr<Setup> make_setup(const MoeShape& base, bool from_host, int alignment, float clamp, bool all_experts,
+                                  int timeout_ms = 20000) {
   auto s = std::make_unique<Setup>();
-  s->comm = Communicator::in_process(base.num_ranks, 20000);
+  s->comm = Communicator::in_process(base.num_ranks, timeout_ms);
   s->shape = base;
   s->weight_seed = fresh_seed();
   s->synthetic = !from_host;

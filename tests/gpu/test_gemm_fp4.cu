@@ -78,19 +78,22 @@ struct KernelWeights {
   std::vector<float> bases;
 };
 
-// L2 / bf16 epilogue: data unchanged, transform_l2_weights_fp4 (hidden = n, inter = k).
+// L2 / bf16 epilogue: transform_l2_weights_fp4 (hidden = n, inter = k).
 KernelWeights l2_weights(const Problem& p) {
   KernelWeights w;
+  std::vector<uint8_t> data;
   std::vector<uint32_t> scales;
   for (const auto& b : p.b) {
-    w.fp4_data.insert(w.fp4_data.end(), b.data.begin(), b.data.end());
+    data.insert(data.end(), b.data.begin(), b.data.end());
     const auto s = packed_scales(b);
     scales.insert(scales.end(), s.begin(), s.end());
   }
   const int E = p.num_experts;
   w.codes.resize(size_t(E) * p.n * (p.k / 128));
   w.bases.resize(size_t(E) * (p.n / 128) * (p.k / 128));
-  gemm::transform_l2_weights_fp4(scales.data(), E, p.n, p.k, w.codes.data(), w.bases.data());
+  w.fp4_data.resize(data.size());
+  gemm::transform_l2_weights_fp4(data.data(), scales.data(), E, p.n, p.k, w.fp4_data.data(), w.codes.data(),
+                                 w.bases.data());
   w.fp8_data.resize(size_t(E) * p.n * p.k);
   gemm::expand_l2_fp4(w.fp4_data.data(), w.codes.data(), w.bases.data(), E, p.n, p.k, w.fp8_data.data());
   return w;
@@ -317,8 +320,11 @@ TEST(GroupedGemmFp4, BadArgumentsRaiseBeforeWriting) {
   std::memcpy(scales.data(), codes.data(), codes.size());
   std::vector<uint32_t> out_codes(scales.size(), 0xDEADBEEFu);
   std::vector<float> out_bases(size_t(p.n / 128) * (p.k / 128), -1.f);
-  EXPECT_THROW(gemm::transform_l2_weights_fp4(scales.data(), 1, p.n, p.k, out_codes.data(), out_bases.data()),
+  std::vector<uint8_t> out_data(p.b[0].data.size(), 0xAB);
+  EXPECT_THROW(gemm::transform_l2_weights_fp4(p.b[0].data.data(), scales.data(), 1, p.n, p.k, out_data.data(),
+                                              out_codes.data(), out_bases.data()),
                symmoe::Error);
+  EXPECT_TRUE(std::all_of(out_data.begin(), out_data.end(), [](uint8_t v) { return v == 0xAB; }));
   EXPECT_TRUE(std::all_of(out_codes.begin(), out_codes.end(), [](uint32_t v) { return v == 0xDEADBEEFu; }));
   EXPECT_TRUE(std::all_of(out_bases.begin(), out_bases.end(), [](float v) { return v == -1.f; }));
 }

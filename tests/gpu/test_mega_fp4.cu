@@ -146,10 +146,6 @@ TEST(MegaFp4FewSms, FourCtasMatchComposedBitwise) {
 // rank, all-masked tokens exact zeros; the golden model (on the folded experts of the sampled tokens) on the 1-token
 // uniform case, one rank per GPU, as test_mega.cu's MegaModelShapes. No FP8 reference layer: folding every expert on
 // the host would take minutes at these shapes.
-struct ShapeParam {
-  const char* shape;
-  int ranks;  // 0: one per GPU
-};
 class MegaFp4ModelShapes : public ::testing::TestWithParam<ShapeParam> {};
 
 TEST_P(MegaFp4ModelShapes, FusedEqualsComposedBitwise) {
@@ -181,14 +177,7 @@ TEST_P(MegaFp4ModelShapes, FusedEqualsComposedBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MegaFp4ModelShapes,
-                         ::testing::Values(ShapeParam{"flash", 0}, ShapeParam{"flash", 8}, ShapeParam{"pro", 0},
-                                           ShapeParam{"pro", 8}, ShapeParam{"v3", 0}, ShapeParam{"v3", 8}),
-                         [](const ::testing::TestParamInfo<ShapeParam>& info) {
-                           return std::string(info.param.shape) + (info.param.ranks == 0
-                                                                       ? "_one_per_gpu"
-                                                                       : "_virtual" + std::to_string(info.param.ranks));
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, MegaFp4ModelShapes, model_shape_params(), shape_param_name);
 
 // The traced FP4 kernels (MegaMoe::set_trace; BLOCK_M 64 and 128): y bitwise the untraced call's; then CUDA-graph
 // replays of the untraced forward: bitwise the eager result.

@@ -19,6 +19,9 @@ constexpr uint32_t kAlignBulk = 128;      // TMA / bulk-copy destinations, one c
 constexpr uint32_t kAlignSwizzle = 1024;  // 128B-swizzled TMA tiles (shared memory; also the base of every layout)
 // A layout's base must be aligned to this; its num_bytes() is a multiple of it, so layouts can be stacked.
 constexpr uint32_t kBaseAlignment = kAlignSwizzle;
+// Host-carved device scratch (one cudaMalloc block per layout, never stacked): every array starts on this boundary,
+// as if it had its own cudaMalloc, and the block's size is a multiple of it.
+constexpr uint32_t kAlignScratch = 256;
 
 struct Region {
   const char* name = nullptr;  // for `symmoe plan` and error messages; kernels never read it
@@ -28,8 +31,9 @@ struct Region {
 };
 
 // The ordered region list of one layout. Regions must be added with ids 0, 1, 2, ... in order (the id is the
-// layout's enum value); each starts at the next multiple of its alignment after the previous one.
-template <int kNumRegions>
+// layout's enum value); each starts at the next multiple of its alignment after the previous one. num_bytes() rounds
+// the end up to kEndAlignment: kBaseAlignment for layouts that stack, kAlignScratch for a whole cudaMalloc block.
+template <int kNumRegions, uint32_t kEndAlignment = kBaseAlignment>
 class RegionList {
  public:
   SYMMOE_HD constexpr void add(int id, const char* name, uint64_t num_bytes, uint32_t alignment) {
@@ -42,8 +46,8 @@ class RegionList {
   }
   SYMMOE_HD constexpr const Region& operator[](int id) const { return regions_[id]; }
   SYMMOE_HD constexpr uint64_t offset(int id) const { return regions_[id].offset; }
-  // End of the last region rounded up to kBaseAlignment.
-  SYMMOE_HD constexpr uint64_t num_bytes() const { return align_up<uint64_t>(cursor_, kBaseAlignment); }
+  // End of the last region rounded up to kEndAlignment.
+  SYMMOE_HD constexpr uint64_t num_bytes() const { return align_up<uint64_t>(cursor_, kEndAlignment); }
   // True when every region was added exactly once, in id order.
   SYMMOE_HD constexpr bool complete() const { return num_added_ == kNumRegions && num_out_of_order_ == 0; }
   static constexpr int size() { return kNumRegions; }

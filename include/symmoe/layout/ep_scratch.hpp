@@ -20,8 +20,6 @@
 
 namespace symmoe::layout {
 
-constexpr uint32_t kAlignScratch = 256;
-
 class EpWorkspaceLayout {
  public:
   enum RegionId : int { kWarpCounts, kErrorKey, kNumRegions };

@@ -59,9 +59,7 @@ struct MegaRoles {
                                                   // kIssueBarrier0; the kernel static_asserts they agree)
   static constexpr int kNumGemmIssueBarriers = 2;
   static constexpr int kL1DoneBarrier = kGemmIssueBarrier0 + kNumGemmIssueBarriers;  // math threads: L1 tile stored
-  static constexpr int kGemmBScaleBarrier = kL1DoneBarrier + 1;  // math threads: the GEMM core's B-scale chunk
-                                                                 // (math.cuh kBScaleBarrier; static_asserted)
-  static constexpr int kNumNamedBarriers = kGemmBScaleBarrier + 1;
+  static constexpr int kNumNamedBarriers = kL1DoneBarrier + 1;
 
   // Dispatch warp `warp` (kFirstDispatchWarp <= warp < kNumWarps) -> its index among the CTA's dispatch warps.
   SYMMOE_HD static constexpr int dispatch_warp_index(int warp) { return warp - kFirstDispatchWarp; }

@@ -6,13 +6,13 @@
 // (fp4_upconvert.hpp), so the math warps promote with the fp32 base scales exactly as the FP8 path promotes with its
 // block scales: the result is the FP8 kernel's on the host-expanded weights (expand_*_fp4), bit for bit.
 // Protocol per K block j (smem_layout.hpp, producer_fp4.cuh): wait raw_full of raw stage j % R (the producer's TMA
-// of the FP4 tile and codes, and the copy of its base-code slot, fp4_stage_slot.cuh), wait conv_empty of tile j % C
-// (the math warps are done with the tile of block j - C), convert the warp's rows, fence the generic-proxy stores for
-// the async proxy (WGMMA), one arrive per converter warp on full of tile j % C and on empty of raw stage j % R (so the
-// producer's next copy into the stage's base-code slot follows the converters' reads directly). The math warps wait for
-// full and raw_full, then release both empty and conv_empty. Every wait depends only on earlier blocks or on the
-// producer's block j, so nothing waits in a cycle; the producer refills a raw stage only after the math warps and the
-// converters have all released it. The converters take the raw stages in ring order until the one that carries the stop
+// of the FP4 tile and codes, and its base-code slot), wait conv_empty of tile j % C (the math warps are done with
+// the tile of block j - C), convert the warp's rows, fence the generic-proxy stores for the async proxy (WGMMA), one
+// arrive per converter warp on full of tile j % C and on empty of raw stage j % R (so the producer's next write of
+// the stage's base-code slot follows the converters' reads directly). The math warps wait for full and raw_full,
+// then release both empty and conv_empty. Every wait depends only on earlier blocks or on the producer's block j, so
+// nothing waits in a cycle; the producer refills a raw stage only after the math warps and the converters have all
+// released it. The converters take the raw stages in ring order until the one that carries the stop
 // mark, which the producer publishes after its last K block. (No scheduler copy here: it would not fit the
 // producer warpgroup's 40 registers next to the loop.)
 // NOTES: two E4M3 tiles (64 KiB for BLOCK_N 256) let the converters work one K block ahead of the math warps while
@@ -27,7 +27,6 @@
 // (broadcast), one 8-byte table, 4 x 2 PRMT.
 #pragma once
 
-#include "kernels/gemm/fp4_stage_slot.cuh"
 #include "kernels/gemm/fp4_upconvert.hpp"
 #include "kernels/gemm/math.cuh"
 #include "kernels/gemm/smem_layout.hpp"
@@ -37,6 +36,7 @@
 namespace symmoe::gemm::kernel {
 
 constexpr int kNumConverterWarps = 3;
+constexpr int kFp4StopMark = -1;  // base code of the stage after the last one (real codes are >= 0)
 
 // kMixedPhases: the slot of a stage of K block kb of tile (expert_idx, n_begin): x = kb, + kSwigluStage for an L1
 // (SwiGLU) tile (never the stop mark); y = expert_idx << 16 | n_begin.
@@ -67,7 +67,7 @@ __device__ __forceinline__ int2 load_base_codes(const GemmParams& p, const Tile&
     s.x = load_b_scales<kEpilogue>(p, tile, 0, kb).x;
     s.y = BLOCK_N > 128 ? load_b_scales<kEpilogue>(p, tile, 128, kb).x : 0.f;
   }
-  return make_int2(int(__float_as_uint(s.x) >> 23), int(__float_as_uint(s.y) >> 23));
+  return make_int2(fmt::fold_base_code(s.x), fmt::fold_base_code(s.y));
 }
 
 template <EpilogueKind kEpilogue>
@@ -121,11 +121,8 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
         base_code = base_code_of_row<kEpilogue>(base, r);
       const Fp4ShiftTable t = tables[fp4_table_index(code - base_code)];
       const uint2 raw = *reinterpret_cast<const uint2*>(src + r * 64 + chunk * 8);
-      uint4 out;
-      out.x = fp4x4_to_e4m3x4(raw.x, t);
-      out.y = fp4x4_to_e4m3x4(raw.x >> 16, t);
-      out.z = fp4x4_to_e4m3x4(raw.y, t);
-      out.w = fp4x4_to_e4m3x4(raw.y >> 16, t);
+      const Fp4E4m3x8 a = fp4x8_to_e4m3x8(raw.x, t), b = fp4x8_to_e4m3x8(raw.y, t);
+      const uint4 out = make_uint4(a.lo, a.hi, b.lo, b.hi);
       *reinterpret_cast<uint4*>(dst + r * 128 + ((chunk ^ (r % 8)) * 16)) = out;
     }
     ptx::fence_proxy_async_shared_cta();  // this thread's E4M3 stores -> visible to the WGMMA (async proxy)

@@ -1,16 +1,18 @@
-// FP4 -> E4M3 upconversion of packed weights, four elements per instruction pair (host and device: the CPU test
-// tests/cpu/test_fp4_upconvert.cpp checks every nibble x shift against fold_fp4_element, the host fold).
+// FP4 -> E4M3 upconversion of transformed weights, eight elements (one word) at a time (host and device: the CPU test
+// tests/cpu/test_fp4_upconvert.cpp checks every element value x shift x position against fold_fp4_element, the host
+// fold).
 //
-// Element (r, c) of a transformed FP4 weight becomes fmt::e2m1_times_pow2_to_e4m3(nibble, shift) with
+// Element (r, c) of a transformed FP4 weight becomes fmt::e2m1_times_pow2_to_e4m3(e2m1, shift) with
 // shift = code(r, c / 32) - base_code(r, c / 128) in [fmt::kFoldExactMinShift, fmt::kFoldExactMaxShift]
 // (fp4_fold.hpp; exact there by construction, out-of-range blocks are refused by the host transform).
 // For a fixed shift the 8 E2M1 magnitudes map to 8 E4M3 magnitude codes: a table of two words (Fp4ShiftTable,
-// built with the same fmt function as the host fold). One byte permute (PRMT) with the 4 magnitudes as selector
-// converts 4 elements; a second one with the 4 sign bits as selector (0x00 or 0x80) gives their signs.
+// built with the same fmt function as the host fold). One byte permute (PRMT) with 4 magnitudes as selector
+// converts 4 elements; the word layout (fp4_word_layout.hpp) puts their signs where one AND-OR adds them.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/gemm/fp4_word_layout.hpp"
 #include "symmoe/formats.hpp"
 
 namespace symmoe::gemm::kernel {
@@ -32,10 +34,14 @@ SYMMOE_HD Fp4ShiftTable fp4_shift_table(int shift) {
 }
 
 // PRMT (default mode): byte i of the result is byte (s >> 4i) & 7 of the 8-byte value (y:x); selector bit 3 of a
-// nibble would replicate that byte's sign bit instead (the callers keep it clear).
+// nibble would replicate that byte's sign bit instead (the callers keep it clear); bits 16-31 of s are ignored.
+// NOTES: the raw instruction, not __byte_perm: that one clears the selector's bit 3s itself (an AND per call the
+// compiler cannot share), while fp4x8_to_e4m3x8 clears them once per word for both permutes.
 SYMMOE_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 #ifdef __CUDA_ARCH__
-  return __byte_perm(x, y, s);
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+  return r;
 #else
   const uint64_t v = (uint64_t(y) << 32) | x;
   uint32_t r = 0;
@@ -49,11 +55,16 @@ SYMMOE_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 #endif
 }
 
-// Four E2M1 codes (element i in nibble i of the low 16 bits of `nibbles`) -> four E4M3 codes (element i in byte i).
-SYMMOE_HD uint32_t fp4x4_to_e4m3x4(uint32_t nibbles, const Fp4ShiftTable& t) {
-  const uint32_t magnitude = byte_perm(t.lo, t.hi, nibbles & 0x7777u);
-  const uint32_t sign = byte_perm(0x8000u, 0u, (nibbles >> 3) & 0x1111u);  // byte 0: 0x00, byte 1: 0x80
-  return magnitude | sign;
+// The E4M3 codes of the 8 elements of one transformed word (fp4_word_layout.hpp): element i in byte i of lo (i < 4),
+// element 4 + i in byte i of hi.
+struct Fp4E4m3x8 {
+  uint32_t lo, hi;
+};
+
+SYMMOE_HD Fp4E4m3x8 fp4x8_to_e4m3x8(uint32_t packed, const Fp4ShiftTable& t) {
+  const uint32_t magnitudes = packed & kFp4MagnitudeBits;  // selector nibbles, bit 3 clear
+  return {byte_perm(t.lo, t.hi, magnitudes) | (packed & kFp4SignBits),
+          byte_perm(t.lo, t.hi, magnitudes >> 16) | ((packed << kFp4HighSignShift) & kFp4SignBits)};
 }
 
 // Index of shift's table, clamped into the table range: a shift outside it only comes from weights the host

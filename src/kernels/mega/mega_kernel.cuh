@@ -56,8 +56,6 @@ constexpr int kNumThreads = Roles::kNumThreads;
 // and the fused kernel's own barriers must not collide with them.
 static_assert(gemm::kernel::kIssueBarrier0 == Roles::kGemmIssueBarrier0,
               "MegaRoles::kGemmIssueBarrier0 must be math.cuh's kIssueBarrier0");
-static_assert(gemm::kernel::kBScaleBarrier == Roles::kGemmBScaleBarrier,
-              "MegaRoles::kGemmBScaleBarrier must be math.cuh's kBScaleBarrier");
 static_assert(Roles::kAmaxExchangeBarrier != Roles::kCtaBarrier && Roles::kL1DoneBarrier != Roles::kCtaBarrier &&
                   Roles::kAmaxExchangeBarrier != Roles::kL1DoneBarrier,
               "MegaRoles: named barriers must be distinct");

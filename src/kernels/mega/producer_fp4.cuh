@@ -1,11 +1,11 @@
 // TMA producer of the fused kernel with FP4 weights: producer.cuh's per-tile protocol (the first
 // kEarlyWeightStages stages get their weights before the wait for the tile's rows, their rows after it) on the GEMM
-// core's FP4 stages (kernels/gemm/producer_fp4.cuh, fp4_converter.cuh). Per stage: wait empty, one
-// arrive_expect_tx on raw_full for all of the stage's bytes, TMA of the packed FP4 weight tile [256, 64 B] and its
-// code words [256] int32, the copy of the stage's descriptor into its slot (gemm::kernel::Fp4StageDesc: L1 or L2,
-// K block, expert, n_begin; the converters load the base scales from it; fp4_stage_slot.cuh), and TMA of A and A's
-// scales (now, or after the row wait for the early stages). After the last tile one more stage carries the stop
-// mark (-1, no other bytes): the converters, who walk no scheduler, leave on it; the math warps never wait on it.
+// core's FP4 stages (kernels/gemm/producer_fp4.cuh, fp4_converter.cuh). Per stage: wait empty, leave the stage's
+// descriptor in its slot (gemm::kernel::Fp4StageDesc: L1 or L2, K block, expert, n_begin; the converters load the
+// base scales from it), one arrive_expect_tx on raw_full for all of the stage's bytes (it also releases the slot),
+// TMA of the packed FP4 weight tile [256, 64 B] and its code words [256] int32, and of A and A's scales (now, or
+// after the row wait for the early stages). After the last tile one more stage carries the stop mark (-1, no
+// bytes): the converters, who walk no scheduler, leave on it; the math warps never wait on it.
 // Every raw_full the converters or the math warps wait on gets this thread's arrive and its bytes: after a timed-out
 // row wait it loads anyway, as producer.cuh does.
 // NOTES: registers (MegaRoles::kDataRegisters, 56). The GEMM's FP4 producer loads the base scales itself; here those
@@ -14,14 +14,13 @@
 #pragma once
 
 #include "kernels/gemm/fp4_converter.cuh"
-#include "kernels/gemm/fp4_stage_slot.cuh"
 #include "kernels/mega/producer.cuh"
 
 namespace symmoe::mega::kernel {
 
-// Waits for stage `pipe` to be free, announces all of the stage's bytes on its raw_full, loads the packed FP4 weight
-// tile and its code words and copies the stage's descriptor into its slot; A and A's scales follow on the returned
-// raw_full.
+// Waits for stage `pipe` to be free, leaves its descriptor in the slot, announces all of the stage's bytes on its
+// raw_full (the arrive also releases the slot) and loads the packed FP4 weight tile and its code words; A and A's
+// scales follow on the returned raw_full.
 template <int BLOCK_N, int BLOCK_M, int kNumStages>
 __device__ __forceinline__ uint64_t* announce_fp4_weights(
     const MegaTile& t, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
@@ -29,13 +28,12 @@ __device__ __forceinline__ uint64_t* announce_fp4_weights(
     int kb, int b_row, int num_k_blocks) {
   using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>;
   ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+  *smem.fp4_base_codes(pipe.stage) = gemm::kernel::Fp4StageDesc::pack(!t.l2, kb, t.tile.expert_idx, t.tile.n_begin);
   uint64_t* raw_full = smem.raw_full(pipe.stage);
-  ptx::mbarrier_arrive_expect_tx(raw_full, Layout::kStageTxBytes);  // A, its scales, FP4 B, codes and the slot
+  ptx::mbarrier_arrive_expect_tx(raw_full, Layout::kStageTxBytes);  // A, its scales, FP4 B and codes
   ptx::tma_load_2d(smem.b_fp4(pipe.stage), b_map, raw_full, kb * 64, b_row);
   ptx::tma_load_2d(smem.codes(pipe.stage), codes_maps + (t.l2 ? 1 : 0), raw_full, t.tile.n_begin,
                    t.tile.expert_idx * num_k_blocks + kb);
-  gemm::kernel::copy_fp4_stage_slot(smem, pipe.stage,
-                                    gemm::kernel::Fp4StageDesc::pack(!t.l2, kb, t.tile.expert_idx, t.tile.n_begin));
   return raw_full;
 }
 
@@ -77,8 +75,10 @@ __device__ __forceinline__ void run_mega_producer_fp4(
     }
     if constexpr (kTrace) trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileLoadsIssued, ptx::globaltimer_ns());
   }
-  // The stop mark: the stage after the last one, no other bytes (fp4_stage_slot.cuh).
-  gemm::kernel::publish_fp4_stop_mark(smem, pipe.stage, pipe.phase ^ 1);
+  // The stop mark: the stage after the last one, no bytes (fp4_converter.cuh).
+  ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+  *smem.fp4_base_codes(pipe.stage) = make_int2(gemm::kernel::kFp4StopMark, gemm::kernel::kFp4StopMark);
+  ptx::mbarrier_arrive(smem.raw_full(pipe.stage));
 }
 
 }  // namespace symmoe::mega::kernel

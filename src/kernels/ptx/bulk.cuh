@@ -1,5 +1,5 @@
 // 1-D bulk copies (cp.async.bulk, the TMA engine without a tensor map) between global memory (local or a peer's,
-// through SymBuffer::map) and shared memory, and within the CTA's shared memory. One function per instruction.
+// through SymBuffer::map) and shared memory. One function per instruction.
 // NOTES: sizes are multiples of 16 bytes, addresses 16-byte aligned. Loads complete on an mbarrier (arm it with
 // mbarrier_arrive_expect_tx(bar, bytes) first); stores complete in bulk groups (commit, then wait). A bulk store's
 // source written by generic stores needs fence_proxy_async_shared_cta() first; readers of a bulk store's
@@ -18,16 +18,6 @@ __device__ __forceinline__ void bulk_load_global_to_shared(void* smem_dst, const
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    smem_addr(smem_dst)),
                "l"(gmem_src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-
-// this CTA's shared -> this CTA's shared (a shared::cluster destination in the CTA's own window); completes `bytes`
-// transactions on `bar`. The source written by generic stores needs fence_proxy_async_shared_cta() first.
-__device__ __forceinline__ void bulk_copy_shared_to_shared(void* smem_dst, const void* smem_src, uint32_t bytes,
-                                                           uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(smem_dst)),
-               "r"(smem_addr(smem_src)), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
 }
 

@@ -59,14 +59,4 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
   }
 }
 
-// The same wait as one PTX loop (try_wait, branch back while not done): no predicate-to-register round trip per
-// probe. NOTES: used by the FP8 math warps only; in the FP4 kernels' roles it made ptxas spill (nvcc 13.0).
-__device__ __forceinline__ void mbarrier_wait_parity_loop(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      "wait:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra wait;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-
 }  // namespace symmoe::ptx

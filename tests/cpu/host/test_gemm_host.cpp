@@ -127,7 +127,7 @@ TEST(GemmHost, Fp4WeightsAreCheckedAndPlanned) {
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8, fp4 weights} x 132 CTAs");
   in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
   EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 64x256x128, stages 4, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
+            "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
   opt.tile_buffer = 1;  // no FP4 tile-buffer kernel
   try {
     describe_launch(in, false, opt);
