@@ -115,7 +115,8 @@ inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / s
 //              128 B) + full/empty mbarriers (16 B)
 //   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
 //              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
-//              whole bf16 slice) + 1 KiB to align the base to 1024 B (128B swizzle)
+//              whole bf16 slice) + with b_scales_smem the tile's B-scale chunk (gemm_sfb_smem_bytes) + 1 KiB to
+//              align the base to 1024 B (128B swizzle)
 //   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
 //              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the upconversion writes it into a separate ring of
 //              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
@@ -133,14 +134,25 @@ constexpr int gemm_tile_buffer_row_bytes(int block_n) { return 2 * block_n + 16;
 constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
   return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
 }
-constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false,
-                                    GemmWeights weights = GemmWeights::kFp8) {
-  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + 1024 +
-         (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
+// Where the math warps read the weight tile's B block scales. The standalone FP8 grouped GEMM kernels stage them in
+// shared memory (kernels/gemm/math.cuh): per tile, chunks of kGemmSfbChunkKBlocks K blocks, one float2 (gate, up;
+// bf16: (s, s)) per K block and 128-column block of the tile, one float per math thread for block_n 256; the K loop
+// reads them with ld.shared. The FP4 kernels and the fused kernel load them per K block from global memory: the fused
+// BLOCK_M 64 kernel has no room for the buffer next to 384 experts' counts, and staging spilled the FP4 kernels
+// (docs/notes/gemm.md). The one place that decides: the kernel entries' shared-memory layouts and the planner ask it.
+constexpr bool gemm_b_scales_in_smem(GemmWeights weights, bool fused) { return weights == GemmWeights::kFp8 && !fused; }
+constexpr int kGemmSfbChunkKBlocks = 64;
+constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
+  return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
+}
+constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
+                                    bool b_scales_smem = false) {
+  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
+         1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
-                              GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights) +
+                              GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false) {
+  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem) +
          num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
 }
 
@@ -159,6 +171,7 @@ struct GemmPlan {
   int num_math_warpgroups = 2;
   int cluster_size = 1;      // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
   bool tile_buffer = false;  // GemmKernelShape::tile_buffer
+  bool b_scales_smem = false;  // B scales staged in shared memory (gemm_b_scales_in_smem)
   // Registers (setmaxnreg) and threads: one producer warpgroup (one TMA thread active) + the math warpgroups.
   int producer_registers = 40, math_registers = 232;
   int math_registers_needed = 0;  // estimate (see math_registers_estimate); ptxas -v is the final word
@@ -231,7 +244,7 @@ constexpr int kMegaMaxHidden = 2 * 32 * 128;
 constexpr int kMegaMaxTopk = 8;
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
                               GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights) +
+  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true)) +
          layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
 

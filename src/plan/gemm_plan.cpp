@@ -73,8 +73,9 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.num_sms = num_sms / p.cluster_size * p.cluster_size;
   p.num_stages = kernel.num_stages;
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights);
-  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights);
+  p.b_scales_smem = gemm_b_scales_in_smem(p.weights, false);
+  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem);
+  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem);
   p.num_tiles_expected =
       static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
@@ -187,8 +188,11 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(math_registers_needed <= math_registers, "plan", "math warpgroup tile needs ~", math_registers_needed,
                " registers per thread, only ", math_registers, " available", where());
   SYMMOE_CHECK(num_stages >= 2, "plan", "need >= 2 pipeline stages, got ", num_stages, where());
+  SYMMOE_CHECK(b_scales_smem == gemm_b_scales_in_smem(weights, false), "plan", "b_scales_smem=", b_scales_smem,
+               " but gemm_b_scales_in_smem says ", gemm_b_scales_in_smem(weights, false), " for ",
+               gemm_weights_name(weights), " weights", where());
   SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
-                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights) &&
+                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem) &&
                    smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
                "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
                " or disagrees with gemm_smem_bytes", where());
@@ -204,8 +208,8 @@ void GemmPlan::validate() const {
 static_assert(
     [] {
       for (const GemmKernelShape& kernel : kGemmKernels)
-        if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights) >
-            hopper::kMaxSmemPerBlock)
+        if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights,
+                            gemm_b_scales_in_smem(kernel.weights, false)) > hopper::kMaxSmemPerBlock)
           return false;
       return true;
     }(),
@@ -218,10 +222,11 @@ std::string GemmPlan::to_string() const {
      << "tokens on WGMMA M BLOCK_M=" << block_m << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k
      << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
-     << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << " | regs math " << math_registers
-     << " (need ~" << math_registers_needed << ") producer " << producer_registers << " threads=" << num_threads
-     << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
-     << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~" << num_waves_expected;
+     << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << (b_scales_smem ? " b_scales_smem" : "")
+     << " | regs math " << math_registers << " (need ~" << math_registers_needed << ") producer " << producer_registers
+     << " threads=" << num_threads << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed
+     << " fixed + " << smem_per_stage << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~"
+     << num_waves_expected;
   return os.str();
 }
 

@@ -122,7 +122,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
                gemm_weights_name(weights), " weights");
   const MegaKernelShape* kernel = &kMegaKernels[index];
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n, weights);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.l1_block_n, false, weights) +
+  p.smem_fixed = gemm_fixed_smem_bytes(p.l1_block_n, false, weights, gemm_b_scales_in_smem(weights, true)) +
                  layout::MegaSmemCounts::num_bytes(shape.num_experts, num_local_experts);
   const int forced = detail::forced_stages(overrides);
   if (forced) {

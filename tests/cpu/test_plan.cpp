@@ -45,7 +45,11 @@ void check_gemm(const plan::GemmPlan& p) {
     compiled = compiled || (k.block_m == p.block_m && k.block_n == p.block_n && k.num_stages == p.num_stages &&
                             k.cluster_size == p.cluster_size && k.epilogue == p.epilogue);
   ASSERT_TRUE(compiled) << p.to_string();
-  ASSERT_EQ(p.smem_bytes, plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer)) << p.to_string();
+  // B scales in shared memory exactly for the standalone FP8 kernels (plan::gemm_b_scales_in_smem), counted.
+  ASSERT_EQ(p.b_scales_smem, p.weights == plan::GemmWeights::kFp8) << p.to_string();
+  ASSERT_EQ(p.smem_bytes,
+            plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem))
+      << p.to_string();
   // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
   ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
   if (p.epilogue == plan::GemmEpilogue::kSwigluFp8) {
@@ -307,6 +311,40 @@ TEST(Plan, ValidateCatchesBrokenPlans) {
   plan::GemmPlan g = plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
   g.wg_tile_n = 260;
   expect_error([&] { g.validate(); }, "math warpgroup tiles");
+  g = plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+  g.b_scales_smem = false, g.smem_fixed = plan::gemm_fixed_smem_bytes(g.block_n, g.tile_buffer, g.weights, false);
+  g.smem_bytes = g.smem_fixed + g.num_stages * g.smem_per_stage;
+  expect_error([&] { g.validate(); }, "b_scales_smem");
+}
+
+// Where the B scales are read (plan::gemm_b_scales_in_smem, the one place): staged in shared memory by the standalone
+// FP8 grouped GEMM only, whose plans count the chunk (64 K blocks x block_n / 128 float2); FP4 and fused: global.
+TEST(Plan, BScalesInSharedMemory) {
+  EXPECT_TRUE(plan::gemm_b_scales_in_smem(plan::GemmWeights::kFp8, false));
+  EXPECT_FALSE(plan::gemm_b_scales_in_smem(plan::GemmWeights::kFp4, false));
+  EXPECT_FALSE(plan::gemm_b_scales_in_smem(plan::GemmWeights::kFp8, true));
+  EXPECT_FALSE(plan::gemm_b_scales_in_smem(plan::GemmWeights::kFp4, true));
+  EXPECT_EQ(plan::gemm_sfb_smem_bytes(256, true), plan::kGemmSfbChunkKBlocks * 2 * 8);
+  EXPECT_EQ(plan::gemm_sfb_smem_bytes(128, true), plan::kGemmSfbChunkKBlocks * 8);
+  EXPECT_EQ(plan::gemm_sfb_smem_bytes(256, false), 0);
+  for (const plan::GemmKernelShape& k : plan::kGemmKernels) {
+    const bool staged = plan::gemm_b_scales_in_smem(k.weights, false);
+    EXPECT_EQ(plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, k.tile_buffer, k.weights, staged),
+              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, k.tile_buffer, k.weights) +
+                  (staged ? plan::gemm_sfb_smem_bytes(k.block_n, true) : 0));
+  }
+  const plan::GemmPlan fp8 =
+      plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+  EXPECT_TRUE(fp8.b_scales_smem) << fp8.to_string();
+  EXPECT_NE(fp8.to_string().find("b_scales_smem"), std::string::npos) << fp8.to_string();
+  const plan::GemmPlan fp4 = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides,
+                                                     {}, plan::GemmWeights::kFp4);
+  EXPECT_FALSE(fp4.b_scales_smem) << fp4.to_string();
+  // The fused kernel's shared memory has no B-scale chunk: 384 experts at H 7168 fit next to BLOCK_M 64's 5 stages.
+  for (const plan::MegaKernelShape& k : plan::kMegaKernels)
+    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
+              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false) +
+                  layout::MegaSmemCounts::num_bytes(256, 32));
 }
 
 // The fused layer with FP4 weights: the compiled FP4 kernels (64 x 256 with 5 raw stages, 128 x 256 with 4) on the

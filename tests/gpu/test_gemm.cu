@@ -1,7 +1,7 @@
 // GPU tests of the SM90 FP8 grouped GEMM against the golden model (include/symmoe/reference/gemm.hpp) on fresh
-// random data: contiguous and masked layouts, odd and empty experts, every compiled kernel configuration, and the
-// L1 (SwiGLU + FP8) epilogue element by element. Outputs are poisoned first; rows that must not be written are
-// checked to still hold the poison.
+// random data: contiguous and masked layouts, odd and empty experts, every compiled kernel configuration, K across
+// the B scales' shared-memory chunks, and the L1 (SwiGLU + FP8) epilogue element by element. Outputs are poisoned
+// first; rows that must not be written are checked to still hold the poison.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/gemm.hpp"
+#include "symmoe/plan.hpp"
 #include "symmoe/quant.hpp"
 #include "symmoe/reference/gemm.hpp"
 #include "symmoe/weight_transform.hpp"
@@ -116,10 +117,9 @@ const std::vector<Config> kAllConfigs = {{128, 128, 0},     {64, 256, 0},     {1
                                          {128, 256, 0, 1},  {128, 256, 5, 1}, {0, 0, 0}};
 const std::vector<Config> kL1Configs = {{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}};
 
-// Runs the bf16 GEMM and compares every expert's valid rows with the golden model; padding rows must keep the
-// poison. Tolerances: vs faithful rounded to bf16 <= 1e-3, vs exact <= 2e-3 (relative Frobenius).
-void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) {
-  SCOPED_TRACE(name(c));
+// Runs the bf16 GEMM with config c into a poisoned D and returns D; a second call into a fresh poisoned buffer must
+// give it bitwise (deterministic, no state left between calls).
+std::vector<uint16_t> run_bf16(const Problem& p, const Config& c) {
   std::vector<uint8_t> b_data;
   std::vector<float> b_scales;
   concat_weights(p, b_data, b_scales);
@@ -130,14 +130,34 @@ void check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) 
   gemm::grouped_gemm_bf16(dev.input(p), d.ptr, nullptr, opt);
   sync_kernels();
   const auto got = d.download();
-  // A second call into a fresh poisoned buffer: bitwise the same (deterministic, no state left between calls).
   d.poison();
   gemm::grouped_gemm_bf16(dev.input(p), d.ptr, nullptr, opt);
   sync_kernels();
   EXPECT_TRUE(symmoe::test::bitwise_equal(got, d.download(), "second call"));
+  return got;
+}
+
+// Runs the bf16 GEMM and compares every expert's valid rows with the golden model; padding rows must keep the
+// poison. Tolerances: vs faithful rounded to bf16 <= 1e-3, vs exact <= 2e-3 (relative Frobenius). Returns D.
+std::vector<uint16_t> check_bf16(const Problem& p, const Config& c, bool expect_bitwise = false) {
+  SCOPED_TRACE(name(c));
+  const auto got = run_bf16(p, c);
   const auto expert_weights = [&](int e) -> const symmoe::Fp8BlockWeights& { return p.b[e]; };
   symmoe::test::check_bf16_against_model(p, got, expert_weights, name(c), expect_bitwise,
                                          "bf16 D vs bf16(ref::gemm_faithful)");
+  return got;
+}
+
+// Large K: the first config against the golden model (check_bf16), every other one bitwise equal to it (padding
+// rows included), so the model runs once per problem.
+void check_bf16_configs_agree(const Problem& p, const std::vector<Config>& configs, bool expect_bitwise) {
+  ASSERT_FALSE(configs.empty());
+  const auto first = check_bf16(p, configs[0], expect_bitwise);
+  for (size_t i = 1; i < configs.size(); ++i) {
+    SCOPED_TRACE(name(configs[i]));
+    EXPECT_TRUE(
+        symmoe::test::bitwise_equal(first, run_bf16(p, configs[i]), name(configs[i]) + " vs " + name(configs[0])));
+  }
 }
 
 TEST(GroupedGemm, ContiguousOddAndEmptyExperts) {
@@ -190,6 +210,39 @@ TEST(GroupedGemm, MaskedDecodeSizes) {
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
   for (const auto& c : {Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0}}) check_bf16(p, c);
+}
+
+// Every K the planner accepts against the B scales' shared-memory chunks of the standalone FP8 kernels
+// (plan::kGemmSfbChunkKBlocks K blocks per chunk, math.cuh): K blocks not a multiple of the chunk, one chunk and a
+// chunk of one block, two full chunks and a partial third; contiguous and masked, a partial last n-block (n 384 with
+// BLOCK_N 256). Exact-accumulation data: a B scale read from the wrong K block or column block shows bitwise.
+TEST(GroupedGemm, KAcrossBScaleChunks) {
+  const uint64_t seed = printed_seed();
+  constexpr int kChunk = symmoe::plan::kGemmSfbChunkKBlocks;
+  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0},      {128, 128, 0},
+                                       {128, 256, 0, 1},  {128, 256, 5, -1}, {64, 256, 3}};
+  for (const int kb : {kChunk + 1, 2 * kChunk + 3}) {
+    SCOPED_TRACE("K blocks " + std::to_string(kb));
+    const auto c = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 129, 3}, 128, 384, 128 * kb,
+                                fmt::ScaleFormat::kFp32, seed + kb, Data::kSmallIntegers);
+    check_bf16_configs_agree(c, configs, true);
+    const auto m = make_problem(gemm::GroupLayout::kMasked, {1, 0, 5}, 8, 384, 128 * kb, fmt::ScaleFormat::kUe8m0,
+                                seed + kb + 1, Data::kSmallIntegers);
+    check_bf16_configs_agree(m, configs, true);
+  }
+}
+
+// The layer shapes' K (2048 = 16 K blocks, 7168 = 56: one partial B-scale chunk) with expert row counts 0, 1, 127,
+// 129 and 386 (several m-blocks, partial last ones), n 384 (a partial last n-block for BLOCK_N 256).
+TEST(GroupedGemm, ContiguousRowCountsAtLayerK) {
+  const uint64_t seed = printed_seed();
+  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0}, {128, 128, 0}, {128, 256, 0, 1}, {0, 0, 0}};
+  for (const int k : {2048, 7168}) {
+    SCOPED_TRACE("K " + std::to_string(k));
+    const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386}, 128, 384, k,
+                                fmt::ScaleFormat::kFp32, seed + k, Data::kSmallIntegers);
+    check_bf16_configs_agree(p, configs, true);
+  }
 }
 
 // FP8 value of code q at scale s and its ulp (one step of the e4m3 grid at that magnitude).
@@ -319,6 +372,19 @@ TEST(GroupedGemmL1, MaskedSwigluFp8) {
   const auto x = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fmt::ScaleFormat::kUe8m0,
                               seed + 1, Data::kSmallIntegers);
   for (const auto& c : kL1Configs) check_l1(x, 2.f, c, true);
+}
+
+// The SwiGLU kernels' (gate, up) B-scale pairs across shared-memory chunks (math.cuh): two full chunks and a partial
+// third (plan::kGemmSfbChunkKBlocks), contiguous and masked, every compiled L1 tile.
+TEST(GroupedGemmL1, SwigluFp8KAcrossBScaleChunks) {
+  const uint64_t seed = printed_seed();
+  const int k = 128 * (2 * symmoe::plan::kGemmSfbChunkKBlocks + 3);
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 129, 3}, 64, 512, k, fmt::ScaleFormat::kFp32, seed,
+                              Data::kSmallIntegers);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}}) check_l1(p, 0.f, c, true);
+  const auto m = make_problem(gemm::GroupLayout::kMasked, {1, 0, 5}, 8, 512, k, fmt::ScaleFormat::kUe8m0, seed + 1,
+                              Data::kSmallIntegers);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 3}}) check_l1(m, 2.f, c, true);
 }
 
 // The golden model's FP8 accumulation (ref::gemm_faithful over reference/wgmma.hpp: the tensor core's 13-bit

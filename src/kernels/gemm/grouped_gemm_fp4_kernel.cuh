@@ -25,13 +25,19 @@ namespace symmoe::gemm::kernel {
 static_assert(128 * (kProducerRegisters + kNumMathWarpgroups * kMathRegisters) <= kNumThreads * 168,
               "setmaxnreg: the math warpgroups' increase must fit what the producer warpgroup releases");
 
+// The kernel's shared memory (the launcher reads its size): FP4 weights, the B scales where
+// plan::gemm_b_scales_in_smem puts them (global memory: the converters and math_fp4.cuh read them per K block).
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+using GroupedGemmFp4SmemLayout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true,
+                                                plan::gemm_b_scales_in_smem(plan::GemmWeights::kFp4, false)>;
+
 template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue>
 __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_fp4_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
                             const __grid_constant__ CUtensorMap tmap_sfa,
                             const __grid_constant__ CUtensorMap tmap_b_fp4,
                             const __grid_constant__ CUtensorMap tmap_codes) {
-  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>;
+  using Layout = GroupedGemmFp4SmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
   constexpr bool kMathConverts = BLOCK_M == 64;
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};  // as grouped_gemm_kernel

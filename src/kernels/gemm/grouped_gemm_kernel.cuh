@@ -22,13 +22,19 @@ constexpr int kNumThreads = 128 * (kNumMathWarpgroups + 1);
 constexpr int kMathRegisters = 232, kProducerRegisters = 40;
 constexpr int kEpilogueBarrier = 1;  // named barrier id of the two math warpgroups (256 threads)
 
+// The kernel's shared memory (the launcher reads its size): FP8 weights, the B scales where
+// plan::gemm_b_scales_in_smem puts them for a standalone grouped GEMM (math.cuh).
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTileBuffer>
+using GroupedGemmSmemLayout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, false,
+                                             plan::gemm_b_scales_in_smem(plan::GemmWeights::kFp8, false)>;
+
 // kTileBuffer: the bf16 epilogue stages the whole slice and returns to the mainloop at once (epilogue_tile_buffer.cuh).
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer>
 __global__ void __launch_bounds__(kNumThreads, 1)
     grouped_gemm_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
                         const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b) {
   static_assert(!kTileBuffer || kEpilogue == EpilogueKind::kBf16, "the tile buffer is a bf16 epilogue");
-  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>;
+  using Layout = GroupedGemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>;
   extern __shared__ uint8_t smem_raw[];
   // Align by offsetting the __shared__ array itself (not through an integer cast), so the compiler keeps the
   // shared address space: scale loads, amax exchange and staging stores compile to LDS/STS, not generic LD/ST.

@@ -7,6 +7,7 @@
 #include "symmoe/cuda_check.hpp"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 namespace symmoe::gemm::kernel {
@@ -14,7 +15,9 @@ namespace symmoe::gemm::kernel {
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer, bool kFp4>
 void launch_config(const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream) {
   static_assert(!kFp4 || (kClusterM == 1 && !kTileBuffer), "FP4 weights: cluster 1, slab staging");
-  constexpr int kSmemBytes = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4>::kDynamicBytes;
+  constexpr int kSmemBytes =
+      std::conditional_t<kFp4, GroupedGemmFp4SmemLayout<BLOCK_M, BLOCK_N, kNumStages>,
+                         GroupedGemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>>::kDynamicBytes;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(num_ctas);
   config.blockDim = dim3(kNumThreads);

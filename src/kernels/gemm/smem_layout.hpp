@@ -3,7 +3,9 @@
 // Per pipeline stage: A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA, each tile
 // 1024-byte aligned), A scales [BLOCK_M + kSfaBoxPad] fp32 (params.hpp). Then the L1 epilogue's amax exchange
 // [2 parities][2 wg][64 rows], the epilogue staging rows (8 math warps x 16 rows x 144 B, epilogue_staging.cuh; with
-// kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh) and the full/empty mbarriers.
+// kTileBuffer 16 rows x (2 BLOCK_N + 16) B, epilogue_tile_buffer.cuh), with kSfbSmem the tile's B-scale chunk
+// (plan::kGemmSfbChunkKBlocks K blocks x BLOCK_N / 128 float2, written and read by the math warps: math.cuh; the
+// kernel entry picks kSfbSmem = plan::gemm_b_scales_in_smem) and the full/empty mbarriers.
 // kFp4 (FP4 weights): two rings. The kNumStages "raw" stages hold A, A's scales, the packed FP4 B tile
 // [BLOCK_N, 64 B] (unswizzled TMA box) and its UE8M0 scale codes [BLOCK_N] int32, with barriers raw_full (TMA bytes
 // landed) and empty (math done with the stage). The kNumConvStages E4M3 B tiles (the b() tiles) are written by the
@@ -23,8 +25,9 @@
 
 namespace symmoe::gemm::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTileBuffer = false, bool kFp4 = false>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTileBuffer = false, bool kFp4 = false, bool kSfbSmem = false>
 struct GemmSmemLayout {
+  static_assert(!(kFp4 && kSfbSmem), "FP4 weights: the B scales are read from global memory (math_fp4.cuh, math.cuh)");
   static constexpr plan::GemmWeights kWeights = kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8;
   static constexpr int kBlockK = 128;  // bytes of e4m3 per row per stage = the 128B swizzle span
   static constexpr int kABytes = BLOCK_M * kBlockK;
@@ -46,7 +49,10 @@ struct GemmSmemLayout {
   static constexpr int kStagingRowBytes =
       kTileBuffer ? plan::gemm_tile_buffer_row_bytes(BLOCK_N) : plan::kGemmStagingRowBytes;
   static constexpr int kStagingWarpBytes = 16 * kStagingRowBytes;
-  static constexpr int kTableOffset = kStagingOffset + plan::gemm_staging_bytes(BLOCK_N, kTileBuffer);
+  static constexpr int kSfbOffset = kStagingOffset + plan::gemm_staging_bytes(BLOCK_N, kTileBuffer);
+  static constexpr int kSfbColBlocks = BLOCK_N / 128;  // float2 (gate, up) per K block and 128-column block
+  static constexpr int kSfbBytes = kSfbSmem ? plan::kGemmSfbChunkKBlocks * kSfbColBlocks * 8 : 0;
+  static constexpr int kTableOffset = kSfbOffset + kSfbBytes;
   static constexpr int kTableBytes = kFp4 ? plan::kGemmFp4TableBytes : 0;
   static constexpr int kBarrierOffset = kTableOffset + kTableBytes;
   // Barriers: full[kNumBStages], empty[kNumStages], then with kFp4 raw_full[kNumStages], conv_empty[kNumConvStages].
@@ -61,7 +67,9 @@ struct GemmSmemLayout {
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles must keep 1024-byte alignment (128B swizzle)");
   static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
   static_assert(kStagingWarpBytes * 8 == plan::gemm_staging_bytes(BLOCK_N, kTileBuffer), "8 math warps' staging");
-  static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kWeights),
+  static_assert(kSfbBytes == plan::gemm_sfb_smem_bytes(BLOCK_N, kSfbSmem) && kSfbOffset % 16 == 0,
+                "the B-scale chunk: the planner's size, 16-byte aligned");
+  static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kWeights, kSfbSmem),
                 "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
   static_assert(kStagingOffset % 16 == 0 && kStagingRowBytes % 16 == 0, "bulk-store sources are 16-byte aligned");
   static_assert(kBFp4Offset % 128 == 0 && kCodesOffset % 128 == 0 && kSfaOffset % 128 == 0 && kTableOffset % 8 == 0 &&
@@ -79,6 +87,11 @@ struct GemmSmemLayout {
   __device__ Fp4ShiftTable* fp4_tables() const { return reinterpret_cast<Fp4ShiftTable*>(base + kTableOffset); }
   // Converter warps (fp4_converter.cuh): raw stage s's slot (base codes, or the fused kernel's descriptor).
   __device__ int2* fp4_base_codes(int s) const { return reinterpret_cast<int2*>(base + kTableOffset + 128) + s; }
+  // kSfbSmem: the B-scale chunk, float2 [plan::kGemmSfbChunkKBlocks][kSfbColBlocks].
+  __device__ float2* sfb() const {
+    static_assert(kSfbSmem, "sfb: the layouts with kSfbSmem only");
+    return reinterpret_cast<float2*>(base + kSfbOffset);
+  }
   __device__ float* amax(int parity, int wg) const {
     return reinterpret_cast<float*>(base + kAmaxOffset) + (parity * 2 + wg) * 64;
   }

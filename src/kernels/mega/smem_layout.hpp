@@ -16,7 +16,9 @@ namespace symmoe::mega::kernel {
 
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4 = false>
 struct MegaSmemLayout {
-  using Core = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4>;
+  using Core = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4,
+                                            plan::gemm_b_scales_in_smem(
+                                                kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8, true)>;
   static_assert(Core::kBytes % 16 == 0, "the counts after the GEMM core's regions must be 16-byte aligned");
 
   // Dynamic shared memory of one launch (E experts, El local experts).
