@@ -27,6 +27,7 @@
 # Environment: SYMMOE_DEEPEP_ARGS extra arguments for every run (e.g. "--num-tokens 1024 --hidden 4096" for a
 # quick pass; default: DeepEP's defaults, 4096 tokens, hidden 7168, top-6 of 256 experts); SYMMOE_SKIP_BUILD=1 to
 # reuse an installed symmoe (a warm machine); SYMMOE_STEP_TIMEOUT seconds per configuration (default 420);
+# SYMMOE_DEEPEP_PORT: the base of the MASTER_PORTs (default 29611; give parallel runs of this script their own);
 # SYMMOE_DEADLINE: no configuration starts after that many seconds from the start (default none), so the table
 # still prints inside the caller's limit. Logs: $OUT/deepep/<config>.log, $OUT/build.log; the table is also
 # written line by line to $OUT/deepep/summary.txt.
@@ -90,7 +91,7 @@ cp "$src/tests/elastic/test_ep.py" "$shim/test_ep.py"
 if ! cmp -s "$src/tests/elastic/test_ep.py" "$shim/test_ep.py"; then echo "copy of test_ep.py differs"; exit 1; fi
 
 # run_config NAME ARGS...: one test_ep.py run; passes when it exits 0 and ran all its cases.
-port=29611
+port=${SYMMOE_DEEPEP_PORT:-29611}  # the test's MASTER_PORT is port + 1, + 2, ... (distinct per parallel script)
 run_config() {
   local name=$1
   shift
