@@ -219,7 +219,8 @@ _NATIVE_NAME = __name__.rpartition(".")[0] + "._torch_ep"
 _native = []  # [module or None] once an import was tried
 _native_why = ["not tried yet (no eager call with torch imported)"]
 _use_native = [True]
-_chosen = [object(), None]  # (torch module, implementation) of the last choice
+_chosen = [object(), None]  # (torch module, implementation) of the last choice; symmoe.ep reads it per call
+# (updated in place: the list object is never replaced)
 
 
 def implementation(torch):

@@ -645,7 +645,8 @@ class ElasticBuffer:
                 and not use_tma_aligned_col_major_sf and not self.zero_copy_outputs
                 and (num_experts is None or num_experts == self.num_experts)
                 and (num_max_tokens_per_rank is None or num_max_tokens_per_rank == self.num_max_tokens_per_rank)):
-            out = _ep_eager.implementation(sys.modules.get("torch")).dispatch(
+            torch_mod, chosen = sys.modules.get("torch"), _ep_eager._chosen  # (torch, implementation) last chosen
+            out = (chosen[1] if torch_mod is chosen[0] else _ep_eager.implementation(torch_mod)).dispatch(
                 self, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding,
                 do_handle_copy, handle)
             if out is not None:
@@ -826,8 +827,9 @@ class ElasticBuffer:
         if (bias is None and previous_event is None and previous_event_before_epilogue is None
                 and not async_with_compute_stream and not allocate_on_comm_stream and reduce_local_experts is None
                 and not self.zero_copy_outputs):
-            out = _ep_eager.implementation(sys.modules.get("torch")).combine(self, x, handle, topk_weights,
-                                                                               num_sms, do_cpu_sync)
+            torch_mod, chosen = sys.modules.get("torch"), _ep_eager._chosen
+            out = (chosen[1] if torch_mod is chosen[0] else _ep_eager.implementation(torch_mod)).combine(
+                self, x, handle, topk_weights, num_sms, do_cpu_sync)
             if out is not None:
                 return out
         if not isinstance(handle, EPHandle) or handle._buffer is not self:

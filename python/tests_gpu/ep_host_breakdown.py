@@ -8,6 +8,8 @@ and --iters is kept small so that the launch queue never fills and blocks the ho
   python_pair       ElasticBuffer.dispatch + combine through symmoe._ep_eager's Python
   ext_pair          the same through the libtorch extension symmoe._torch_ep (when built: build_torch_ext.sh);
                     ep_graph_timing's host_pair_us is whichever symmoe chooses
+  ext_dispatch      its dispatch alone (with the release of the previous call's EPHandle)
+  ext_combine       its combine alone (one handle, combined again and again)
   native_pair       symmoe._C dispatch_one + combine_one, addresses precomputed, outputs left in the buffer
                     (ep_graph_timing's host_native_pair_us)
   native_out_pair   the same into caller-owned outputs (tensors allocated once): the C++ work the Python path asks
@@ -77,6 +79,11 @@ def main():
                 case.pair(sms)
             fast[path] = spy.all_fast() and len(spy.results) == 2
             t[{"python": "python_pair", "torch_ext": "ext_pair"}[path]] = host_us(lambda: case.pair(sms), it, rep)
+            if path == "torch_ext":  # its two halves (a dispatch alone includes the previous handle's release)
+                t["ext_dispatch"] = host_us(lambda: case.dispatch(sms), it, rep)
+                held = case.dispatch(sms)[3]
+                t["ext_combine"] = host_us(lambda: case.combine(held, sms), it, rep)
+                del held
     handle, ins, y, stream = case.native_args(sms)
     impl, native, T = buf._impl, handle.native, case.x.shape[0]
 

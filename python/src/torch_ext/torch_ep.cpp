@@ -10,8 +10,14 @@
 // then makes the call and words any error. Errors of the call itself are those of symmoe._C (ep_capi.hpp); torch's
 // (an allocation that fails) are torch's Python exceptions.
 // NOTES: one truth for the state: every field is read from the ElasticBuffer / EPHandle objects at each call (a
-// dict lookup each), nothing is cached here but the classes and interned names of init().
+// dict lookup each), nothing is cached here but the classes and interned names of init(). Host cost: dispatch and
+// combine are METH_FASTCALL functions (no pybind11 argument dispatch), outputs come from at::detail::empty_cuda
+// (torch.empty's CUDA kernel without the dispatcher) whenever torch.empty would do nothing more (see new_empty),
+// and a fresh EPHandle's fields go straight into its __dict__.
+#include <ATen/Context.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <Python.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -134,11 +140,16 @@ bool same_stream_as_last(PyObject* buf, uintptr_t stream) {
 bool int_attr(PyObject* o, PyObject* name, int64_t* out) { return exact_int(get(o, name).ptr(), out); }
 
 // torch.empty(shape, dtype=dtype, device=device): torch's caching allocator, on the current stream of `device`.
-at::TensorOptions options(at::ScalarType dtype, const at::Device& device) {
-  return at::TensorOptions().dtype(dtype).device(device);
+// at::detail::empty_cuda is what torch.empty's CUDA kernel calls; the dispatcher adds nothing to it but a
+// deterministic fill (torch.use_deterministic_algorithms) and what a Python dispatch mode (TorchDispatchMode,
+// FakeTensorMode) does instead: in those cases the call goes through at::empty.
+bool direct_empty() {
+  return !at::globalContext().deterministicAlgorithms() &&
+         !c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python);
 }
-at::Tensor empty_2d(int64_t rows, int64_t cols, at::ScalarType dtype, const at::Device& device) {
-  return at::empty({rows, cols}, options(dtype, device));
+at::Tensor new_empty(at::IntArrayRef shape, at::ScalarType dtype, const at::Device& device, bool direct) {
+  if (direct) return at::Tensor(at::detail::empty_cuda(shape, dtype, device, at::MemoryFormat::Contiguous));
+  return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
 }
 
 // The marker _ep._framework_marker returns for torch tensors (made on first use, as the Python path does).
@@ -216,6 +227,7 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
   const int64_t T = x->size(0);
 
   const bool cached = handle != Py_None;
+  if (!int_attr(buf, n.num_topk, &buf_topk)) return none;
   int64_t K = 0, alignment = 1;
   bool expand = false;
   uintptr_t idx_ptr = 0;
@@ -230,8 +242,7 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
     K = info.h.num_topk, expand = info.h.do_expand != 0, alignment = info.h.expert_alignment;
     idx_ptr = info.h.topk_idx;
   } else {
-    if (!int_attr(buf, n.num_topk, &K)) return none;
-    expand = truthy(do_expand_obj);
+    K = buf_topk, expand = truthy(do_expand_obj);
     const at::Tensor* idx = as_tensor(idx_obj);
     if (!idx || !on_rank(*idx, dev) || idx->scalar_type() != at::kLong || !shape_is(*idx, T, K)) return none;
     if (alignment_obj != Py_None &&
@@ -240,7 +251,7 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
     }
     idx_ptr = address(*idx);
   }
-  if (!int_attr(buf, n.num_max_tokens_per_rank, &T_max) || !int_attr(buf, n.num_topk, &buf_topk)) return none;
+  if (!int_attr(buf, n.num_max_tokens_per_rank, &T_max)) return none;
   if (T > T_max || K == 0 || (sf && sf->size(0) != T) || w->scalar_type() != at::kFloat || !shape_is(*w, T, K)) {
     return none;
   }
@@ -262,6 +273,7 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
   PyObject* mark = marker(x_obj);
 
   const at::Device device = x->device();
+  const bool direct = direct_empty();
   const int64_t rows = capacity;
   const py::object stream_int = new_stream_int(stream);
   py::object native;
@@ -269,10 +281,10 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
   int num_rows = 0, row_capacity = 0;
   try {
     if (cached) set(handle, n._like, mark);
-    recv_x = empty_2d(rows, H, x->scalar_type(), device);
-    if (sf) recv_sf = empty_2d(rows, sf_cols, sf->scalar_type(), device);
-    if (!expand) recv_idx = empty_2d(rows, K, at::kLong, device);
-    recv_w = expand ? at::empty({rows}, options(at::kFloat, device)) : empty_2d(rows, K, at::kFloat, device);
+    recv_x = new_empty({rows, H}, x->scalar_type(), device, direct);
+    if (sf) recv_sf = new_empty({rows, sf_cols}, sf->scalar_type(), device, direct);
+    if (!expand) recv_idx = new_empty({rows, K}, at::kLong, device, direct);
+    recv_w = expand ? new_empty({rows}, at::kFloat, device, direct) : new_empty({rows, K}, at::kFloat, device, direct);
     if (cached) {
       native = get(handle, n.native);
     } else {
@@ -305,17 +317,21 @@ py::object dispatch_impl(PyObject* buf, PyObject* x_obj, PyObject* idx_obj, PyOb
     out_handle = py::reinterpret_borrow<py::object>(handle);
   } else {
     out_handle = bare_instance(g.handle_cls);
-    PyObject* h = out_handle.ptr();
-    set(h, n._buffer, buf);
-    set(h, n.native, native.ptr());
-    set(h, n._impl_key, key);
-    set(h, n.row_capacity, rows_int.ptr());
-    set(h, n.num_sms, num_sms_obj);
-    set(h, n._like, mark);
-    set(h, n._filled, Py_True);
-    set(h, n._shared_topk_idx, truthy(handle_copy_obj) ? Py_None : idx_obj);
+    // Straight into the new instance's __dict__: init() checked that EPHandle has no data descriptor of these names,
+    // so this is what the nine setattr calls would do.
+    PyObject* d = PyObject_GenericGetDict(out_handle.ptr(), nullptr);
+    if (!d) throw_python();
+    const py::object dict = py::reinterpret_steal<py::object>(d);
     const py::tuple info = py::make_tuple(T, K, expand, -1, alignment);
-    set(h, n._eager_info, info.ptr());
+    PyObject* const fields[][2] = {
+        {n._buffer, buf},           {n.native, native.ptr()},
+        {n._impl_key, key},         {n.row_capacity, rows_int.ptr()},
+        {n.num_sms, num_sms_obj},   {n._like, mark},
+        {n._filled, Py_True},       {n._shared_topk_idx, truthy(handle_copy_obj) ? Py_None : idx_obj},
+        {n._eager_info, info.ptr()}};
+    for (const auto& f : fields) {
+      if (PyDict_SetItem(d, f[0], f[1]) < 0) throw_python();
+    }
   }
   py::object recv = sf ? py::object(py::make_tuple(recv_x, recv_sf)) : py::cast(recv_x);
   return py::make_tuple(recv, expand ? none : py::cast(recv_idx), recv_w, out_handle, bare_instance(g.event_cls));
@@ -364,11 +380,12 @@ py::object combine_impl(PyObject* buf, PyObject* x_obj, PyObject* handle, PyObje
   const bool cpu_sync = truthy(cpu_sync_obj);
 
   const at::Device device = x->device();
+  const bool direct = direct_empty();
   const py::object stream_int = new_stream_int(stream);
   at::Tensor combined_x, combined_w;
   try {
-    combined_x = empty_2d(T, H, at::kBFloat16, device);
-    if (w) combined_w = empty_2d(T, K, at::kFloat, device);
+    combined_x = new_empty({T, H}, at::kBFloat16, device, direct);
+    if (w) combined_w = new_empty({T, K}, at::kFloat, device, direct);
     capi::CombineCall c{};
     c.x = address(*x), c.topk_weights = w_ptr, c.stream = stream, c.reduce_local_experts = reduce;
     c.num_sms = int(num_sms ? num_sms : handle_sms), c.cpu_sync = cpu_sync;
@@ -393,23 +410,44 @@ py::object combine_impl(PyObject* buf, PyObject* x_obj, PyObject* handle, PyObje
 #define SYMMOE_TORCH_ERRORS_END }
 #endif
 
-py::object dispatch(py::handle buf, py::handle x, py::handle topk_idx, py::handle topk_weights,
-                    py::handle expert_alignment, py::handle num_sms, py::handle do_expand, py::handle do_zero_padding,
-                    py::handle do_handle_copy, py::handle handle) {
+py::object dispatch(PyObject* const* a) {
   SYMMOE_TORCH_ERRORS_BEGIN
   if (!g.api) throw std::runtime_error("symmoe._torch_ep: init() has not been called");
-  return dispatch_impl(buf.ptr(), x.ptr(), topk_idx.ptr(), topk_weights.ptr(), expert_alignment.ptr(), num_sms.ptr(),
-                       do_expand.ptr(), do_zero_padding.ptr(), do_handle_copy.ptr(), handle.ptr());
+  return dispatch_impl(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]);
   SYMMOE_TORCH_ERRORS_END
 }
 
-py::object combine(py::handle buf, py::handle x, py::handle handle, py::handle topk_weights, py::handle num_sms,
-                   py::handle do_cpu_sync) {
+py::object combine(PyObject* const* a) {
   SYMMOE_TORCH_ERRORS_BEGIN
   if (!g.api) throw std::runtime_error("symmoe._torch_ep: init() has not been called");
-  return combine_impl(buf.ptr(), x.ptr(), handle.ptr(), topk_weights.ptr(), num_sms.ptr(), do_cpu_sync.ptr());
+  return combine_impl(a[0], a[1], a[2], a[3], a[4], a[5]);
   SYMMOE_TORCH_ERRORS_END
 }
+
+// dispatch / combine as METH_FASTCALL functions (positional arguments only, as _ep_eager calls them): the Python
+// error as pybind11 would set it (torch's errors are already Python errors here, see SYMMOE_TORCH_ERRORS_END).
+template <py::object (*Fn)(PyObject* const*), Py_ssize_t N>
+PyObject* fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != N) {
+    PyErr_Format(PyExc_TypeError, "symmoe._torch_ep: expected %zd positional arguments, got %zd", N, nargs);
+    return nullptr;
+  }
+  try {
+    return Fn(args).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+PyMethodDef kFastDefs[] = {
+    {"dispatch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fastcall<&dispatch, 10>)), METH_FASTCALL,
+     "_ep_eager.dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding, "
+     "do_handle_copy, handle) in C++ (positional arguments)"},
+    {"combine", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fastcall<&combine, 6>)), METH_FASTCALL,
+     "_ep_eager.combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync) in C++ (positional arguments)"},
+};
 
 PyObject* intern(const char* s) {
   PyObject* r = PyUnicode_InternFromString(s);
@@ -450,6 +488,15 @@ void init(py::capsule api, py::handle handle_cls, py::handle event_cls, py::hand
   n._buffer = intern("_buffer"), n._filled = intern("_filled"), n._shared_topk_idx = intern("_shared_topk_idx");
   n.native = intern("native"), n.row_capacity = intern("row_capacity"), n.num_sms = intern("num_sms");
   n._impl_key = intern("_impl_key"), n._like = intern("_like"), n._eager_info = intern("_eager_info");
+  // dispatch_impl writes a fresh EPHandle's fields into its __dict__: none may be a data descriptor (a property).
+  for (PyObject* name : {n._buffer, n.native, n._impl_key, n.row_capacity, n.num_sms, n._like, n._filled,
+                         n._shared_topk_idx, n._eager_info}) {
+    PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(handle_cls.ptr()), name);  // borrowed
+    if (attr && Py_TYPE(attr)->tp_descr_set) {
+      throw py::type_error("symmoe._torch_ep.init: EPHandle." + py::str(name).cast<std::string>() +
+                           " is a data descriptor; the extension writes that field into the instance's __dict__");
+    }
+  }
   g.empty_tuple = PyTuple_New(0);
   if (!g.empty_tuple) throw_python();
   g.key_bf16 = key_tuple("bf16", "none");
@@ -468,10 +515,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("init", &init, py::arg("api"), py::arg("handle_cls"), py::arg("event_cls"), py::arg("marker_fn"),
         "binds the module to symmoe: the capsule symmoe._C._ep_capi, symmoe.ep.EPHandle, EventOverlap and "
         "_framework_marker");
-  m.def("dispatch", &dispatch,
-        "_ep_eager.dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, "
-        "do_zero_padding, do_handle_copy, handle) in C++");
-  m.def("combine", &combine, "_ep_eager.combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync) in C++");
+  for (PyMethodDef& def : kFastDefs) {
+    PyObject* f = PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr());
+    if (!f) throw py::error_already_set();
+    m.add_object(def.ml_name, py::reinterpret_steal<py::object>(f));
+  }
   m.def(
       "tensor_type", [] { return py::reinterpret_borrow<py::object>(THPVariableClass); },
       "the torch.Tensor class this module was built against (symmoe._ep_eager uses the module only for it)");

@@ -35,8 +35,11 @@ constexpr auto kInt = ScalarType::Int;
 constexpr auto kLong = ScalarType::Long;
 constexpr auto kFloat = ScalarType::Float;
 constexpr auto kBFloat16 = ScalarType::BFloat16;
-class Tensor {
+class TensorBase {};
+class Tensor : public TensorBase {
  public:
+  Tensor() = default;
+  explicit Tensor(const TensorBase& base);
   bool is_cuda() const;
   int64_t get_device() const;
   bool is_contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
