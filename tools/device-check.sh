@@ -44,7 +44,7 @@ summary=()
 # The gtest arguments of one (binary, tool) run: small cases only. memcheck: every binary, its heavy tests left out
 # (all-float casts, 100k barriers, model shapes, 1,000 graph replays); racecheck / synccheck: one small case of the
 # fused (gpu_test_mega: MegaFewSms, the fused kernel on 4 CTAs, 1 and 8 tokens, fused + composed + golden; FP4
-# racecheck: MegaFp4Sanitize, one 1-token case per BLOCK_M, since MegaFp4FewSms does not finish in 150 s under it),
+# racecheck: MegaFp4Sanitize, one 1-token case at BLOCK_M 64, since MegaFp4FewSms does not finish in 150 s under it),
 # EP (bad-id dispatch and a good dispatch) and GEMM (one masked GEMM) suites. Empty: the whole binary.
 sanitize_filter() {  # binary tool
   case "$2:$1" in
