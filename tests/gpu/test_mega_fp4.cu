@@ -156,10 +156,9 @@ TEST_P(MegaFp4Sanitize, OneTokenFourCtasMatchComposedBitwise) {
   run_case(*f, *mega, c);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4Sanitize, ::testing::Values(64),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return "block_m" + std::to_string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4Sanitize, ::testing::Values(64), [](const ::testing::TestParamInfo<int>& info) {
+  return "block_m" + std::to_string(info.param);
+});
 
 // The model shapes (flash, pro, v3) with synthetic FP4 weights, one rank per GPU and 8 virtual ranks, tokens/rank
 // 1, 8, 128, 2048 with the four routings (layer_cases): fused FP4 == composed FP4 bitwise on every token of every

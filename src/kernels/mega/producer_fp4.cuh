@@ -60,8 +60,7 @@ __device__ __forceinline__ void run_mega_producer_fp4(
         ptx::tma_load_2d(smem.sfa(early.stage), phase_maps + 1, raw_full, sfa_row, kb);
         early.advance();
       } else {
-        raw_full =
-            announce_fp4_weights<BLOCK_N>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
+        raw_full = announce_fp4_weights<BLOCK_N>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
         ptx::tma_load_2d(smem.a(pipe.stage), phase_maps, raw_full, kb * 128, t.tile.row_begin);
         ptx::tma_load_2d(smem.sfa(pipe.stage), phase_maps + 1, raw_full, sfa_row, kb);
         pipe.advance();

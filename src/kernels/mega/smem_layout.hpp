@@ -47,8 +47,7 @@ constexpr bool smem_model_agrees() {
   return MegaSmemLayoutOf<kIndex>::num_bytes(256, 32) ==
          plan::mega_smem_bytes(s.block_m, s.block_n, s.num_stages, 256, 32, s.weights);
 }
-static_assert(plan::kNumMegaKernels == 3 && smem_model_agrees<0>() && smem_model_agrees<1>() &&
-                  smem_model_agrees<2>(),
+static_assert(plan::kNumMegaKernels == 3 && smem_model_agrees<0>() && smem_model_agrees<1>() && smem_model_agrees<2>(),
               "plan::mega_smem_bytes disagrees with MegaSmemLayout");
 
 }  // namespace symmoe::mega::kernel
