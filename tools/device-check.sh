@@ -44,10 +44,10 @@ summary=()
 # The gtest arguments of one (binary, tool) run: small cases only. memcheck: every binary, its heavy tests left out
 # (all-float casts, 100k barriers, model shapes, 1,000 graph replays); racecheck / synccheck: one small case of the
 # fused (gpu_test_mega: MegaFewSms, the fused kernel on 4 CTAs, 1 and 8 tokens, fused + composed + golden; racecheck:
-# one 1-token call on 4 CTAs, MegaSanitize.OneCallOneToken and MegaFp4Sanitize, since racecheck of MegaFewSms took
-# 90 s in session 6 and did not finish in 180 s alone in session 8, nor MegaFp4FewSms in 150 s), EP (bad-id dispatch
-# and a good dispatch) and GEMM (one masked GEMM) suites. Empty: the whole binary. A run whose filter matches no
-# test is reported with rc 98.
+# one 1-token call on 4 CTAs, MegaSanitize.OneCallOneToken and MegaFp4Sanitize (BLOCK_M 64), since racecheck of
+# MegaFewSms took 90 s in session 6 and did not finish in 180 s alone in session 8, nor MegaFp4FewSms in 150 s), EP
+# (bad-id dispatch and a good dispatch) and GEMM (one masked GEMM) suites. Empty: the whole binary. A run whose
+# filter matches no test is reported with rc 98.
 sanitize_filter() {  # binary tool
   case "$2:$1" in
     memcheck:gpu_test_formats) echo "--gtest_filter=-GpuFormats.CastsMatchHardwareCvtOnAllFloats" ;;

@@ -88,7 +88,8 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 // for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
 // weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
 // second ring of kGemmFp4ConvStages tiles, written at BLOCK_M 64 by the math warpgroups one K block ahead
-// (kernels/gemm/math_fp4.cuh), at BLOCK_M 128 by converter warps (kernels/gemm/fp4_converter.cuh).
+// (kernels/gemm/math_fp4.cuh), at BLOCK_M 128 by converter warps (kernels/gemm/fp4_converter.cuh; grouped GEMM
+// only: the fused kernel exists with FP4 weights at BLOCK_M 64 only, mega_block_m_candidates).
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
@@ -211,27 +212,60 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // ---------------------------------------------------------------------------------------------------------------
 // Fused MoE layer (MegaMoE).
 // ---------------------------------------------------------------------------------------------------------------
+// BLOCK_M values of the fused kernel per weight format, ascending: the one list the planner picks from (and checks
+// SYMMOE_BLOCK_M against), kMegaKernels instantiates (checked below) and the tests read. Each is a subset of
+// layout::kMegaBlockMCandidates, which sizes the pool for all of them. FP8: 64 and 128. FP4: 64 only, where the
+// math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh; docs/notes/mega.md: why not 128).
+struct MegaBlockMs {
+  int values[layout::kMegaNumBlockMCandidates] = {};
+  int count = 0;
+  constexpr bool contains(int block_m) const {
+    for (int i = 0; i < count; ++i)
+      if (values[i] == block_m) return true;
+    return false;
+  }
+};
+constexpr MegaBlockMs mega_block_m_candidates(GemmWeights weights) {
+  return weights == GemmWeights::kFp4 ? MegaBlockMs{{64}, 1} : MegaBlockMs{{64, 128}, 2};
+}
+constexpr bool mega_block_ms_are_layout_candidates(GemmWeights weights) {
+  const MegaBlockMs c = mega_block_m_candidates(weights);
+  int j = 0;  // c.values in order within layout::kMegaBlockMCandidates
+  for (int i = 0; i < c.count; ++i) {
+    while (j < layout::kMegaNumBlockMCandidates && layout::kMegaBlockMCandidates[j] != c.values[i]) ++j;
+    if (j++ == layout::kMegaNumBlockMCandidates) return false;
+  }
+  return c.count >= 1;
+}
+static_assert(mega_block_ms_are_layout_candidates(GemmWeights::kFp8) &&
+                  mega_block_ms_are_layout_candidates(GemmWeights::kFp4),
+              "mega_block_m_candidates: each list must be layout::kMegaBlockMCandidates' values in order");
+
 // The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
 // the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
-// L2 alike (one stage ring, one tile shape), with FP8 and with FP4 weights (FP4: num_stages counts the raw stages of
-// packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM; who converts: layout::MegaRoles::
-// fp4_math_converts, the converter warps of BLOCK_M 128 need R = 2C). Shared memory = the GEMM core's
-// (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
+// L2 alike (one stage ring, one tile shape): FP8 weights at every mega_block_m_candidates BLOCK_M, then FP4 weights
+// (num_stages counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped
+// GEMM; the math warpgroups convert). Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts
+// (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
   GemmWeights weights = GemmWeights::kFp8;
 };
-inline constexpr MegaKernelShape kMegaKernels[] = {
-    {64, 256, 5}, {128, 256, 4}, {64, 256, 5, GemmWeights::kFp4}, {128, 256, 4, GemmWeights::kFp4}};
+inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}, {64, 256, 5, GemmWeights::kFp4}};
 inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
-static_assert(kNumMegaKernels == 2 * layout::kMegaNumBlockMCandidates &&
-                  kMegaKernels[0].block_m == layout::kMegaBlockMCandidates[0] &&
-                  kMegaKernels[1].block_m == layout::kMegaBlockMCandidates[1] &&
-                  kMegaKernels[2].block_m == layout::kMegaBlockMCandidates[0] &&
-                  kMegaKernels[3].block_m == layout::kMegaBlockMCandidates[1] &&
-                  kMegaKernels[0].weights == GemmWeights::kFp8 && kMegaKernels[1].weights == GemmWeights::kFp8 &&
-                  kMegaKernels[2].weights == GemmWeights::kFp4 && kMegaKernels[3].weights == GemmWeights::kFp4,
-              "the fused kernels: FP8 then FP4, each over layout::kMegaBlockMCandidates in order");
+// kMegaKernels is FP8 then FP4, each over mega_block_m_candidates in order.
+constexpr bool mega_kernels_follow_candidates() {
+  const GemmWeights formats[] = {GemmWeights::kFp8, GemmWeights::kFp4};
+  int i = 0;
+  for (const GemmWeights w : formats) {
+    const MegaBlockMs c = mega_block_m_candidates(w);
+    for (int j = 0; j < c.count; ++j, ++i)
+      if (i >= kNumMegaKernels || kMegaKernels[i].block_m != c.values[j] || kMegaKernels[i].weights != w) return false;
+  }
+  return i == kNumMegaKernels;
+}
+static_assert(mega_kernels_follow_candidates(),
+              "the fused kernels: FP8 then FP4, each over mega_block_m_candidates in order");
 // Index in kMegaKernels of the fused kernel with BLOCK_M block_m and these weights (-1: none compiled).
 constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
   for (int i = 0; i < kNumMegaKernels; ++i)
@@ -267,9 +301,6 @@ struct MegaPlan {
   // Warp roles per CTA (one persistent CTA per SM) and their registers: copied from layout::MegaRoles (the
   // kernel's own description) so the plan prints and checks them.
   int num_producer_warps = 0, num_dispatch_warps = 0, num_math_warpgroups = 0;
-  // FP4 weights, BLOCK_M 128: the dispatch warps, which convert after their pull; 0 for FP8 and for FP4 at BLOCK_M
-  // 64, where the math warpgroups convert (layout::MegaRoles::num_fp4_converter_warps)
-  int num_converter_warps = 0;
   int num_threads = 0;
   int data_registers = 0, math_registers = 0, math_registers_needed = 0;
   int named_barriers = 0;  // named-barrier ids the kernel uses (0 .. named_barriers - 1)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string>
 
 #include "plan/model.hpp"
 #include "symmoe/plan.hpp"
@@ -24,6 +25,13 @@ int experts_per_wave(int num_local_experts, int l1_blocks_per_expert, int num_sm
   for (int e = 1; e <= num_local_experts; ++e)
     if (e >= needed && num_local_experts % e == 0) return e;
   return num_local_experts;
+}
+
+// "64, 128": the candidates as the SYMMOE_BLOCK_M error names them.
+std::string block_m_list(const MegaBlockMs& candidates) {
+  std::string s;
+  for (int i = 0; i < candidates.count; ++i) s += (i ? ", " : "") + std::to_string(candidates.values[i]);
+  return s;
 }
 
 }  // namespace
@@ -61,13 +69,14 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   p.num_tokens = num_tokens;
   p.expected_tokens_per_expert = expected_tokens_per_expert(shape, std::max(num_tokens, 1));
 
-  // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels ----
-  p.block_m = detail::pick_block_m(p.expected_tokens_per_expert, layout::kMegaBlockMCandidates,
-                                   layout::kMegaNumBlockMCandidates, kMegaBlockMHeadroom);
+  // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels of these weights ----
+  const MegaBlockMs candidates = mega_block_m_candidates(weights);
+  p.block_m =
+      detail::pick_block_m(p.expected_tokens_per_expert, candidates.values, candidates.count, kMegaBlockMHeadroom);
   if (overrides.block_m) {
-    SYMMOE_CHECK(detail::contains(layout::kMegaBlockMCandidates, layout::kMegaNumBlockMCandidates, overrides.block_m),
-                 "plan", "SYMMOE_BLOCK_M must be one of 64, 128 for MegaMoE (the compiled fused kernels), got ",
-                 overrides.block_m);
+    SYMMOE_CHECK(candidates.contains(overrides.block_m), "plan", "SYMMOE_BLOCK_M must be ",
+                 candidates.count > 1 ? "one of " : "", block_m_list(candidates), " for MegaMoE with ",
+                 gemm_weights_name(weights), " weights (the compiled fused kernels), got ", overrides.block_m);
     p.block_m = overrides.block_m;
   }
 
@@ -102,11 +111,10 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   using Roles = layout::MegaRoles;
   p.num_producer_warps = Roles::kNumProducerWarps, p.num_dispatch_warps = Roles::kNumDispatchWarps;
   p.num_math_warpgroups = Roles::kNumMathWarpgroups;
-  p.num_converter_warps = weights == GemmWeights::kFp4 ? Roles::num_fp4_converter_warps(p.block_m) : 0;
   p.num_threads = Roles::kNumThreads;
   p.data_registers = Roles::kDataRegisters;
   p.math_registers = Roles::kMathRegisters;
-  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4, p.block_m);
+  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4);
   SYMMOE_CHECK(p.math_registers == detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers), "plan",
                "MegaMoE: register split ", p.data_registers, "/", p.math_registers, " does not fill the SM");
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
@@ -190,11 +198,6 @@ void MegaPlan::validate() const {
                (k.block_m == block_m && k.block_n == l1_block_n && k.num_stages == num_stages && k.weights == weights);
   SYMMOE_CHECK(compiled, "plan", "BLOCK_M ", block_m, " x ", l1_block_n, " with ", num_stages, " stages and ",
                gemm_weights_name(weights), " weights is not a compiled fused kernel", where());
-  SYMMOE_CHECK(
-      num_converter_warps == (weights == GemmWeights::kFp4 ? layout::MegaRoles::num_fp4_converter_warps(block_m) : 0),
-      "plan", "FP4 weights: converter warps ", num_converter_warps, ", expected ",
-      weights == GemmWeights::kFp4 ? layout::MegaRoles::num_fp4_converter_warps(block_m) : 0,
-      " (BLOCK_M 128: the dispatch warps; BLOCK_M 64: none, the math warpgroups convert; FP8: none)", where());
   SYMMOE_CHECK(pool_rows == layout::mega_pool_rows(dims()) && pool_rows % block_m == 0, "plan",
                "pool rows must follow the layout formula and hold whole blocks", where());
 }
@@ -208,9 +211,8 @@ std::string MegaPlan::to_string() const {
      << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
      << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps;
-  if (num_converter_warps) os << " (then FP4 converters " << num_converter_warps << ")";
   os << " math " << 4 * num_math_warpgroups;
-  if (weights == GemmWeights::kFp4 && !num_converter_warps) os << " (+ FP4 conversion)";
+  if (weights == GemmWeights::kFp4) os << " (+ FP4 conversion)";
   os << " (threads " << num_threads << ") regs data " << data_registers << " math " << math_registers << " (estimate ~"
      << math_registers_needed << ") named barriers " << named_barriers << " | stages=" << num_stages
      << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage

@@ -347,38 +347,59 @@ TEST(Plan, BScalesInSharedMemory) {
                   layout::MegaSmemCounts::num_bytes(256, 32));
 }
 
-// The fused layer with FP4 weights: the compiled FP4 kernels (64 x 256 with 5 raw stages, 128 x 256 with 4) on the
-// same BLOCK_M ladder as FP8, their shared memory (packed FP4 stages + the E4M3 ring) in the plan and printed; who
-// converts: the math warpgroups at BLOCK_M 64, the dispatch warps at 128.
+// The fused layer with FP4 weights: one compiled FP4 kernel (64 x 256 with 5 raw stages; the math warpgroups
+// convert), so every FP4 plan is BLOCK_M 64 whatever the batch; its shared memory (packed FP4 stages + the E4M3
+// ring) in the plan and printed. SYMMOE_BLOCK_M=128 is refused for FP4 naming the variable, the weights and the
+// allowed value; FP8 keeps its 64 / 128 ladder.
 TEST(Plan, MegaFp4) {
-  for (const int tokens : {1, 128, 8192}) {
+  const plan::MegaBlockMs fp4_candidates = plan::mega_block_m_candidates(plan::GemmWeights::kFp4);
+  ASSERT_EQ(fp4_candidates.count, 1);
+  EXPECT_EQ(fp4_candidates.values[0], 64);
+  const plan::MegaBlockMs fp8_candidates = plan::mega_block_m_candidates(plan::GemmWeights::kFp8);
+  ASSERT_EQ(fp8_candidates.count, 2);
+  EXPECT_EQ(fp8_candidates.values[0], 64);
+  EXPECT_EQ(fp8_candidates.values[1], 128);
+  for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // exactly the candidates of each format are compiled
+    EXPECT_TRUE(plan::mega_block_m_candidates(k.weights).contains(k.block_m)) << k.block_m;
+  EXPECT_EQ(plan::kNumMegaKernels, fp8_candidates.count + fp4_candidates.count);
+  for (const int tokens : {1, 8, 32, 128, 129, 512, 2048, 8192}) {
     const MoeShape v3 = named_shape("v3", 8, tokens);
     const plan::MegaPlan fp8 = plan::plan_mega_moe(v3, 132, kNoOverrides);
     const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
-    EXPECT_EQ(fp4.block_m, fp8.block_m);
-    const bool math_converts = fp4.block_m == 64;
-    EXPECT_EQ(fp4.num_stages, math_converts ? 5 : 4);
-    EXPECT_EQ(fp4.num_converter_warps, math_converts ? 0 : fp4.num_dispatch_warps);
-    EXPECT_EQ(fp8.num_converter_warps, 0);
+    EXPECT_EQ(fp4.block_m, 64) << tokens << " tokens";
+    EXPECT_EQ(fp8.block_m, tokens <= 128 ? 64 : 128) << tokens << " tokens";  // FP8 unchanged
+    EXPECT_EQ(fp4.l1_wg_tile_n, 128);  // split N: each math warpgroup converts its own B rows
+    EXPECT_EQ(fp4.num_stages, 5);
     EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, fp4.num_stages, v3.num_experts,
                                                     v3.num_local_experts(), plan::GemmWeights::kFp4));
     EXPECT_EQ(fp4.smem_per_stage, plan::gemm_stage_smem_bytes(fp4.block_m, 256, plan::GemmWeights::kFp4));
     EXPECT_EQ(fp4.workspace_bytes, fp8.workspace_bytes);  // one workspace for both formats
     EXPECT_NE(fp4.to_string().find("weights=fp4"), std::string::npos) << fp4.to_string();
-    EXPECT_NE(fp4.to_string().find(math_converts ? "(+ FP4 conversion)" : "FP4 converters 3"), std::string::npos)
-        << fp4.to_string();
-    EXPECT_EQ(fp4.named_barriers, math_converts ? 7 : 5);  // + one conversion barrier per math warpgroup
+    EXPECT_NE(fp4.to_string().find("(+ FP4 conversion)"), std::string::npos) << fp4.to_string();
+    EXPECT_EQ(fp8.to_string().find("FP4"), std::string::npos) << fp8.to_string();
+    EXPECT_EQ(fp4.named_barriers, 7);  // + one conversion barrier per math warpgroup
     EXPECT_EQ(fp8.named_barriers, 5);
     EXPECT_NE(fp8.to_string().find("weights=fp8"), std::string::npos) << fp8.to_string();
   }
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 128);
+  for (const auto& name : test::sweep_shape_names())
+    for (const int r : test::sweep_ranks(name))
+      for (const int t : test::sweep_tokens())
+        ASSERT_EQ(plan::plan_mega_moe(named_shape(name, r, t), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 64)
+            << name << " R=" << r << " T=" << t;
   plan::PlanOverrides o;
   o.block_m = 128;
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4).block_m, 128);
+  for (const int tokens : {1, 8192})
+    expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, tokens), 132, o, plan::GemmWeights::kFp4); },
+                 "SYMMOE_BLOCK_M must be 64 for MegaMoE with fp4 weights (the compiled fused kernels), got 128");
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o).block_m, 128);  // FP8: 128 stays legal
+  o.block_m = 96;
+  expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o); },
+               "SYMMOE_BLOCK_M must be one of 64, 128 for MegaMoE with fp8 weights");
+  o.block_m = 64;
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, o, plan::GemmWeights::kFp4).block_m, 64);
   o = {};
-  o.num_stages = 4;  // FP4 BLOCK_M 128's count, not BLOCK_M 64's
+  o.num_stages = 4;  // FP8 BLOCK_M 128's count, not FP4's
   expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4); },
                "SYMMOE_NUM_STAGES");
   o.num_stages = 5;

@@ -4,11 +4,10 @@
 //
 //   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (kernels/gemm/math.cuh), the L1 SwiGLU/FP8 epilogue,
 //                    the L2 epilogue with its NVLink write-back
-//   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows); with FP4
-//                    weights and BLOCK_M 128 warps 9..11 then become the converters (kernels/gemm/fp4_converter.cuh:
-//                    the packed FP4 weight tile of each stage -> the E4M3 tile the math warps read)
-// FP4 weights with BLOCK_M 64: the math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh), the
-// dispatch warps only pull (fp4_math_converts).
+//   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
+// FP4 weights (BLOCK_M 64 only, plan::mega_block_m_candidates): the math warpgroups upconvert their own B rows
+// (kernels/gemm/math_fp4.cuh: each split-N warpgroup's WGMMAs read only its own 128 B rows, so it converts those one
+// K block ahead, named barrier kFp4ConvertBarrier0 + warpgroup).
 // Every warp also joins the stages before the roles (count + publish) and after them (clear, combine); those run at
 // kCommonRegisters, the launch bound.
 // Plain integer constants, no CUDA headers: g++ compiles this too.
@@ -32,21 +31,6 @@ struct MegaRoles {
   static constexpr int kNumProducerWarps = 1;
   static constexpr int kFirstDispatchWarp = kProducerWarp + kNumProducerWarps;
   static constexpr int kNumDispatchWarps = kWarpsPerWarpgroup - kNumProducerWarps;
-  // FP4 weights, BLOCK_M 128: the dispatch warps convert once their share of the pull is done. NOTES: why they, and
-  // why after the pull: a fourth warpgroup would lower the launch bound to 128 registers, leaving 32 per data thread
-  // next to the math warpgroups' 224 (the producer and pull need 56); the pull never waits on the GEMM (plain loads
-  // of peer rows published before rank barrier #1), so it always ends and the converters always start. The cost: a
-  // CTA's first conversions wait for its share of the pull (its L1 tiles wait for pulled rows anyway, but other
-  // CTAs' rows may be ready earlier).
-  static constexpr int kNumConverterWarps = kNumDispatchWarps;
-  // FP4 weights: who upconverts at BLOCK_M block_m. 64 (64 x 256 tiles split N, kernels/gemm/math.cuh): each math
-  // warpgroup's WGMMAs read only its own 128 B rows, so it converts those one K block ahead (math_fp4.cuh, named
-  // barrier kFp4ConvertBarrier0 + warpgroup), no converter warps. 128: both warpgroups read all 256 rows and the
-  // conversion does not fit next to their 128 + 64 accumulators (math_fp4.cuh), so the converter warps do it.
-  SYMMOE_HD static constexpr bool fp4_math_converts(int block_m) { return block_m == 64; }
-  SYMMOE_HD static constexpr int num_fp4_converter_warps(int block_m) {
-    return fp4_math_converts(block_m) ? 0 : kNumConverterWarps;
-  }
   static constexpr int kNumWarpgroups = kNumMathWarpgroups + 1;
   static constexpr int kNumWarps = kNumWarpgroups * kWarpsPerWarpgroup;
   static constexpr int kNumThreads = kNumWarps * kThreadsPerWarp;
@@ -69,20 +53,16 @@ struct MegaRoles {
                                                   // kIssueBarrier0; the kernel static_asserts they agree)
   static constexpr int kNumGemmIssueBarriers = 2;
   static constexpr int kL1DoneBarrier = kGemmIssueBarrier0 + kNumGemmIssueBarriers;  // math threads: L1 tile stored
-  // FP4 weights, BLOCK_M 64: 5 and 6, math warpgroup w's conversion barrier (its 128 threads; math_fp4.cuh).
+  // FP4 weights: 5 and 6, math warpgroup w's conversion barrier (its 128 threads; math_fp4.cuh).
   static constexpr int kFp4ConvertBarrier0 = kL1DoneBarrier + 1;
   static constexpr int kNumFp4ConvertBarriers = kNumMathWarpgroups;
   static constexpr int kNumNamedBarriers = kFp4ConvertBarrier0 + kNumFp4ConvertBarriers;
-  // Named-barrier ids one kernel uses (0 .. n - 1): all with FP4 weights at BLOCK_M 64, else none of the conversion's.
-  SYMMOE_HD static constexpr int num_named_barriers(bool fp4, int block_m) {
-    return fp4 && fp4_math_converts(block_m) ? kNumNamedBarriers : kFp4ConvertBarrier0;
-  }
+  // Named-barrier ids one kernel uses (0 .. n - 1): all with FP4 weights, else none of the conversion's.
+  SYMMOE_HD static constexpr int num_named_barriers(bool fp4) { return fp4 ? kNumNamedBarriers : kFp4ConvertBarrier0; }
 
   // Dispatch warp `warp` (kFirstDispatchWarp <= warp < kNumWarps) -> its index among the CTA's dispatch warps.
   SYMMOE_HD static constexpr int dispatch_warp_index(int warp) { return warp - kFirstDispatchWarp; }
   SYMMOE_HD static constexpr bool is_producer_warp(int warp) { return warp == kProducerWarp; }
-  // FP4, BLOCK_M 128: dispatch warp `warp` -> its index among the converters (0 .. kNumConverterWarps - 1).
-  SYMMOE_HD static constexpr int converter_index(int warp) { return dispatch_warp_index(warp); }
 };
 
 static_assert(MegaRoles::kNumThreads == 384 && MegaRoles::kCommonRegisters == 168,

@@ -4,7 +4,7 @@
 
 namespace symmoe::mega::kernel {
 
-static_assert(plan::kNumMegaKernels == 4 && plan::kMegaKernels[0].weights == plan::GemmWeights::kFp8 &&
+static_assert(plan::kNumMegaKernels == 3 && plan::kMegaKernels[0].weights == plan::GemmWeights::kFp8 &&
                   plan::kMegaKernels[1].weights == plan::GemmWeights::kFp8,
               "plan::kMegaKernels changed: update launch_mega_moe and launch_mega_moe_fp4");
 

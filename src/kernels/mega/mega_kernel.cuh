@@ -16,10 +16,9 @@
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
 // Warp roles, register split and named barriers: symmoe/layout/mega_roles.hpp (MegaRoles), shared with the planner.
-// FP4 weights (mega_moe_fp4_kernel, kFp4): who upconverts the packed FP4 weight tiles depends on BLOCK_M
-// (MegaRoles::fp4_math_converts).
-// BLOCK_M 64 (kMathConverts): the FP4 grouped GEMM's math-warp conversion (kernels/gemm/math_fp4.cuh, kMixedPhases:
-// the base codes from the B scales of the tile's phase). Per K block j of the CTA's tile sequence:
+// FP4 weights (mega_moe_fp4_kernel, kFp4; BLOCK_M 64 only, plan::mega_block_m_candidates): the FP4 grouped GEMM's
+// math-warp conversion (kernels/gemm/math_fp4.cuh, kMixedPhases: the base codes from the B scales of the tile's
+// phase). Per K block j of the CTA's tile sequence:
 //   producer:   wait empty[j % R] -> arrive_expect_tx raw_full[j % R] -> TMA FP4 B + codes (+ A, A scales; early
 //               stages: after the tile's row wait)
 //   math:       math warpgroup w waits raw_full[j % R], converts its own 128 B rows into E4M3 tile j % 2 (during the
@@ -28,26 +27,11 @@
 // empty completes on the 8 math arrives, raw_full on the producer's arrive + bytes. A warpgroup holds stage j while
 // it waits for raw_full of block j + 1 of the same tile only (R >= 2), never across tiles, so the producer's row
 // wait of the next tile waits on nothing the math warps hold. No converter warps, no slot, no stop mark.
-// BLOCK_M 128: the GEMM core's converter-warp protocol (kernels/gemm/fp4_converter.cuh) with the dispatch warps as
-// its converters once their pull is done. Per K block j of the CTA's tile sequence:
-//   producer:   wait empty[j % R] -> stage descriptor into the slot -> arrive_expect_tx raw_full[j % R] -> TMA
-//               FP4 B + codes (+ A, A scales; early stages: after the tile's row wait)  (R = kNumStages raw stages)
-//   converters: wait raw_full[j % R] -> load the base scales the descriptor names -> wait conv_empty[j % C] ->
-//               E4M3 tile j % C -> arrive full[j % C] and empty[j % R] (one per converter warp)
-//                                                                                     (C = kGemmFp4ConvStages = R / 2)
-//   math:       wait full[j % C] and raw_full[j % R] -> WGMMA -> arrive empty[j % R] and conv_empty[j % C]
-// empty completes on 8 math + 3 converter arrives, full on 3 converter arrives, conv_empty on 8 math arrives,
-// raw_full on the producer's arrive + bytes. Each wait depends only on block j's producer step or on earlier
-// blocks, and the producer's steps depend only on the tile's rows (bounded wait, loads anyway on timeout) and on
-// earlier blocks' releases, so nothing waits in a cycle. After the last tile the producer publishes the stop mark
-// on raw_full of the next stage (no bytes); the converters leave there, the math warps never wait on it. The pull
-// before the conversion never waits on the GEMM (MegaRoles::kNumConverterWarps), so the converters always start.
 #pragma once
 
 #include "kernels/comm/barrier.cuh"
 #include "kernels/comm/grid_sync.cuh"
 #include "kernels/gemm/epilogue_swiglu.cuh"
-#include "kernels/gemm/fp4_converter.cuh"
 #include "kernels/gemm/math.cuh"
 #include "kernels/gemm/math_fp4.cuh"
 #include "kernels/mega/combine.cuh"
@@ -82,8 +66,6 @@ static_assert(Roles::kFp4ConvertBarrier0 > Roles::kL1DoneBarrier &&
                   Roles::kFp4ConvertBarrier0 >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
                   Roles::kNumFp4ConvertBarriers == Roles::kNumMathWarpgroups,
               "MegaRoles: the FP4 conversion barriers (one per math warpgroup) collide with another named barrier");
-static_assert(gemm::kernel::kNumConverterWarps == Roles::kNumConverterWarps,
-              "MegaRoles::kNumConverterWarps must be the GEMM core's converter count (its row stride and arrivals)");
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
 // `combine` false: this rank's routing was bad (dispatch.cuh): its y is left untouched.

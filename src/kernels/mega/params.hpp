@@ -3,7 +3,6 @@
 
 #include <cuda.h>
 
-#include <cstddef>
 #include <cstdint>
 
 #include "kernels/comm/sym_buffer.cuh"
@@ -25,8 +24,8 @@ struct MegaTensorMaps {
 static_assert(sizeof(CUtensorMap) == 128, "MegaTensorMaps: the phase's maps are consecutive");
 
 // FP4 weights: l1_b / l2_b map the packed E2M1 weights (rows of K/2 bytes, boxes of 64 B x 256 rows, unswizzled:
-// the converters read them) and the codes maps the UE8M0 code words (int32 [El * K/128, N], boxes of 256 words
-// of one K block). The FP8 kernels take `gemm` alone (their parameter is unchanged).
+// the math warpgroups read them to convert) and the codes maps the UE8M0 code words (int32 [El * K/128, N], boxes
+// of 256 words of one K block). The FP8 kernels take `gemm` alone (their parameter is unchanged).
 struct MegaTensorMapsFp4 {
   MegaTensorMaps gemm;
   CUtensorMap l1_codes, l2_codes;  // W1 codes [El * H/128, 2I], W2 codes [El * I/128, H]
@@ -52,8 +51,6 @@ struct MegaParams {
   // registers: two copies live across the math loop cost ~50 registers and spilled.
   gemm::kernel::GemmParams l1, l2;
 };
-static_assert(offsetof(MegaParams, l2) == offsetof(MegaParams, l1) + sizeof(gemm::kernel::GemmParams),
-              "MegaParams: the FP4 converters reach l2 as (&l1)[1]");
 
 // L1: A = L1 pool [P, H], B = W1 [El, 2I, H], out = L2 pool (e4m3 [P, I], scales [I/128, P], top-k weight per pool
 // row). L2: A = L2 pool [P, I], B = W2 [El, H, I]; its epilogue writes back to the source ranks (epilogue.cuh).

@@ -3,37 +3,26 @@
 // core's FP4 stages (kernels/gemm/producer_fp4.cuh). Per stage: wait empty, one arrive_expect_tx on raw_full for
 // all of the stage's bytes, TMA of the packed FP4 weight tile [256, 64 B] and its code words [256] int32, and of A
 // and A's scales (now, or after the row wait for the early stages).
-// BLOCK_M 64 (MegaRoles::fp4_math_converts): that is all; the math warpgroups convert (math_fp4.cuh) and take the
-// base codes from the B scales they load anyway.
-// BLOCK_M 128 (converter warps, fp4_converter.cuh): before the arrive the producer also leaves the stage's
-// descriptor in its slot (gemm::kernel::Fp4StageDesc: L1 or L2, K block, expert, n_begin; the converters load the
-// base scales from it; the arrive releases the slot), and after the last tile one more stage carries the stop mark
-// (-1, no bytes): the converters, who walk no scheduler, leave on it; the math warps never wait on it.
-// Every raw_full the converters or the math warps wait on gets this thread's arrive and its bytes: after a timed-out
-// row wait it loads anyway, as producer.cuh does.
-// NOTES: registers (MegaRoles::kDataRegisters, 56). The GEMM's FP4 producer loads the base scales itself; here those
-// loads spilled (8-16 B), hence the descriptor. The early loop + main loop of producer.cuh is kept: one loop with
-// the row wait at kb == num_early spilled more. The trace lines are producer.cuh's.
+// That is all: the math warpgroups convert (math_fp4.cuh) and take the base codes from the B scales they load anyway.
+// Every raw_full the math warps wait on gets this thread's arrive and its bytes: after a timed-out row wait it loads
+// anyway, as producer.cuh does.
+// NOTES: registers (MegaRoles::kDataRegisters, 56). The early loop + main loop of producer.cuh is kept: one loop
+// with the row wait at kb == num_early spilled more. The trace lines are producer.cuh's.
 #pragma once
 
-#include "kernels/gemm/fp4_converter.cuh"
 #include "kernels/mega/producer.cuh"
-#include "symmoe/layout/mega_roles.hpp"
 
 namespace symmoe::mega::kernel {
 
-// Waits for stage `pipe` to be free, leaves its descriptor in the slot (kSlot: converter warps), announces all of the
-// stage's bytes on its raw_full (the arrive also releases the slot) and loads the packed FP4 weight tile and its code
-// words; A and A's scales follow on the returned raw_full.
-template <int BLOCK_N, bool kSlot, int BLOCK_M, int kNumStages>
+// Waits for stage `pipe` to be free, announces all of the stage's bytes on its raw_full and loads the packed FP4
+// weight tile and its code words; A and A's scales follow on the returned raw_full.
+template <int BLOCK_N, int BLOCK_M, int kNumStages>
 __device__ __forceinline__ uint64_t* announce_fp4_weights(
     const MegaTile& t, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
     const gemm::kernel::PipelineState<kNumStages>& pipe, const CUtensorMap* b_map, const CUtensorMap* codes_maps,
     int kb, int b_row, int num_k_blocks) {
   using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>;
   ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-  if constexpr (kSlot)
-    *smem.fp4_base_codes(pipe.stage) = gemm::kernel::Fp4StageDesc::pack(!t.l2, kb, t.tile.expert_idx, t.tile.n_begin);
   uint64_t* raw_full = smem.raw_full(pipe.stage);
   ptx::mbarrier_arrive_expect_tx(raw_full, Layout::kStageTxBytes);  // A, its scales, FP4 B and codes
   ptx::tma_load_2d(smem.b_fp4(pipe.stage), b_map, raw_full, kb * 64, b_row);
@@ -47,7 +36,6 @@ template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
 __device__ __forceinline__ void run_mega_producer_fp4(
     const MegaParams& p, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
     const MegaTensorMaps& maps, const CUtensorMap* codes_maps, MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
-  constexpr bool kSlot = layout::MegaRoles::num_fp4_converter_warps(BLOCK_M) > 0;
   const layout::MegaDims& d = p.ws.dims();
   gemm::kernel::PipelineState<kNumStages> pipe;
   MegaTile t;
@@ -60,7 +48,7 @@ __device__ __forceinline__ void run_mega_producer_fp4(
     const int sfa_row = t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1);
     gemm::kernel::PipelineState<kNumStages> early = pipe;  // the stages that get their weights before the wait
     for (int kb = 0; kb < num_early; ++kb) {
-      announce_fp4_weights<BLOCK_N, kSlot>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
+      announce_fp4_weights<BLOCK_N>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
       pipe.advance();
     }
     wait_tile_inputs_traced<BLOCK_N, kTrace>(p, t);
@@ -72,19 +60,13 @@ __device__ __forceinline__ void run_mega_producer_fp4(
         ptx::tma_load_2d(smem.sfa(early.stage), phase_maps + 1, raw_full, sfa_row, kb);
         early.advance();
       } else {
-        raw_full =
-            announce_fp4_weights<BLOCK_N, kSlot>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
+        raw_full = announce_fp4_weights<BLOCK_N>(t, smem, pipe, phase_maps + 2, codes_maps, kb, b_row, num_k_blocks);
         ptx::tma_load_2d(smem.a(pipe.stage), phase_maps, raw_full, kb * 128, t.tile.row_begin);
         ptx::tma_load_2d(smem.sfa(pipe.stage), phase_maps + 1, raw_full, sfa_row, kb);
         pipe.advance();
       }
     }
     if constexpr (kTrace) trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileLoadsIssued, ptx::globaltimer_ns());
-  }
-  if constexpr (kSlot) {  // the stop mark: the stage after the last one, no bytes (fp4_converter.cuh)
-    ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-    *smem.fp4_base_codes(pipe.stage) = make_int2(gemm::kernel::kFp4StopMark, gemm::kernel::kFp4StopMark);
-    ptx::mbarrier_arrive(smem.raw_full(pipe.stage));
   }
 }
 

@@ -3,7 +3,8 @@
 // per-expert counts (layout::MegaSmemCounts). The one place that stacks the two: the launcher reads num_bytes, the
 // kernel the pointers; the planner's plan::mega_smem_bytes is the same sum (checked below). kFp4 (FP4 weights):
 // the GEMM core's FP4 regions (raw stages of packed FP4 tiles + codes, the E4M3 ring, the upconversion tables and
-// base-code slots; kernels/gemm/smem_layout.hpp), the same counts after them.
+// the base-code slots, unused here: the math warpgroups convert; kernels/gemm/smem_layout.hpp), the same counts after
+// them.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +49,7 @@ constexpr bool smem_model_agrees() {
   return MegaSmemLayoutOf<kIndex>::num_bytes(256, 32) ==
          plan::mega_smem_bytes(s.block_m, s.block_n, s.num_stages, 256, 32, s.weights);
 }
-static_assert(plan::kNumMegaKernels == 4 && smem_model_agrees<0>() && smem_model_agrees<1>() &&
-                  smem_model_agrees<2>() && smem_model_agrees<3>(),
+static_assert(plan::kNumMegaKernels == 3 && smem_model_agrees<0>() && smem_model_agrees<1>() && smem_model_agrees<2>(),
               "plan::mega_smem_bytes disagrees with MegaSmemLayout");
 
 }  // namespace symmoe::mega::kernel
