@@ -362,13 +362,13 @@ TEST(Plan, MegaFp4) {
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // exactly the candidates of each format are compiled
     EXPECT_TRUE(plan::mega_block_m_candidates(k.weights).contains(k.block_m)) << k.block_m;
   EXPECT_EQ(plan::kNumMegaKernels, fp8_candidates.count + fp4_candidates.count);
-  for (const int tokens : {1, 8, 32, 128, 129, 512, 2048, 8192}) {
+  for (const int tokens : {1, 8, 32, 128, 256, 257, 512, 2048, 8192}) {
     const MoeShape v3 = named_shape("v3", 8, tokens);
     const plan::MegaPlan fp8 = plan::plan_mega_moe(v3, 132, kNoOverrides);
     const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.block_m, 64) << tokens << " tokens";
-    EXPECT_EQ(fp8.block_m, tokens <= 128 ? 64 : 128) << tokens << " tokens";  // FP8 unchanged
+    EXPECT_EQ(fp8.block_m, tokens <= 256 ? 64 : 128) << tokens << " tokens";  // FP8: 64 up to 64 rows per expert
     EXPECT_EQ(fp4.l1_wg_tile_n, 128);  // split N: each math warpgroup converts its own B rows
     EXPECT_EQ(fp4.num_stages, 5);
     EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, fp4.num_stages, v3.num_experts,
