@@ -147,30 +147,37 @@ def mega():
     ops.unregister(layer_id)
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-@pytest.mark.parametrize("t", [1, 33, T_MAX])
-def test_fused_layer_compiled_is_bitwise_eager(mega, backend, t):
-    sym, layer_id, l1, l2 = mega
+def check_compiled_layer_is_bitwise_eager(sym, op, eager, backend, t):
+    """torch.compile of a block calling the custom op `op(x, sf, idx, w)` against the DeepGEMM-shaped eager call
+    `eager(y, sym)` on the same tokens (copied into the buffer), for two seeds: bitwise; token 0 is all-masked."""
 
     def block(x, sf, idx, w):
-        y = torch.ops.symmoe.mega_moe(layer_id, x, sf, idx, w, l1[0], l1[1], l2[0], l2[1], 0.0)
-        return y.float() * 2.0  # exact: the comparison stays bitwise
+        return op(x, sf, idx, w).float() * 2.0  # exact: the comparison stays bitwise
 
     compiled = torch.compile(block, fullgraph=True, backend=backend)
     for seed in (1, 2):
         x, sf = make_fp8_tokens(t, H, seed=seed)
         idx, w = routing(t, seed)
-        # Eager reference: the DeepGEMM-shaped call itself.
         sym.x[:t].copy_(x)
         sym.x_sf[:t].copy_(sf)
         sym.topk_idx[:t].copy_(idx)
         sym.topk_weights[:t].copy_(w)
-        y_ref = symmoe.fp8_mega_moe(torch.empty(t, H, dtype=torch.bfloat16, device="cuda"), l1, l2, sym)
-        expected = y_ref.float() * 2.0
+        expected = eager(torch.empty(t, H, dtype=torch.bfloat16, device="cuda"), sym).float() * 2.0
         got = compiled(x, sf, idx, w)
         sym.synchronize()
         assert torch.equal(got, expected), f"backend={backend} t={t} seed={seed}"
         assert torch.count_nonzero(expected[0]) == 0
+        if t > 1:
+            assert torch.count_nonzero(expected[1:]) > 0
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("t", [1, 33, T_MAX])
+def test_fused_layer_compiled_is_bitwise_eager(mega, backend, t):
+    sym, layer_id, l1, l2 = mega
+    check_compiled_layer_is_bitwise_eager(
+        sym, lambda x, sf, idx, w: torch.ops.symmoe.mega_moe(layer_id, x, sf, idx, w, *l1, *l2, 0.0),
+        lambda y, buf: symmoe.fp8_mega_moe(y, l1, l2, buf), backend, t)
 
 
 def test_fused_fake_shapes_match_real(mega):
@@ -195,27 +202,9 @@ def mega_fp4(mega):
 @pytest.mark.parametrize("t", [1, 33, T_MAX])
 def test_fused_fp4_layer_compiled_is_bitwise_eager(mega_fp4, backend, t):
     sym, layer_id, l1, l2 = mega_fp4
-
-    def block(x, sf, idx, w):
-        y = torch.ops.symmoe.mega_moe_fp4(layer_id, x, sf, idx, w, *l1, *l2, 0.0)
-        return y.float() * 2.0  # exact: the comparison stays bitwise
-
-    compiled = torch.compile(block, fullgraph=True, backend=backend)
-    for seed in (1, 2):
-        x, sf = make_fp8_tokens(t, H, seed=seed)
-        idx, w = routing(t, seed)
-        sym.x[:t].copy_(x)
-        sym.x_sf[:t].copy_(sf)
-        sym.topk_idx[:t].copy_(idx)
-        sym.topk_weights[:t].copy_(w)
-        y_ref = symmoe.fp8_fp4_mega_moe(torch.empty(t, H, dtype=torch.bfloat16, device="cuda"), l1, l2, sym)
-        expected = y_ref.float() * 2.0
-        got = compiled(x, sf, idx, w)
-        sym.synchronize()
-        assert torch.equal(got, expected), f"backend={backend} t={t} seed={seed}"
-        assert torch.count_nonzero(expected[0]) == 0
-        if t > 1:
-            assert torch.count_nonzero(expected[1:]) > 0
+    check_compiled_layer_is_bitwise_eager(
+        sym, lambda x, sf, idx, w: torch.ops.symmoe.mega_moe_fp4(layer_id, x, sf, idx, w, *l1, *l2, 0.0),
+        lambda y, buf: symmoe.fp8_fp4_mega_moe(y, l1, l2, buf), backend, t)
 
 
 def test_fused_fp4_fake_shapes_match_real(mega_fp4):
