@@ -5,7 +5,7 @@ formatted only on failure.
 """
 import sys
 
-from .dlpack import KDL_CUDA, tensor_info, torch_tensor_info
+from .dlpack import KDL_CUDA, tensor_info, torch_dtype_name, torch_tensor_info
 
 CUDA_STREAM_LEGACY = 1  # cudaStreamLegacy
 
@@ -26,20 +26,10 @@ def is_torch(obj):
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
-_torch_dtype_names = {}
-
-
-def _torch_dtype_name(dtype):
-    name = _torch_dtype_names.get(dtype)
-    if name is None:
-        name = _torch_dtype_names.setdefault(dtype, str(dtype).replace("torch.", ""))
-    return name
-
-
 def _torch_fast(t, device, dtypes, shape):
     """(data_ptr, shape) of a torch tensor that passes every check of device_tensor, else None. A handful of C
     calls: no TensorInfo, no torch.device object, no message."""
-    if not t.is_cuda or t.get_device() != device or _torch_dtype_name(t.dtype) not in dtypes:
+    if not t.is_cuda or t.get_device() != device or torch_dtype_name(t.dtype) not in dtypes:
         return None
     s = t.shape
     if len(s) != len(shape):
@@ -78,7 +68,15 @@ def device_tensor(obj, name, device, stream, dtypes, shape):
     return info.data_ptr, info.shape
 
 
-_raw_stream = []
+_raw_stream = []  # [getter(device) -> cudaStream_t int] once found (raw_stream_getter)
+
+
+def raw_stream_getter(torch):
+    """torch's current-stream getter as a raw handle, device -> int (found once, then cached in _raw_stream)."""
+    if not _raw_stream:
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _raw_stream.append(raw or (lambda d: torch.cuda.current_stream(d).cuda_stream))
+    return _raw_stream[0]
 
 
 def caller_stream(like, device, fallback):
@@ -90,10 +88,7 @@ def caller_stream(like, device, fallback):
     torch.cuda.Stream object (~5 us); torch_stream() builds one when an event must be recorded."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(like, torch.Tensor) and like.is_cuda:
-        if not _raw_stream:
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            _raw_stream.append(raw or (lambda d: torch.cuda.current_stream(d).cuda_stream))
-        return _raw_stream[0](device) or CUDA_STREAM_LEGACY
+        return raw_stream_getter(torch)(device) or CUDA_STREAM_LEGACY
     return fallback
 
 

@@ -40,7 +40,7 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    tensor, names, dev, H = torch.Tensor, _checks._torch_dtype_names, buf.device, buf.hidden
+    tensor, name, dev, H = torch.Tensor, _checks.torch_dtype_name, buf.device, buf.hidden
     if type(x) is tuple:
         if len(x) != 2:
             return None
@@ -48,7 +48,7 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         if not (isinstance(sf, tensor) and sf.is_cuda and sf.get_device() == dev and sf.is_contiguous()):
             return None
         sf_shape, sf_dtype = sf.shape, sf.dtype
-        sf_name = names.get(sf_dtype)
+        sf_name = name(sf_dtype)
         if len(sf_shape) != 2:
             return None
         sf_cols = sf_shape[1]
@@ -63,7 +63,7 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         if key is None or sf_cols != buf._sf_cols.get(key[1]) or not isinstance(x, tensor):
             return None
         x_dtype = x.dtype
-        if names.get(x_dtype) not in _FP8_X:
+        if name(x_dtype) not in _FP8_X:
             return None
     else:
         sf, sf_shape = None, None
@@ -71,7 +71,7 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         if not isinstance(x, tensor):
             return None
         x_dtype = x.dtype
-        if names.get(x_dtype) != "bfloat16":
+        if name(x_dtype) != "bfloat16":
             return None
     # Each tensor: a contiguous CUDA tensor on this rank's GPU (dtypes and shapes below); written out, not a call.
     if not (isinstance(topk_weights, tensor) and x.is_cuda and x.get_device() == dev and x.is_contiguous()
@@ -95,7 +95,7 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
     else:
         K, expand = buf.num_topk, bool(do_expand)
         if not (isinstance(topk_idx, tensor) and topk_idx.is_cuda and topk_idx.get_device() == dev
-                and topk_idx.is_contiguous() and names.get(topk_idx.dtype) == "int64" and topk_idx.shape == (T, K)):
+                and topk_idx.is_contiguous() and name(topk_idx.dtype) == "int64" and topk_idx.shape == (T, K)):
             return None
         if expert_alignment is None:
             expert_alignment = 1
@@ -103,15 +103,14 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
             return None
         idx_ptr = None
     if (T > buf.num_max_tokens_per_rank or K == 0 or (sf is not None and sf_shape[0] != T)
-            or names.get(topk_weights.dtype) != "float32" or topk_weights.shape != (T, K)):
+            or name(topk_weights.dtype) != "float32" or topk_weights.shape != (T, K)):
         return None
     if type(num_sms) is not int or num_sms < 0 or buf.num_experts is None or buf.num_topk == 0:
         return None
     impl = buf._natives.get(key)
-    raw = _checks._raw_stream
-    if impl is None or not raw:  # the general path allocates the payload's buffer / finds torch's stream getter
+    if impl is None:  # the general path allocates the payload's buffer
         return None
-    stream = raw[0](dev) or _checks.CUDA_STREAM_LEGACY
+    stream = _checks.raw_stream_getter(torch)(dev) or _checks.CUDA_STREAM_LEGACY
     last = buf._last_stream
     if last is not None and last != stream:  # ordered after another stream (or graph capture): general path
         return None
@@ -169,8 +168,8 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
         return None
     info = handle._eager_info
     T, K, expand, known, _ = info if info is not None else _handle_info(handle)
-    dev, H, names = buf.device, buf.hidden, _checks._torch_dtype_names
-    if not (x.is_cuda and x.get_device() == dev and x.is_contiguous()) or names.get(x.dtype) != "bfloat16":
+    dev, H, name = buf.device, buf.hidden, _checks.torch_dtype_name
+    if not (x.is_cuda and x.get_device() == dev and x.is_contiguous()) or name(x.dtype) != "bfloat16":
         return None
     x_shape = x.shape
     if len(x_shape) != 2 or x_shape[1] != H:
@@ -182,17 +181,16 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
     if topk_weights is not None:
         if (not isinstance(topk_weights, torch.Tensor) or not topk_weights.is_cuda
                 or topk_weights.get_device() != dev or not topk_weights.is_contiguous()
-                or names.get(topk_weights.dtype) != "float32"
+                or name(topk_weights.dtype) != "float32"
                 or topk_weights.shape != ((rows,) if expand else (rows, K))):
             return None
         w_ptr = topk_weights.data_ptr()
     if type(num_sms) is not int or num_sms < 0:
         return None
     impl = buf._natives.get(handle._impl_key)
-    raw = _checks._raw_stream
-    if impl is None or not raw:
+    if impl is None:
         return None
-    stream = raw[0](dev) or _checks.CUDA_STREAM_LEGACY
+    stream = _checks.raw_stream_getter(torch)(dev) or _checks.CUDA_STREAM_LEGACY
     last = buf._last_stream
     if last is not None and last != stream:
         return None

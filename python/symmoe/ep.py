@@ -59,9 +59,8 @@ import contextlib
 import sys
 
 from . import _C, _ep_eager
-from ._checks import (_torch_dtype_name, caller_stream, check as _check, check_int as _check_positive_int,
-                      device_tensor, is_torch)
-from .dlpack import DeviceView, as_framework_like, tensor_info
+from ._checks import caller_stream, check as _check, check_int as _check_positive_int, device_tensor, is_torch
+from .dlpack import DeviceView, as_framework_like, tensor_info, torch_dtype_name
 from .distributed import Communicator
 
 _FP8_SCALES = ("fp32_per128", "ue8m0_per128", "ue8m0_per32")
@@ -76,7 +75,7 @@ def _align(x, a):
 def _dtype_and_shape(obj, name):
     """(dtype name, shape) of a tensor-like: torch read directly, others through DLPack."""
     if is_torch(obj):
-        return _torch_dtype_name(obj.dtype), obj.shape
+        return torch_dtype_name(obj.dtype), obj.shape
     try:
         info = tensor_info(obj)
     except TypeError as e:

@@ -71,7 +71,7 @@ import sys
 
 from . import _C
 from ._checks import caller_stream, check, check_int, device_tensor, is_torch
-from .dlpack import DeviceView, tensor_info
+from .dlpack import DeviceView, tensor_info, torch_dtype_name
 from .distributed import Communicator
 from .mega_fp4 import is_fp4_pair, transform_fp4_weights
 
@@ -220,7 +220,7 @@ def check_input_source(name, src, dst_shape):
     if isinstance(src, (int, float)) and not isinstance(src, bool):
         return
     if is_torch(src):
-        dtype, shape = _torch_dtype_name(src.dtype), tuple(src.shape)
+        dtype, shape = torch_dtype_name(src.dtype), tuple(src.shape)
     elif hasattr(src, "__dlpack__"):
         info = tensor_info(src)
         dtype, shape = info.dtype, tuple(info.shape)
@@ -267,10 +267,6 @@ def input_view(torch, name, tensor):
         InputView.__name__ = InputView.__qualname__ = f"SymmBufferInput_{name}"
         cls = _input_view_types.setdefault(name, InputView)
     return tensor.as_subclass(cls)
-
-
-def _torch_dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
 
 
 def _import_torch():
