@@ -60,13 +60,22 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_soak) echo "--seconds=5" ;;
     memcheck:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*:MegaFp4Errors.*" ;;
     memcheck:gpu_test_moe_fp4) echo "--gtest_filter=Ranks/MoeComposedFp4.*/ranks1_host_fp4:MoeComposedFp4Errors.*" ;;
-    *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
     racecheck:gpu_test_mega) echo "--gtest_filter=MegaSanitize.OneCallOneToken" ;;
+    *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
     racecheck:gpu_test_mega_fp4) echo "--gtest_filter=*MegaFp4Sanitize.*" ;;
     *:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
     *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
     *:gpu_test_gemm_fp4) echo "--gtest_filter=GroupedGemmFp4.MaskedDecodeSizes" ;;
+    *) echo "" ;;
+  esac
+}
+# compute-sanitizer's own arguments per (binary, tool) run. racecheck of the fused binaries checks the fused kernel
+# only (kernel names containing mega_moe): the composed layer those tests compare against runs the EP and GEMM
+# kernels, which the racecheck runs of gpu_test_ep and gpu_test_gemm cover.
+sanitize_tool_args() {  # binary tool
+  case "$2:$1" in
+    racecheck:gpu_test_mega | racecheck:gpu_test_mega_fp4) echo "--kernel-name kns=mega_moe" ;;
     *) echo "" ;;
   esac
 }
@@ -102,6 +111,7 @@ if [ $sanitize -eq 1 ]; then
     read -r name tool <<< "$r"
     if [ -n "${SYMMOE_TESTS:-}" ] && ! echo " $SYMMOE_TESTS " | grep -q " ${name#gpu_test_} "; then continue; fi
     args=$(sanitize_filter "$name" "$tool")
+    tool_args=$(sanitize_tool_args "$name" "$tool")
     cap=$(sanitize_cap "$name" "$tool")
     left=$(awk -v a="$mode_start" -v b="$(now)" -v t="$budget" 'BEGIN { printf "%d", t - (b - a) }')
     [ "$left" -lt "$cap" ] && cap=$left
@@ -111,9 +121,9 @@ if [ $sanitize -eq 1 ]; then
       continue
     fi
     s=$(now)
-    echo "===== compute-sanitizer --tool $tool $name $args (cap $cap s)" >> "$log"
+    echo "===== compute-sanitizer --tool $tool $tool_args $name $args (cap $cap s)" >> "$log"
     # shellcheck disable=SC2086
-    timeout -k 5 "$cap" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+    timeout -k 5 "$cap" compute-sanitizer --tool "$tool" $tool_args --error-exitcode 99 \
       --print-limit 20 "$bin/$name" --gtest_color=no $args > "$out/current.log" 2>&1
     rc=$?
     cat "$out/current.log" >> "$log"
@@ -121,7 +131,8 @@ if [ $sanitize -eq 1 ]; then
     tests=$(grep -E "^\[  (PASSED|FAILED)  \]" "$out/current.log" | head -1 | sed 's/^\[ *//; s/ *\] */ /')
     # A filter that matches no test checks nothing: report it as a failure (rc 98), not as 0 errors.
     if [ "$rc" -eq 0 ] && echo "$tests" | grep -qE "^PASSED 0 tests"; then rc=98; fi
-    rows+=("$(printf '%s|%s|%s|%s|%s|%s|%s' "$name" "$tool" "${errors:-?}" "$rc" "$(elapsed "$s")" "${tests:-}" "$args")")
+    rows+=("$(printf '%s|%s|%s|%s|%s|%s|%s' "$name" "$tool" "${errors:-?}" "$rc" "$(elapsed "$s")" "${tests:-}" \
+      "${tool_args:+$tool_args }$args")")
     if [ "$rc" -ne 0 ]; then grep -E "Invalid|Race|Barrier|ERROR|Failure|FAILED|Timeout|timed out|STALL|timeout record|\[\+ *[0-9.]+ s\]" "$out/current.log" | head -25; fi
   done
   rm -f "$out/current.log"
