@@ -11,7 +11,7 @@
 #            then dispatch+combine times through Python and a cProfile of the eager loop
 #   bench    the C++ `symmoe bench ep` at the same point (v3, FP8, 128 tokens/rank), same run
 #   mega-ex  torchrun examples/mega_moe.py (fused layer vs torch, eager and graph times)
-#   mega-e4  torchrun examples/mega_moe_fp4.py (the same with FP4 weights: fp8_fp4_mega_moe)
+#   mega-e4  torchrun examples/mega_moe.py --weights fp4 (the same with FP4 weights: fp8_fp4_mega_moe)
 #   mega-fl  torchrun mega_torchrun_check.py --shape flash (the Flash shape, 64 tokens/rank)
 #   example  torchrun examples/ep_dispatch_combine.py (BF16; ex-fp8: --fp8)
 # and prints last: Python vs C++ per SM count, then one line per step.
@@ -128,7 +128,7 @@ else
 fi
 if [ $rc -eq 0 ]; then
   step mega-ex "${torchrun[@]}" python/examples/mega_moe.py
-  step mega-e4 "${torchrun[@]}" python/examples/mega_moe_fp4.py
+  step mega-e4 "${torchrun[@]}" python/examples/mega_moe.py --weights fp4
   step mega-fl "${torchrun[@]}" python/tests_gpu/mega_torchrun_check.py --shape flash --tokens 64
   step example "${torchrun[@]}" python/examples/ep_dispatch_combine.py
   step ex-fp8 "${torchrun[@]}" python/examples/ep_dispatch_combine.py --fp8
