@@ -10,7 +10,10 @@ import symmoe
 
 
 def run_python(code, **env):
-    full = dict(os.environ, **env)
+    """`code` in a fresh interpreter with only the given SYMMOE_ variables (the caller's own, e.g. a device script's
+    SYMMOE_SKIP_BUILD, are dropped: tests/scripts/check_script_knobs.py checks that those are known)."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SYMMOE_")}
+    full.update(env)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60)
 
 

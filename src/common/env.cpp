@@ -44,6 +44,15 @@ const std::vector<Knob> kKnobs = {
      true},
     {"DEADLINE", "python/tests_gpu/run_device.sh: no step starts after this many seconds (default none)", false, 0, 0,
      true},
+    {"SKIP_BUILD", "python/tests_gpu/run_{torch_ext,deepep_test}.sh: 1 reuses the installed symmoe", false, 0, 0, true},
+    {"SANITIZE_BUDGET", "tools/device-check.sh --sanitize: bound on the whole mode, seconds (default 540)", false, 0, 0,
+     true},
+    {"DEEPEP_ARGS", "python/tests_gpu/run_deepep_test.sh: extra arguments of every DeepEP test run", false, 0, 0, true},
+    {"DEEPEP_PORT", "python/tests_gpu/run_deepep_test.sh: base of the MASTER_PORTs (default 29611)", false, 0, 0, true},
+    {"TORCH_EXT_BUILD", "python/tests_gpu/build_torch_ext.sh: build directory (default a fresh temporary one)", false,
+     0, 0, true},
+    {"TORCH_EXT_TIMEOUT", "python/tests_gpu/build_torch_ext.sh: bound on the compile, seconds (default 300)", false, 0,
+     0, true},
 };
 
 const Knob* find_knob(const std::string& name) {
