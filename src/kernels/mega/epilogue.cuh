@@ -1,11 +1,11 @@
 // Epilogues of the fused kernel, run by the math warpgroups after the GEMM core's mainloop (math.cuh):
 //   L1: the GEMM core's SwiGLU epilogue (epilogue_swiglu.cuh: SwiGLU + top-k weight + FP8/UE8M0 per 128 channels)
-//       into the L2 pool, then signal_l1_tile_done sets the tile's bit in the pool block's l2_arrival_mask.
+//       into the L2 pool; PendingL1Signal then sets the tile's bit in the pool block's l2_arrival_mask.
 //   L2: epilogue_l2_writeback: bf16 rows (as epilogue_bf16.cuh's staged path) stored by bulk copies straight into
 //       the SOURCE rank's combine[token][lane] row (SymBuffer::map), the source read from l1_pool_src.
-// NOTES: signal_l1_tile_done drains the warps' bulk stores before the release (the L2 producer of any SM may read
-// the rows right after): this serialises the L1 stores with the next tile's mainloop, the cost of the simple
-// protocol (a later version can defer the signal by one tile).
+// NOTES: the signal drains the warps' bulk stores before its release (the L2 producer of any SM may read the rows
+// right after); with FP4 weights it waits for the end of the next tile's mainloop (PendingL1Signal), when the stores
+// are long complete (MegaRoles::defers_l1_signal says when, and why).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,17 +34,42 @@ __device__ __forceinline__ uint64_t l2_full_mask(int intermediate) {
   return bits >= 64 ? ~0ull : (1ull << bits) - 1;
 }
 
-// All math threads, after the L1 epilogue of tile t: its e4m3 rows and scales are in the L2 pool.
-template <int BLOCK_N>
-__device__ __forceinline__ void signal_l1_tile_done(const MegaParams& p, const MegaTile& t,
-                                                    const gemm::kernel::WarpStaging& staging) {
-  staging.drain();                  // this warp's bulk stores have written the rows
-  ptx::fence_proxy_async_global();  // ... and are ordered with the generic release below
-  ptx::fence_acq_rel_gpu();         // the scales (generic stores) too
-  ptx::named_barrier_sync(layout::MegaRoles::kL1DoneBarrier, layout::MegaRoles::kNumMathThreads);
-  if (threadIdx.x == 0)
-    ptx::red_add_release_gpu(p.ws.get_l2_arrival_mask(uint64_t(t.pool_block)), l2_mask_bit<BLOCK_N>(t.tile.n_begin));
-}
+// All math threads: the L1 tile whose rows the math warpgroups have stored (epilogue_swiglu_fp8) is signalled, i.e.
+// its bit set in the pool block's l2_arrival_mask after its stores are complete, at once or (kDeferred,
+// MegaRoles::defers_l1_signal) at the next flush. Deadlock freedom: the kernel flushes before the mainloop of an L2
+// tile (whose inputs may include the pending tile), after the mainloop of an L1 tile (whose inputs are pulled rows,
+// which never wait on a signal), and after the last tile.
+template <int BLOCK_N, bool kDeferred>
+struct PendingL1Signal {
+  int packed = -1;  // kDeferred: pool block x 64 + L1 n-block (l2_mask_bit: < 64 n-blocks); -1: nothing pending
+
+  __device__ __forceinline__ void stored(const MegaParams& p, const MegaTile& t,
+                                         const gemm::kernel::WarpStaging& staging) {
+    if constexpr (kDeferred)
+      packed = t.pool_block * 64 + t.tile.n_begin / BLOCK_N;
+    else
+      signal(p, t.pool_block, t.tile.n_begin, staging);
+  }
+
+  __device__ __forceinline__ void flush(const MegaParams& p, const gemm::kernel::WarpStaging& staging) {
+    if constexpr (kDeferred) {
+      if (packed < 0) return;  // uniform over the math threads
+      signal(p, packed / 64, packed % 64 * BLOCK_N, staging);
+      packed = -1;
+    }
+  }
+
+ private:
+  static __device__ __forceinline__ void signal(const MegaParams& p, int pool_block, int n_begin,
+                                                const gemm::kernel::WarpStaging& staging) {
+    staging.drain();                  // this warp's bulk stores have written the rows
+    ptx::fence_proxy_async_global();  // ... and are ordered with the generic release below
+    ptx::fence_acq_rel_gpu();         // the scales (generic stores) too
+    ptx::named_barrier_sync(layout::MegaRoles::kL1DoneBarrier, layout::MegaRoles::kNumMathThreads);
+    if (threadIdx.x == 0)
+      ptx::red_add_release_gpu(p.ws.get_l2_arrival_mask(uint64_t(pool_block)), l2_mask_bit<BLOCK_N>(n_begin));
+  }
+};
 
 // The warpgroup's 64 x kWgN fp32 slice -> bf16, per 64-column slab through the warp's staging rows; lane r < 16
 // stores row r of the warp's 16 rows to combine[src_token][src_topk] on rank src_rank (valid rows, columns < H).
