@@ -62,8 +62,8 @@ struct MegaRoles {
 
   // ---- when an L1 tile's arrival signal is sent (PendingL1Signal, src/kernels/mega/epilogue.cuh) ----
   // FP4 weights: after the next tile's mainloop (so its bulk-store drain and fences overlap that mainloop); FP8: at
-  // once. Measured on the H200 (docs/notes/mega.md, "Deferred L1 signal"): deferred, FP4 Flash is 1-4% faster at
-  // every batch size, FP8 Flash 1-3% slower at 8-512 tokens; BLOCK_M 128 has no register left for the pending tile.
+  // once. Measured on the H200 (docs/notes/mega.md, "Deferred L1 signal"): deferred, FP4 is 1-5% faster at every
+  // batch size (Flash, V3), FP8 Flash 1-3% slower at 8-512 tokens. BLOCK_M 128 has no register left for it.
   SYMMOE_HD static constexpr bool defers_l1_signal(bool fp4) { return fp4; }
 
   // Dispatch warp `warp` (kFirstDispatchWarp <= warp < kNumWarps) -> its index among the CTA's dispatch warps.
