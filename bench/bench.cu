@@ -72,4 +72,5 @@ int run_bench(int argc, char** argv) {
 }
 }  // namespace
 
-SYMMOE_CLI_COMMAND(bench, "bench", "benchmarks on the GPUs (p2p, ep, gemm, moe); results as JSON lines", run_bench);
+SYMMOE_CLI_COMMAND(bench, "bench", "benchmarks on the GPUs (p2p, ep, gemm, moe, stream); results as JSON lines",
+                   run_bench);

@@ -26,6 +26,7 @@ POINT_KEYS = {
     "ep": ["gpu", "op", "shape", "dtype", "ranks", "tokens", "sms", "skip"],
     "gemm": ["gpu", "op", "shape", "experts", "m", "n", "k"],
     "moe": ["gpu", "op", "shape", "weights", "routing", "ranks", "tokens", "sms"],
+    "stream": ["gpu", "op", "shape", "box_rows", "stages", "with_a", "ctas_per_sm", "hold_cycles"],
 }
 DEFAULT_COLS = {
     "p2p": ["date", "commit", "op", "backend", "src", "dst", "sms", "time_us", "gbps"],
@@ -35,6 +36,8 @@ DEFAULT_COLS = {
              "baseline_tflops", "ratio_vs_baseline", "variant"],
     "moe": ["date", "commit", "op", "shape", "ranks", "tokens", "time_us", "tflops", "hbm_gbps", "nvl_gbps",
             "speedup_vs_composed", "variant"],
+    "stream": ["date", "commit", "op", "box_rows", "stages", "with_a", "ctas_per_sm", "hold_cycles", "time_us", "gbps",
+               "hbm_ceiling_gbps", "fraction_of_ceiling", "variant"],
 }
 GENERIC_POINT = ["gpu", "op", "shape", "ranks", "tokens", "sms"]
 
@@ -108,7 +111,7 @@ def parse_args(argv):
                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*", default=[RESULTS_DIR],
                     help="result files or directories of *.jsonl (default: bench/results)")
-    ap.add_argument("--bench", action="append", help="p2p | ep | gemm | moe (repeatable)")
+    ap.add_argument("--bench", action="append", help="p2p | ep | gemm | moe | stream (repeatable)")
     ap.add_argument("--commit", action="append", help="commit or commit prefix (repeatable)")
     ap.add_argument("--variant", help="rows whose variant contains this text (case-insensitive)")
     ap.add_argument("--op", action="append", help="op, e.g. fused, composed, dispatch (repeatable)")

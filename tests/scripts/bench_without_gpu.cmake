@@ -1,7 +1,7 @@
 # `symmoe bench <name>` with no usable GPU (the ctest sets CUDA_VISIBLE_DEVICES=-1) must refuse plainly: a non-zero
 # exit and "bench needs a Hopper GPU" with the reason, before anything is allocated or written.
 # usage: cmake -DCLI=<path of symmoe> -P bench_without_gpu.cmake
-foreach(bench p2p ep gemm moe)
+foreach(bench p2p ep gemm moe stream)
   execute_process(COMMAND ${CLI} bench ${bench} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0)
     message(FATAL_ERROR "symmoe bench ${bench} without a GPU exited 0\n${out}${err}")
