@@ -195,3 +195,15 @@ def reset():
     _capturing[0] = False
     set_stream_calls.clear()
     _default.waited.clear()
+
+
+def install(monkeypatch):
+    """This module as `torch` for one test: fresh state (reset), sys.modules["torch"] patched, and symmoe's cache of
+    torch's raw-stream getter emptied so that it is looked up again here (symmoe._checks.raw_stream_getter)."""
+    import sys
+
+    from symmoe import _checks
+
+    reset()
+    monkeypatch.setitem(sys.modules, "torch", sys.modules[__name__])
+    monkeypatch.setattr(_checks, "_raw_stream", [])

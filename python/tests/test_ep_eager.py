@@ -2,7 +2,6 @@
 general path of symmoe.ep (forced by turning the fast path off): the same runtime calls, outputs, handle, event and
 stream order; every wrong argument falls back and raises the general path's error. fake_torch stands in for torch
 and fakes for the native EpBuffer / EpHandle."""
-import sys
 
 import pytest
 
@@ -19,9 +18,7 @@ FP8 = ("fp8", "fp32_per128")
 
 @pytest.fixture
 def env(monkeypatch):
-    torch.reset()
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(_checks, "_raw_stream", [])
+    torch.install(monkeypatch)
     monkeypatch.setattr(ep_module, "_torch_marker", [])
     copies, used = [], []
     monkeypatch.setattr(ep_module._C, "memcpy_async", lambda *args: copies.append(args))

@@ -2,7 +2,6 @@
 outputs are new tensors per call (kernels write them directly without CPU sync; exact rows are copied with it),
 column-major scales, and the streams of DeepEP's stream control (communication stream, events, record_stream,
 allocation stream, previous_event, the order of EP calls made from different streams, graph capture)."""
-import sys
 
 import pytest
 
@@ -36,9 +35,7 @@ class Recorder:
 
 @pytest.fixture
 def env(monkeypatch):
-    torch.reset()
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(_checks, "_raw_stream", [])
+    torch.install(monkeypatch)
     monkeypatch.setattr(ep_module, "_torch_marker", [])
     rec = Recorder()
     monkeypatch.setattr(ep_module._C, "memcpy_async", rec.memcpy_async)

@@ -12,7 +12,6 @@ import pytest
 import fake_torch as torch
 
 import symmoe
-from symmoe import _checks
 
 R, E, T_MAX, K, H, I = 2, 32, 64, 6, 512, 256
 EL = E // R
@@ -36,9 +35,7 @@ class InputView:
 
 @pytest.fixture
 def ops(monkeypatch):
-    torch.reset()
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(_checks, "_raw_stream", [])
+    torch.install(monkeypatch)
     sys.modules.pop("symmoe.torch_ops", None)
     module = importlib.import_module("symmoe.torch_ops")
     yield module
