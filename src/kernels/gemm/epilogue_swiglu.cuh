@@ -44,16 +44,20 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
-    const float weight = row_in_tile < tile.num_rows ? p.row_weights[tile.row_begin + row_in_tile] : 0.f;
     amax[r] = 0.f;
+    // Rows past the tile's valid rows are neither stored nor part of a valid row's amax: no SwiGLU for them (most
+    // of a small-batch tile).
+    if (row_in_tile < tile.num_rows) {
+      const float weight = p.row_weights[tile.row_begin + row_in_tile];
 #pragma unroll
-    for (int q = 0; q < kPairs; ++q)
+      for (int q = 0; q < kPairs; ++q)
 #pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        float& g = acc[8 * q + 2 * r + b];
-        g = swiglu_weighted(g, acc[8 * q + 4 + 2 * r + b], weight, p.clamp);
-        amax[r] = fmt::amax_update(amax[r], g);
-      }
+        for (int b = 0; b < 2; ++b) {
+          float& g = acc[8 * q + 2 * r + b];
+          g = swiglu_weighted(g, acc[8 * q + 4 + 2 * r + b], weight, p.clamp);
+          amax[r] = fmt::amax_update(amax[r], g);
+        }
+    }
     amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
     amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
     if constexpr (Slice::kSplitN)

@@ -86,14 +86,16 @@ __device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
     for (int s = threadIdx.x; s < R; s += kNumThreads) *p.ws.get_src_input_error(s) = 0u;
     if (threadIdx.x == 0) *p.ws.get_input_error_key() = 0ull;
     __syncthreads();  // the clears before warp 0's system-scope release
-    if (synced) comm::cross_rank_barrier_block(p.sym, area, p.ctx);
+    if (synced && R > 1) comm::cross_rank_barrier_block(p.sym, area, p.ctx);
   }
   for (uint64_t b = uint64_t(blockIdx.x) * kNumThreads + threadIdx.x; b < p.ws.num_pool_blocks();
        b += uint64_t(gridDim.x) * kNumThreads) {
     *p.ws.get_l1_arrival_count(b) = 0;
     *p.ws.get_l2_arrival_mask(b) = 0;
   }
-  comm::grid_sync(area.grid_sync_counter(), p.ctx);
+  // One rank: the first grid sync already ordered every combine row (all written by this rank) before the combine,
+  // and the clears are read again only by the next call.
+  if (R > 1) comm::grid_sync(area.grid_sync_counter(), p.ctx);
   if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCombineStart);
   // ---- 4. combine ----
   if (combine)
