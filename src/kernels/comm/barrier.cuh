@@ -43,8 +43,6 @@ __device__ __forceinline__ bool cross_rank_barrier_block(const SymBuffer& sym, c
 // Whole-rank barrier for a persistent kernel: every CTA calls it. Returns false if any wait of this rank failed.
 __device__ __forceinline__ bool rank_barrier(const SymBuffer& sym, const layout::SyncArea& area,
                                              const layout::WaitContext& ctx) {
-  // One rank: no peer reads this rank's writes, and the grid sync orders them for every CTA (gpu scope).
-  if (sym.num_ranks == 1) return grid_sync(area.grid_sync_counter(), ctx) && !aborted(ctx);
   if (!grid_sync(area.grid_sync_counter(), ctx)) return false;
   if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) cross_rank_barrier_block(sym, area, ctx);
   // CTA 0 joins the second grid sync even after a failed wait, so the others learn of it without timing out.
