@@ -38,9 +38,11 @@ constexpr int kThreadsPerWarpgroup = 128;
 
 // Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail (seed 000).
 constexpr int kImbalanceFactor = 2;
-// The fused layer's BLOCK_M is the smallest tile holding the expected tokens of an expert (no doubling): measured
-// faster than kImbalanceFactor's choice where the two differ (docs/notes/mega.md, "BLOCK_M of the fused layer").
-constexpr double kMegaBlockMHeadroom = 1.0;
+// The fused layer's BLOCK_M is the smallest tile holding 1.25x the expected tokens of an expert (not doubled): 64
+// at 48 expected (Flash, 2048 tokens: 1.14x faster than 128), 128 at 64 expected (V3, 2048 tokens: 1.23x faster
+// than 64, whose hot experts need a second tile). Measured on the H200 (docs/notes/mega.md, "BLOCK_M of the fused
+// layer").
+constexpr double kMegaBlockMHeadroom = 1.25;
 
 // Expected (token, expert) pairs per expert when every rank has `tokens_per_rank` tokens: T * R * K / E.
 double expected_tokens_per_expert(const MoeShape& shape, int tokens_per_rank);

@@ -194,11 +194,13 @@ TEST(Plan, BlockMLadder) {
   expect_error(
       [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
       "cluster_size");
-  // The fused layer: T * R * K / E = 256 * 8 * 8 / 256 = 64 tokens per expert (kMegaBlockMHeadroom 1, no doubling)
-  // -> BLOCK_M 64; 257 tokens -> 128. Flash on one rank: 2048 tokens = 48 per expert -> 64, 8192 = 192 -> 128.
+  // The fused layer: T * R * K / E = T * 8 * 8 / 256 = T / 4 tokens per expert, x kMegaBlockMHeadroom 1.25 -> BLOCK_M
+  // 64 up to T = 204 (63.75), 128 from 205. One rank: Flash 2048 tokens = 48 per expert -> 64, 8192 = 192 -> 128;
+  // V3 2048 = 64 per expert -> 128.
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 256), 132, kNoOverrides).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 257), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 204), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 205), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 1, 2048), 132, kNoOverrides).block_m, 128);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 2048), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 8192), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
@@ -362,13 +364,13 @@ TEST(Plan, MegaFp4) {
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // exactly the candidates of each format are compiled
     EXPECT_TRUE(plan::mega_block_m_candidates(k.weights).contains(k.block_m)) << k.block_m;
   EXPECT_EQ(plan::kNumMegaKernels, fp8_candidates.count + fp4_candidates.count);
-  for (const int tokens : {1, 8, 32, 128, 256, 257, 512, 2048, 8192}) {
+  for (const int tokens : {1, 8, 32, 128, 204, 205, 512, 2048, 8192}) {
     const MoeShape v3 = named_shape("v3", 8, tokens);
     const plan::MegaPlan fp8 = plan::plan_mega_moe(v3, 132, kNoOverrides);
     const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.block_m, 64) << tokens << " tokens";
-    EXPECT_EQ(fp8.block_m, tokens <= 256 ? 64 : 128) << tokens << " tokens";  // FP8: 64 up to 64 rows per expert
+    EXPECT_EQ(fp8.block_m, tokens <= 204 ? 64 : 128) << tokens << " tokens";  // FP8: 64 up to 51.2 rows per expert
     EXPECT_EQ(fp4.l1_wg_tile_n, 128);  // split N: each math warpgroup converts its own B rows
     EXPECT_EQ(fp4.num_stages, 5);
     EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, fp4.num_stages, v3.num_experts,
