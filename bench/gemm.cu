@@ -236,9 +236,15 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
       v.opt.tile_buffer = 1;
     else if (key == "no_tile_buffer")
       v.opt.tile_buffer = -1;
+    else if (key == "cluster")
+      v.opt.cluster_size = value;
+    else if (key == "one_batch")
+      v.opt.core = 2;
+    else if (key == "two_halves")
+      v.opt.core = 1;
     else
       SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                  "' (block_n=N, block_m=N, tile_buffer, no_tile_buffer)");
+                  "' (block_n=N, block_m=N, cluster=N, tile_buffer, no_tile_buffer, one_batch, two_halves)");
     pos = end + 1;
   }
   return v;
@@ -262,7 +268,8 @@ void declare_gemm_args(cli::Args& args) {
               "an nvidia-smi clock/power log)")
       .option("alt", "",
               "';'-separated variants timed in the same run, e.g. 'block_n=128;no_tile_buffer' (items: "
-              "block_n=N, block_m=N, tile_buffer, no_tile_buffer); columns alt/ours = variant time / ours")
+              "block_n=N, block_m=N, cluster=N, tile_buffer, no_tile_buffer, one_batch, two_halves); columns "
+              "alt/ours = variant time / ours")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .option("weights", "fp8",
               "comma list of weight formats, one row each per case in the same run: fp8, fp4 (E2M1 "

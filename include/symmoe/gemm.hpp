@@ -81,6 +81,8 @@ struct LaunchOptions {
   int block_m = 0;                   // 64 or 128
   int block_n = 0;                   // 128 or 256 (128 only with block_m 128 and the bf16 epilogue)
   int tile_buffer = 0;               // 1: whole-slice epilogue buffer kernel, -1: not (plan::GemmKernelShape)
+  int cluster_size = 0;              // 1 or 2 (TMA multicast of the weight tile), 0: the planner's choice
+  int core = 0;                      // 1: two-halves, 2: one-batch core (plan::GemmCore), 0: the planner's choice
   int expected_rows_per_expert = 0;  // hint for the planner (default: contiguous num_rows / E, masked max_m / 2)
 };
 

@@ -92,11 +92,24 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 // second ring of kGemmFp4ConvStages tiles, written at BLOCK_M 64 by the math warpgroups one K block ahead
 // (kernels/gemm/math_fp4.cuh), at BLOCK_M 128 by converter warps (kernels/gemm/fp4_converter.cuh; grouped GEMM
 // only: the fused kernel exists with FP4 weights at BLOCK_M 64 only, mega_block_m_candidates).
+// How a kernel's math warpgroups run the K loop and store the tile:
+//   kTwoHalves: the tiles above; a 64 x 256 warpgroup tile is two m64n128 passes sharing one partial accumulator,
+//               the warpgroups take issue turns, the epilogue goes through staging rows and bulk stores
+//               (kernels/gemm/math.cuh, epilogue_*.cuh).
+//   kOneBatch:  BLOCK_M 128, bf16 output; each warpgroup's 64 x block_n (128 or 192) in one m64nN batch per K block
+//               into its own partial accumulator, no issue turns; the tile's B scales staged in shared memory once
+//               per tile; the epilogue writes the tile with stmatrix into one 128B-swizzled shared-memory tile and
+//               stores it with one TMA store per 64 columns (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs
+//               take neighbouring m-blocks of one n-block and each multicasts half of the weight tile to both.
+enum class GemmCore : int { kTwoHalves = 0, kOneBatch = 1 };
+constexpr const char* gemm_core_name(GemmCore c) { return c == GemmCore::kOneBatch ? "one-batch" : "two-halves"; }
+
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
   bool tile_buffer = false;
   GemmWeights weights = GemmWeights::kFp8;
+  GemmCore core = GemmCore::kTwoHalves;
 };
 inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 128, 6, 1, GemmEpilogue::kBf16},
@@ -109,6 +122,10 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
+    {128, 192, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {128, 192, 4, 2, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {128, 128, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {128, 128, 5, 2, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -148,14 +165,21 @@ constexpr int kGemmSfbChunkKBlocks = 64;
 constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
   return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
 }
+// One-batch core (GemmCore::kOneBatch), fixed: the bf16 output tile (128 x block_n x 2 B, TMA store source) + the
+// tile's B scales for every K block, two per K block (the 128-column scale blocks a 192-column tile spans), up to
+// kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
+constexpr int kGemmCoreMaxKBlocks = 128;
+constexpr int gemm_core_fixed_smem_bytes(int block_n) { return 128 * block_n * 2 + 2 * kGemmCoreMaxKBlocks * 4 + 1024; }
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
-                                    bool b_scales_smem = false) {
+                                    bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves) {
+  if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n);
   return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
          1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
-                              GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem) +
+                              GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false,
+                              GemmCore core = GemmCore::kTwoHalves) {
+  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core) +
          num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
 }
 
@@ -172,6 +196,7 @@ struct GemmPlan {
   int wg_tile_m = 0, wg_tile_n = 0;
   bool wg_split_channels = false;
   int num_math_warpgroups = 2;
+  GemmCore core = GemmCore::kTwoHalves;
   int cluster_size = 1;      // 2: two CTAs on adjacent token blocks of one expert share the weight tile (TMA multicast)
   bool tile_buffer = false;  // GemmKernelShape::tile_buffer
   bool b_scales_smem = false;  // B scales staged in shared memory (gemm_b_scales_in_smem)
@@ -196,6 +221,7 @@ struct GemmPlan {
 struct GemmPins {
   int block_m = 0, block_n = 0, cluster_size = 0;
   int tile_buffer = 0;  // 1: a tile_buffer kernel, -1: not one, 0: planner's choice
+  int core = 0;         // 1: GemmCore::kTwoHalves, 2: GemmCore::kOneBatch, 0: planner's choice
 };
 
 // Picks one of kGemmKernels: BLOCK_M from the ladder over the compiled block_m values (the smallest holding

@@ -48,7 +48,7 @@ int device_sm_count() {
 // the same problem reuses its plan instead of running the planner again. Bounded: callers whose hint changes with
 // every batch size start over after kMaxCachedPlans distinct problems.
 constexpr size_t kMaxCachedPlans = 4096;
-using PlanKey = std::tuple<double, int, int, int, int, bool, int, int, int, bool>;
+using PlanKey = std::tuple<double, int, int, int, int, bool, int, int, int, bool, int, int>;
 std::mutex plan_cache_mutex;
 std::map<PlanKey, Launch> plan_cache;
 
@@ -62,8 +62,8 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                                                               : double(in.num_rows) / in.num_experts;
   const int num_sms = opt.num_sms > 0 ? opt.num_sms : device_sm_count();
   const bool fp4 = in.weights == WeightFormat::kFp4;
-  const PlanKey key{expected, in.n,        in.k,        in.num_experts,  num_sms,
-                    swiglu,   opt.block_m, opt.block_n, opt.tile_buffer, fp4};
+  const PlanKey key{expected,        in.n, in.k, in.num_experts,     num_sms, swiglu, opt.block_m, opt.block_n,
+                    opt.tile_buffer, fp4,  opt.cluster_size, opt.core};
   {
     std::lock_guard<std::mutex> lock(plan_cache_mutex);
     const auto it = plan_cache.find(key);
@@ -71,6 +71,7 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
   }
   plan::GemmPins pins;
   pins.block_m = opt.block_m, pins.block_n = opt.block_n, pins.tile_buffer = opt.tile_buffer;
+  pins.cluster_size = opt.cluster_size, pins.core = opt.core;
   Launch launch;
   launch.plan =
       plan::plan_grouped_gemm(expected, in.n, in.k, in.num_experts, num_sms,
@@ -78,7 +79,8 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                               pins, fp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
   const plan::GemmPlan& p = launch.plan;
   launch.kernel =
-      plan::GemmKernelShape{p.block_m, p.block_n, p.num_stages, p.cluster_size, p.epilogue, p.tile_buffer, p.weights};
+      plan::GemmKernelShape{p.block_m,     p.block_n, p.num_stages, p.cluster_size,
+                            p.epilogue,    p.tile_buffer, p.weights, p.core};
   launch.num_ctas = p.num_sms;
   std::lock_guard<std::mutex> lock(plan_cache_mutex);
   if (plan_cache.size() >= kMaxCachedPlans) plan_cache.clear();
@@ -100,6 +102,8 @@ kernel::GemmParams make_params(const GroupedGemmInput& in) {
 }
 
 void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const Launch& l, cudaStream_t stream) {
+  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x 128 rows.
+  const bool tma_store = l.kernel.core == plan::GemmCore::kOneBatch;
   const plan::GemmKernelShape& c = l.kernel;
   const uint64_t rows = uint64_t(in.num_total_rows());
   const uint64_t weight_rows = uint64_t(in.num_experts) * in.n;
@@ -119,6 +123,9 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
     maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
                                 c.block_n / c.cluster_size, true, "b");
   }
+  if (tma_store)
+    maps.d = make_tensor_map_2d(params.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, in.n, rows, uint64_t(in.n) * 2, 64,
+                                c.block_m, true, "d");
   kernel::launch_grouped_gemm(c, params, maps, l.num_ctas, stream);
 }
 

@@ -27,18 +27,20 @@ std::string kind_name(const KernelKind& kind) {
   return std::string(gemm_epilogue_name(kind.epilogue)) + "/" + gemm_weights_name(kind.weights);
 }
 
-// tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer.
+// tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer; core: 1 / 2 / 0 as GemmPins::core.
 bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m, int block_n, int cluster, int stages,
-                    int tile_buffer = 0) {
+                    int tile_buffer = 0, int core = 0) {
   return kernel.epilogue == kind.epilogue && kernel.weights == kind.weights &&
          (!block_m || kernel.block_m == block_m) && (!block_n || kernel.block_n == block_n) &&
          (!cluster || kernel.cluster_size == cluster) && (!stages || kernel.num_stages == stages) &&
-         (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0));
+         (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0)) &&
+         (!core || static_cast<int>(kernel.core) + 1 == core);
 }
 
-bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0) {
+bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0,
+                int core = 0) {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer)) return true;
+    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer, core)) return true;
   return false;
 }
 
@@ -47,7 +49,7 @@ std::string compiled_list(KernelKind kind) {
   for (const GemmKernelShape& kernel : kGemmKernels)
     if (kernel.epilogue == kind.epilogue && kernel.weights == kind.weights)
       os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size
-         << (kernel.tile_buffer ? "/tb" : "");
+         << (kernel.tile_buffer ? "/tb" : "") << (kernel.core == GemmCore::kOneBatch ? "/one-batch" : "");
   return os.str();
 }
 
@@ -60,13 +62,16 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.m_per_expert_expected = m_expected;
   p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue, p.weights = kernel.weights;
   p.block_m = kernel.block_m, p.block_n = kernel.block_n;
+  p.core = kernel.core;
   p.wg_split_channels = kernel.block_m == hopper::kWgmmaM;
   p.wg_tile_m = hopper::kWgmmaM;
   p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
   p.producer_registers = 40;  // FP8 and FP4 alike (kernels/gemm/grouped_gemm_fp4_kernel.cuh)
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
-  p.math_registers_needed = math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
+  // One-batch core: a partial accumulator as wide as the warpgroup tile (kernels/gemm/core_math.cuh).
+  p.math_registers_needed = kernel.core == GemmCore::kOneBatch ? 2 * p.wg_tile_m * p.wg_tile_n / 128 + 40
+                                                               : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
   p.cluster_size = kernel.cluster_size;
   p.tile_buffer = kernel.tile_buffer;
@@ -74,8 +79,9 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.num_stages = kernel.num_stages;
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
   p.b_scales_smem = gemm_b_scales_in_smem(p.weights, false);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem);
-  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem);
+  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
+  p.smem_bytes =
+      gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
   p.num_tiles_expected =
       static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
@@ -117,6 +123,19 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
   SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
                "tile_buffer must be 1 (on), -1 (off) or 0 (planner's choice), got ", pins.tile_buffer);
+  SYMMOE_CHECK(pins.core >= 0 && pins.core <= 2, "plan",
+               "core must be 1 (two-halves), 2 (one-batch) or 0 (planner's choice), got ", pins.core);
+  // Core: two-halves unless pinned, or unless the pins leave only one-batch kernels (block_n 192, cluster 2).
+  // NOTES: the one-batch core is new; the planner takes it unpinned once it is measured faster (docs/notes/gemm.md).
+  const int core = pins.core ? pins.core
+                   : any_kernel(kind, pins.block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1)
+                       ? 1
+                       : 2;
+  SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", core == 2 ? "one-batch" : "two-halves",
+               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
+  SYMMOE_CHECK(core != 2 || k <= kGemmCoreMaxKBlocks * hopper::kBlockK, "plan",
+               "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
+               " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
 
   // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
   int block_m = forced_block_m;
@@ -124,7 +143,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
     int ladder[kNumGemmKernels];
     int num_ladder = 0;
     for (const int candidate : {64, 128})
-      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer))
+      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, core))
         ladder[num_ladder++] = candidate;
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(kind), ")");
@@ -142,7 +161,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   bool have_best = false;
   long long best_cost = 0;
   for (const GemmKernelShape& kernel : kGemmKernels) {
-    if (!kernel_matches(kernel, kind, block_m, pins.block_n, cluster, stages, pins.tile_buffer)) continue;
+    if (!kernel_matches(kernel, kind, block_m, pins.block_n, cluster, stages, pins.tile_buffer, core)) continue;
     GemmPlan p = make_plan(m_per_expert_expected, n, k, num_experts, num_sms, kernel);
     const long long cost = static_cast<long long>(p.num_waves_expected) * (p.block_n + kTileOverheadColumns);
     const bool same_tile_preferred = cost == best_cost && p.block_n == best.block_n &&
@@ -152,6 +171,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   }
   SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind), " block_m=", block_m,
                " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages, " tile_buffer=", pins.tile_buffer,
+               " core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
                " (compiled:", compiled_list(kind), ")");
   best.validate();
   return best;
@@ -163,8 +183,8 @@ void GemmPlan::validate() const {
   const KernelKind kind{epilogue, weights};
   bool compiled = false;
   for (const GemmKernelShape& kernel : kGemmKernels)
-    compiled =
-        compiled || kernel_matches(kernel, kind, block_m, block_n, cluster_size, num_stages, tile_buffer ? 1 : -1);
+    compiled = compiled || kernel_matches(kernel, kind, block_m, block_n, cluster_size, num_stages,
+                                          tile_buffer ? 1 : -1, static_cast<int>(core) + 1);
   SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ", cluster_size,
                " is not a compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")", where());
   // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
@@ -192,7 +212,7 @@ void GemmPlan::validate() const {
                " but gemm_b_scales_in_smem says ", gemm_b_scales_in_smem(weights, false), " for ",
                gemm_weights_name(weights), " weights", where());
   SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
-                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem) &&
+                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core) &&
                    smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
                "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
                " or disagrees with gemm_smem_bytes", where());
@@ -209,7 +229,7 @@ static_assert(
     [] {
       for (const GemmKernelShape& kernel : kGemmKernels)
         if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights,
-                            gemm_b_scales_in_smem(kernel.weights, false)) > hopper::kMaxSmemPerBlock)
+                            gemm_b_scales_in_smem(kernel.weights, false), kernel.core) > hopper::kMaxSmemPerBlock)
           return false;
       return true;
     }(),
@@ -222,7 +242,8 @@ std::string GemmPlan::to_string() const {
      << "tokens on WGMMA M BLOCK_M=" << block_m << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k
      << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
-     << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "") << (b_scales_smem ? " b_scales_smem" : "")
+     << " core=" << gemm_core_name(core) << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "")
+     << (b_scales_smem ? " b_scales_smem" : "")
      << " | regs math " << math_registers << " (need ~" << math_registers_needed << ") producer " << producer_registers
      << " threads=" << num_threads << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed
      << " fixed + " << smem_per_stage << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~"

@@ -37,18 +37,20 @@ void check_gemm(const plan::GemmPlan& p) {
   ASSERT_LE(p.math_registers_needed, p.math_registers) << p.to_string();
   ASSERT_EQ(p.wg_tile_m % 64, 0);
   ASSERT_TRUE(p.wg_tile_n % 8 == 0 && p.wg_tile_n >= 8 && p.wg_tile_n <= 256) << p.to_string();
-  // At most one 64 x 256 fp32 accumulator per warpgroup (the 128 x 256 kernel), next to the 64-register partial.
-  ASSERT_LE(p.wg_tile_m * p.wg_tile_n / 128, 128) << p.to_string();
+  // At most one 64 x 256 fp32 accumulator per warpgroup (the 128 x 256 kernel), next to the 64-register partial; the
+  // one-batch core's partial is as wide as its accumulator (at most 64 x 192: 96 + 96 registers).
+  ASSERT_LE(p.wg_tile_m * p.wg_tile_n / 128, p.core == plan::GemmCore::kOneBatch ? 96 : 128) << p.to_string();
   // The plan is a compiled kernel, and its shared memory is that kernel's.
   bool compiled = false;
   for (const plan::GemmKernelShape& k : plan::kGemmKernels)
     compiled = compiled || (k.block_m == p.block_m && k.block_n == p.block_n && k.num_stages == p.num_stages &&
-                            k.cluster_size == p.cluster_size && k.epilogue == p.epilogue);
+                            k.cluster_size == p.cluster_size && k.epilogue == p.epilogue && k.core == p.core);
   ASSERT_TRUE(compiled) << p.to_string();
   // B scales in shared memory exactly for the standalone FP8 kernels (plan::gemm_b_scales_in_smem), counted.
   ASSERT_EQ(p.b_scales_smem, p.weights == plan::GemmWeights::kFp8) << p.to_string();
   ASSERT_EQ(p.smem_bytes,
-            plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem))
+            plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem,
+                                  p.core))
       << p.to_string();
   // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
   ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
@@ -129,10 +131,23 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
       const plan::GemmKernelShape& k = plan::kGemmKernels[i];
       if (k.block_m == p.block_m && k.block_n == p.block_n && k.num_stages == p.num_stages &&
           k.cluster_size == p.cluster_size && k.epilogue == p.epilogue && k.tile_buffer == p.tile_buffer &&
-          k.weights == p.weights)
+          k.weights == p.weights && k.core == p.core)
         planned[i] = 1;
     }
   };
+  // The one-batch core: pinned (plan::GemmPins::core), both clusters; bf16 only.
+  for (const double m : {16.0, 1000.0})
+    for (const int n : {384, 4096})
+      for (const int cluster : {1, 2}) {
+        plan::GemmPins pins;
+        pins.core = 2, pins.cluster_size = cluster;
+        const plan::GemmPlan p = plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins);
+        EXPECT_EQ(p.core, plan::GemmCore::kOneBatch) << p.to_string();
+        check_gemm(p);
+        mark(p);
+        pins.block_n = 128;
+        mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins));
+      }
   for (const double m : {1.0, 16.0, 64.0, 1000.0})
     for (const int n : {128, 256, 384, 4096})
       for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})
@@ -186,10 +201,19 @@ TEST(Plan, BlockMLadder) {
       [&] { plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins); },
       "block_n=128");
   pins = {};
-  pins.cluster_size = 2;  // no clustered kernel is compiled
+  pins.cluster_size = 2;  // only the one-batch core is compiled with clusters of 2
+  EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).core,
+            plan::GemmCore::kOneBatch);
   expect_error(
-      [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
+      [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins); },
       "cluster_size=2");
+  pins.core = 2;  // the one-batch core stages at most kGemmCoreMaxKBlocks K blocks of B scales per tile
+  expect_error(
+      [&] {
+        plan::plan_grouped_gemm(1536, 4096, 128 * (plan::kGemmCoreMaxKBlocks + 1), 32, 132, plan::GemmEpilogue::kBf16,
+                                kNoOverrides, pins);
+      },
+      "k=");
   pins.cluster_size = 3;
   expect_error(
       [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },

@@ -100,21 +100,41 @@ void concat_weights(const Problem& p, std::vector<uint8_t>& data, std::vector<fl
 struct Config {
   int block_m, block_n, num_sms;  // 0: planner's choice (num_sms 0: all SMs)
   int tile_buffer = 0;            // 1: whole-slice epilogue buffer kernel, -1: not, 0: planner's choice
+  int cluster = 0;                // 1 or 2, 0: planner's choice
+  int core = 0;                   // 1: two-halves, 2: one-batch (plan::GemmCore), 0: planner's choice
 };
 std::string name(const Config& c) {
   return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " sms " + std::to_string(c.num_sms) +
-         (c.tile_buffer ? c.tile_buffer > 0 ? " tile-buffer" : " no-tile-buffer" : "");
+         (c.tile_buffer ? c.tile_buffer > 0 ? " tile-buffer" : " no-tile-buffer" : "") +
+         (c.cluster ? " cluster " + std::to_string(c.cluster) : "") +
+         (c.core ? c.core == 2 ? " one-batch" : " two-halves" : "");
 }
 gemm::LaunchOptions launch_options(const Config& c) {
   gemm::LaunchOptions opt;
   opt.block_m = c.block_m, opt.block_n = c.block_n, opt.num_sms = c.num_sms;
-  opt.tile_buffer = c.tile_buffer;
+  opt.tile_buffer = c.tile_buffer, opt.cluster_size = c.cluster, opt.core = c.core;
   return opt;
 }
+// The one-batch core's kernels (plan::GemmCore::kOneBatch): 128 x 192 and 128 x 128, clusters of 1 and 2, all SMs
+// and few CTAs (the stage ring and the D tile's TMA stores wrap across tiles; a cluster's partner past an expert's
+// rows runs empty tiles).
+const std::vector<Config> kOneBatchConfigs = {{128, 192, 0, 0, 1, 2}, {128, 192, 0, 0, 2, 2}, {128, 128, 0, 0, 1, 2},
+                                              {128, 128, 0, 0, 2, 2}, {128, 192, 3, 0, 1, 2}, {128, 192, 4, 0, 2, 2},
+                                              {128, 128, 6, 0, 2, 2}};
+std::vector<Config> with_one_batch(std::vector<Config> configs) {
+  configs.insert(configs.end(), kOneBatchConfigs.begin(), kOneBatchConfigs.end());
+  return configs;
+}
 // Every compiled bf16 configuration, plus few-CTA runs (many tiles per CTA: the stage ring wraps across tiles).
-const std::vector<Config> kAllConfigs = {{128, 128, 0},     {64, 256, 0},     {128, 256, 0, -1},
-                                         {128, 256, 6, -1}, {64, 256, 5},     {128, 128, 3},
-                                         {128, 256, 0, 1},  {128, 256, 5, 1}, {0, 0, 0}};
+const std::vector<Config> kAllConfigs = with_one_batch({{128, 128, 0, 0, 0, 1},
+                                                        {64, 256, 0},
+                                                        {128, 256, 0, -1},
+                                                        {128, 256, 6, -1},
+                                                        {64, 256, 5},
+                                                        {128, 128, 3, 0, 0, 1},
+                                                        {128, 256, 0, 1},
+                                                        {128, 256, 5, 1},
+                                                        {0, 0, 0}});
 const std::vector<Config> kL1Configs = {{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}};
 
 // Runs the bf16 GEMM with config c into a poisoned D and returns D; a second call into a fresh poisoned buffer must
@@ -172,7 +192,8 @@ TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
   // One hot expert, Zipf-like tail, an empty last expert; segments aligned to 64 only.
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {700, 150, 40, 9, 3, 1, 0}, 64, 256, 640,
                               fmt::ScaleFormat::kUe8m0, seed);
-  for (const auto& c : {Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3}, Config{128, 256, 3, 1}})
+  for (const auto& c : with_one_batch({Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3, 0, 0, 1},
+                                       Config{128, 256, 3, 1}}))
     check_bf16(p, c);
 }
 
@@ -202,14 +223,15 @@ TEST(GroupedGemm, MaskedOneTokenPerExpert) {
   const uint64_t seed = printed_seed();
   const auto p =
       make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768, fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}}) check_bf16(p, c);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}, Config{128, 192, 0, 0, 2, 2}}) check_bf16(p, c);
 }
 
 TEST(GroupedGemm, MaskedDecodeSizes) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0}}) check_bf16(p, c);
+  for (const auto& c : with_one_batch({Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0, 0, 0, 1}}))
+    check_bf16(p, c);
 }
 
 // Every K the planner accepts against the B scales' shared-memory chunks of the standalone FP8 kernels
@@ -219,7 +241,7 @@ TEST(GroupedGemm, MaskedDecodeSizes) {
 TEST(GroupedGemm, KAcrossBScaleChunks) {
   const uint64_t seed = printed_seed();
   constexpr int kChunk = symmoe::plan::kGemmSfbChunkKBlocks;
-  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0},      {128, 128, 0},
+  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0},      {128, 128, 0, 0, 0, 1},
                                        {128, 256, 0, 1},  {128, 256, 5, -1}, {64, 256, 3}};
   for (const int kb : {kChunk + 1, 2 * kChunk + 3}) {
     SCOPED_TRACE("K blocks " + std::to_string(kb));
@@ -236,13 +258,42 @@ TEST(GroupedGemm, KAcrossBScaleChunks) {
 // 129 and 386 (several m-blocks, partial last ones), n 384 (a partial last n-block for BLOCK_N 256).
 TEST(GroupedGemm, ContiguousRowCountsAtLayerK) {
   const uint64_t seed = printed_seed();
-  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0}, {128, 128, 0}, {128, 256, 0, 1}, {0, 0, 0}};
+  const std::vector<Config> configs =
+      with_one_batch({{128, 256, 0, -1}, {64, 256, 0}, {128, 128, 0, 0, 0, 1}, {128, 256, 0, 1}, {0, 0, 0}});
   for (const int k : {2048, 7168}) {
     SCOPED_TRACE("K " + std::to_string(k));
     const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386}, 128, 384, k,
                                 fmt::ScaleFormat::kFp32, seed + k, Data::kSmallIntegers);
     check_bf16_configs_agree(p, configs, true);
   }
+}
+
+// The one-batch core stages a tile's B scales for every K block at once (plan::kGemmCoreMaxKBlocks): the largest K
+// it takes, with a 192-column tile that starts inside a scale block (n 448: n-blocks at columns 0, 192, 384) and
+// exact-accumulation data, bitwise against the two-halves core; one K block more is refused before any launch.
+TEST(GroupedGemm, OneBatchCoreAtItsLargestK) {
+  const uint64_t seed = printed_seed();
+  constexpr int kMaxK = 128 * symmoe::plan::kGemmCoreMaxKBlocks;
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 128, 448, kMaxK, fmt::ScaleFormat::kFp32,
+                              seed, Data::kSmallIntegers);
+  check_bf16_configs_agree(p, with_one_batch({{128, 128, 0, 0, 0, 1}}), true);
+  const auto q = make_problem(gemm::GroupLayout::kContiguous, {1}, 128, 192, kMaxK + 128, fmt::ScaleFormat::kFp32,
+                              seed + 1, Data::kSmallIntegers);
+  std::vector<uint8_t> b_data;
+  std::vector<float> b_scales;
+  concat_weights(q, b_data, b_scales);
+  DeviceInputs dev(q, b_data, b_scales);
+  DeviceArray<uint16_t> d(size_t(q.total_rows()) * q.n);
+  d.poison();
+  const auto poisoned = d.download();
+  try {
+    gemm::grouped_gemm_bf16(dev.input(q), d.ptr, nullptr, launch_options({128, 192, 0, 0, 1, 2}));
+    ADD_FAILURE() << "k " << kMaxK + 128 << " was accepted by the one-batch core";
+  } catch (const symmoe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("k="), std::string::npos) << e.what();
+  }
+  sync_kernels();
+  EXPECT_TRUE(symmoe::test::bitwise_equal(poisoned, d.download(), "D after a refused call"));
 }
 
 // FP8 value of code q at scale s and its ulp (one step of the e4m3 grid at that magnitude).

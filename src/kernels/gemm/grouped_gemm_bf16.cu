@@ -7,7 +7,7 @@ namespace symmoe::gemm::kernel {
 namespace {
 constexpr bool is_bf16_narrow(const plan::GemmKernelShape& s) {
   return s.weights == plan::GemmWeights::kFp8 && s.epilogue == EpilogueKind::kBf16 &&
-         !(s.block_m == 128 && s.block_n == 256);
+         s.core == plan::GemmCore::kTwoHalves && !(s.block_m == 128 && s.block_n == 256);
 }
 }  // namespace
 
@@ -16,13 +16,15 @@ bool launch_bf16_narrow(int index, const GemmParams& params, const GemmTensorMap
   return launch_one_of<is_bf16_narrow, 0, 1>(index, params, maps, num_ctas, stream);
 }
 
-// The four files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5), 4 FP4 (6-9).
-static_assert(plan::kNumGemmKernels == 10, "plan::kGemmKernels changed: update the launch_one_of index lists");
+// The five files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5), 4 FP4 (6-9),
+// 4 one-batch core (10-13).
+static_assert(plan::kNumGemmKernels == 14, "plan::kGemmKernels changed: update the launch_one_of index lists");
 
 std::string kernel_name(const plan::GemmKernelShape& s) {
   return "GemmKernel{block " + std::to_string(s.block_m) + "x" + std::to_string(s.block_n) + "x128, stages " +
          std::to_string(s.num_stages) + ", cluster " + std::to_string(s.cluster_size) + ", epilogue " +
          plan::gemm_epilogue_name(s.epilogue) + (s.tile_buffer ? ", tile buffer" : "") +
+         (s.core == plan::GemmCore::kOneBatch ? ", one-batch core" : "") +
          (s.weights == plan::GemmWeights::kFp4 ? ", fp4 weights" : "") + "}";
 }
 
@@ -35,14 +37,15 @@ void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& p
     const plan::GemmKernelShape& k = plan::kGemmKernels[i];
     if (k.block_m == shape.block_m && k.block_n == shape.block_n && k.num_stages == shape.num_stages &&
         k.cluster_size == shape.cluster_size && k.epilogue == shape.epilogue && k.tile_buffer == shape.tile_buffer &&
-        k.weights == shape.weights)
+        k.weights == shape.weights && k.core == shape.core)
       index = i;
   }
   SYMMOE_CHECK(index >= 0, "gemm", "no compiled kernel for ", kernel_name(shape));
   const bool launched = launch_bf16_narrow(index, params, maps, num_ctas, stream) ||
                         launch_bf16_wide(index, params, maps, num_ctas, stream) ||
                         launch_swiglu(index, params, maps, num_ctas, stream) ||
-                        launch_fp4(index, params, maps, num_ctas, stream);
+                        launch_fp4(index, params, maps, num_ctas, stream) ||
+                        launch_core(index, params, maps, num_ctas, stream);
   SYMMOE_CHECK(launched, "gemm", "plan::kGemmKernels entry ", index, " (", kernel_name(shape),
                ") is compiled in no file");
 }

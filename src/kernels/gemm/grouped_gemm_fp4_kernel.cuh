@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   }
   __syncthreads();
 
-  TileScheduler<BLOCK_M, BLOCK_N, 1> sched(params, blockIdx.x, gridDim.x, 0);
+  TileScheduler<BLOCK_M, BLOCK_N, 1> sched(params);
   if (wg == kNumMathWarpgroups) {
     ptx::setmaxnreg_dec<kProducerRegisters>();
     const int warp = (threadIdx.x / 32) % 4;

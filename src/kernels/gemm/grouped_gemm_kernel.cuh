@@ -55,11 +55,11 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     __syncthreads();
   }
 
-  TileScheduler<BLOCK_M, BLOCK_N, kClusterM> sched(params, blockIdx.x / kClusterM, gridDim.x / kClusterM, cta_rank);
+  TileScheduler<BLOCK_M, BLOCK_N, kClusterM> sched(params);
   if (wg == kNumMathWarpgroups) {
     ptx::setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == kNumMathWarpgroups * 128)
-      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kTileBuffer>(params, smem, &tmap_a, &tmap_sfa, &tmap_b,
+      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b,
                                                                          sched, cta_rank);
   } else {
     ptx::setmaxnreg_inc<kMathRegisters>();

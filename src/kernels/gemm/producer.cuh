@@ -11,12 +11,12 @@
 
 namespace symmoe::gemm::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, bool kTileBuffer, bool kSfbSmem>
-__device__ __forceinline__ void run_producer(
-    const GemmParams& params, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, false, kSfbSmem>& smem,
-    const CUtensorMap* tmap_a, const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_b,
-    TileScheduler<BLOCK_M, BLOCK_N, kClusterM>& sched, int cta_rank) {
-  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, false, kSfbSmem>;
+// Layout: the kernel's shared-memory layout with FP8 stages (GemmSmemLayout, or CoreSmemLayout of the one-batch
+// core): a(s), sfa(s), b(s), full(s), empty(s) and kStageTxBytes.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, typename Layout>
+__device__ __forceinline__ void run_producer(const GemmParams& params, const Layout& smem, const CUtensorMap* tmap_a,
+                                             const CUtensorMap* tmap_sfa, const CUtensorMap* tmap_b,
+                                             TileScheduler<BLOCK_M, BLOCK_N, kClusterM>& sched, int cta_rank) {
   constexpr int kBRowsPerCta = BLOCK_N / kClusterM;
   const int num_k_blocks = params.k / 128;
   PipelineState<kNumStages> pipe;

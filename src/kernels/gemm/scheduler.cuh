@@ -10,6 +10,7 @@
 #pragma once
 
 #include "kernels/gemm/params.hpp"
+#include "kernels/ptx/cluster.cuh"
 
 namespace symmoe::gemm::kernel {
 
@@ -20,21 +21,24 @@ struct Tile {
   int n_begin;    // first output column
 };
 
+// The grid is the persistent cluster grid: cluster blockIdx.x / kClusterM of gridDim.x / kClusterM. The grid and the
+// CTA's rank in its cluster are read from special registers when needed, so the scheduler keeps no registers for
+// them across a tile's K loop.
 template <int BLOCK_M, int BLOCK_N, int kClusterM>
 struct TileScheduler {
   const GemmParams& params;
-  int cluster_idx, num_clusters, cta_rank;
   int expert_idx = -1;
   int expert_tile_end = 0, expert_tile_begin = 0;
   int expert_row_begin = 0, expert_rows = 0, num_m_clusters = 0;
   int next_tile;
 
-  __device__ TileScheduler(const GemmParams& p, int cluster_idx_, int num_clusters_, int cta_rank_)
-      : params(p),
-        cluster_idx(cluster_idx_),
-        num_clusters(num_clusters_),
-        cta_rank(cta_rank_),
-        next_tile(cluster_idx_) {}
+  __device__ explicit TileScheduler(const GemmParams& p) : params(p), next_tile(int(blockIdx.x) / kClusterM) {}
+  __device__ static int cta_rank() {
+    if constexpr (kClusterM == 1)
+      return 0;
+    else
+      return int(ptx::cluster_cta_rank());
+  }
 
   // A partial last n-block (n % BLOCK_N == 128 with BLOCK_N = 256) is computed whole; its second warpgroup
   // stores nothing (epilogue_bf16 checks the column).
@@ -61,9 +65,9 @@ struct TileScheduler {
       expert_tile_begin = expert_tile_end;
       expert_tile_end += num_m_clusters * num_n_blocks();
     }
-    next_tile += num_clusters;
+    next_tile += int(gridDim.x) / kClusterM;
     const int local = t - expert_tile_begin;
-    const int m_block = (local % num_m_clusters) * kClusterM + cta_rank;
+    const int m_block = (local % num_m_clusters) * kClusterM + cta_rank();
     tile.expert_idx = expert_idx;
     tile.row_begin = expert_row_begin + m_block * BLOCK_M;
     tile.num_rows = min(max(expert_rows - m_block * BLOCK_M, 0), BLOCK_M);

@@ -37,6 +37,16 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const CUte
       : "memory");
 }
 
+// 2-D tile store this CTA's shared memory -> global, tracked by the current bulk group (bulk_commit_group,
+// bulk_wait_group[_read] in bulk.cuh). Elements of the box outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* smem_src, int32_t c_inner,
+                                             int32_t c_outer) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(smem_src)), "r"(c_inner), "r"(c_outer)
+               : "memory");
+}
+
 // fence_proxy_async_shared_cta (generic shared-memory writes before async-proxy reads) lives in ptx/sync.cuh with
 // the other fences: one definition, so kernels can include both headers.
 

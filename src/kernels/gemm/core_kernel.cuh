@@ -1,0 +1,70 @@
+// The one-batch SM90 FP8 grouped GEMM kernel (plan::GemmCore::kOneBatch), bf16 output: wires its roles
+// (producer.cuh, core_math.cuh, core_epilogue.cuh, scheduler.cuh). 384 threads: warpgroups 0-1 math (setmaxnreg
+// 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA). Persistent: gridDim.x CTAs (a multiple of
+// kClusterM) loop over the 128 x BLOCK_N tiles of all experts. kClusterM 2: the cluster's two CTAs take neighbouring
+// m-blocks of one n-block, each loads half of the weight tile and multicasts it to both (producer.cuh).
+#pragma once
+
+#include "kernels/gemm/core_epilogue.cuh"
+#include "kernels/gemm/core_math.cuh"
+#include "kernels/gemm/producer.cuh"
+#include "kernels/gemm/scheduler.cuh"
+#include "kernels/ptx/cluster.cuh"
+
+namespace symmoe::gemm::kernel {
+
+constexpr int kCoreNumThreads = 384;
+constexpr int kCoreMathRegisters = 232, kCoreProducerRegisters = 40;
+
+template <int BLOCK_N, int kNumStages, int kClusterM>
+__global__ void __launch_bounds__(kCoreNumThreads, 1)
+    grouped_gemm_core_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
+                             const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b,
+                             const __grid_constant__ CUtensorMap tmap_d) {
+  constexpr int BLOCK_M = 128;
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
+  extern __shared__ uint8_t smem_raw[];
+  const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
+  const int wg = threadIdx.x / 128;
+  const int cta_rank = kClusterM == 1 ? 0 : int(ptx::cluster_cta_rank());
+
+  if (threadIdx.x == 0) {
+    ptx::prefetch_tensormap(&tmap_a);
+    ptx::prefetch_tensormap(&tmap_sfa);
+    ptx::prefetch_tensormap(&tmap_b);
+    ptx::prefetch_tensormap(&tmap_d);
+    smem.init_stage_barriers(2 * 4 * kClusterM);
+  }
+  if constexpr (kClusterM > 1) {
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  } else {
+    __syncthreads();
+  }
+
+  TileScheduler<BLOCK_M, BLOCK_N, kClusterM> sched(params);
+  if (wg == 2) {
+    ptx::setmaxnreg_dec<kCoreProducerRegisters>();
+    if (threadIdx.x == 256)
+      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b, sched,
+                                                            cta_rank);
+  } else {
+    ptx::setmaxnreg_inc<kCoreMathRegisters>();
+    PipelineState<kNumStages> pipe;
+    float acc[BLOCK_N / 2];
+    Tile tile;
+    while (sched.next(tile)) {
+      stage_core_b_scales(params, tile, smem, int(threadIdx.x));
+      core_k_loop<BLOCK_N, kNumStages, kClusterM>(params, smem, tile, wg, pipe, acc);
+      core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
+    }
+    if (threadIdx.x < Layout::kNumAtoms) ptx::bulk_wait_group<0>();  // the last TMA stores done with the D tile
+  }
+  // No CTA may leave while its cluster peer can still multicast into it or arrive on its barriers.
+  if constexpr (kClusterM > 1) {
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+  }
+}
+
+}  // namespace symmoe::gemm::kernel

@@ -1,0 +1,105 @@
+// Math role of the one-batch core (plan::GemmCore::kOneBatch): math warpgroup wg computes rows [64 wg, 64 wg + 64)
+// x all BLOCK_N columns of the 128 x BLOCK_N tile. Per 128-wide K block: one batch of 4 m64nBLOCK_Nk32 WGMMAs
+// (e4m3 -> fp32) into the partial accumulator, wait, release the stage, then promote
+// acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). The two
+// warpgroups issue independently: while one promotes, the other's batch runs.
+// B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
+// chunk takes which). The 256 math threads stage the
+// tile's scales of every K block in shared memory (CoreSmemLayout::sfb) before its K loop; the loop reads them with
+// ld.shared ahead of the stage's full-barrier wait.
+// NOTES: registers per math thread: BLOCK_N / 2 partial + BLOCK_N / 2 accumulators (96 + 96 for BLOCK_N 192).
+#pragma once
+
+#include "kernels/gemm/core_smem_layout.hpp"
+#include "kernels/gemm/math.cuh"
+#include "kernels/gemm/scheduler.cuh"
+#include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/wgmma.cuh"
+
+namespace symmoe::gemm::kernel {
+
+// Named barrier ids of the one-batch core's 256 math threads (0 is __syncthreads).
+constexpr int kCoreEpilogueBarrier = 1;  // the D tile: free before stmatrix, written before the TMA store
+constexpr int kCoreSfbBarrier = 2;       // the tile's B scales staged
+
+// Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
+template <int BLOCK_N>
+__device__ __forceinline__ int core_former_chunks(int n_begin) {
+  return min(BLOCK_N, 128 - n_begin % 128) / 8;
+}
+
+// The 256 math threads copy the tile's B scales of every K block into shared memory: [0][kb] of the scale block of
+// column n_begin, [1][kb] of the next one (0 where the tile does not reach it or it lies past n). `math_thread` in
+// [0, 256). Ends with the math threads' barrier, so the K loop may read them.
+template <int BLOCK_N, int kNumStages>
+__device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
+                                                    const CoreSmemLayout<BLOCK_N, kNumStages>& smem, int math_thread) {
+  const int num_k_blocks = p.k / 128;
+  const int first_block = tile.n_begin / 128;
+  const bool has_second = core_former_chunks<BLOCK_N>(tile.n_begin) * 8 < BLOCK_N && (first_block + 1) * 128 < p.n;
+  const float* src = p.sfb + size_t(tile.expert_idx) * (p.n / 128) * num_k_blocks;
+  for (int i = math_thread; i < 2 * num_k_blocks; i += 256) {
+    const int second = i >= num_k_blocks, kb = i - second * num_k_blocks;
+    const float s = second && !has_second ? 0.f : __ldg(src + size_t(first_block + second) * num_k_blocks + kb);
+    smem.sfb(second)[kb] = s;
+  }
+  ptx::named_barrier_sync(kCoreSfbBarrier, 256);
+}
+
+// acc += scale * partial, the scale of 8-column chunk c: sa[r] * sb0 for c < 8, sa[r] * sb_mid for 8 <= c < 16,
+// sa[r] * sb1 for c >= 16. A tile of BLOCK_N 192 starts at column 0 or 64 of a 128-column scale block, so only its
+// middle chunks 8-15 change block with the tile (sb_mid is sb0 or sb1); BLOCK_N 128 never splits (sb_mid = sb0).
+template <int kNumAcc>
+__device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float (&partial)[kNumAcc], float sa0,
+                                             float sa1, float sb0, float sb_mid, float sb1) {
+  const float s0[3] = {sa0 * sb0, sa0 * sb_mid, sa0 * sb1};
+  const float s1[3] = {sa1 * sb0, sa1 * sb_mid, sa1 * sb1};
+#pragma unroll
+  for (int c = 0; c < kNumAcc / 4; ++c) {
+    acc[4 * c + 0] = fmaf(s0[c / 8], partial[4 * c + 0], acc[4 * c + 0]);
+    acc[4 * c + 1] = fmaf(s0[c / 8], partial[4 * c + 1], acc[4 * c + 1]);
+    acc[4 * c + 2] = fmaf(s1[c / 8], partial[4 * c + 2], acc[4 * c + 2]);
+    acc[4 * c + 3] = fmaf(s1[c / 8], partial[4 * c + 3], acc[4 * c + 3]);
+  }
+}
+
+// The K loop of one tile for math warpgroup wg; acc holds the promoted fp32 result on return.
+template <int BLOCK_N, int kNumStages, int kClusterM>
+__device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemLayout<BLOCK_N, kNumStages>& smem,
+                                            const Tile& tile, int wg, PipelineState<kNumStages>& pipe,
+                                            float (&acc)[BLOCK_N / 2]) {
+  constexpr int kNumAcc = BLOCK_N / 2;
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const int sfa_row = 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
+  const int num_k_blocks = p.k / 128;
+  const float* sfb0 = smem.sfb(0);
+  const float* sfb1 = smem.sfb(1);
+  const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
+  float partial[kNumAcc];
+#pragma unroll
+  for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
+#pragma unroll 1
+  for (int kb = 0; kb < num_k_blocks; ++kb) {
+    const float sb0 = sfb0[kb];
+    const float sb1 = BLOCK_N > 128 ? sfb1[kb] : 0.f;
+    const float sb_mid = mid_first ? sb0 : sb1;
+    ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+    const float sa0 = smem.sfa(pipe.stage)[sfa_row];
+    const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
+    const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + 64 * wg * 128));
+    const uint64_t desc_b = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage)));
+    ptx::wgmma_fence();
+    ptx::wgmma_m64nk32_e4m3_overwrite<BLOCK_N>(partial, desc_a, desc_b);  // partial is dead between K blocks
+#pragma unroll
+    for (int k = 1; k < 4; ++k) ptx::wgmma_m64nk32_e4m3<BLOCK_N>(partial, desc_a + 2 * k, desc_b + 2 * k, true);
+    ptx::wgmma_commit_group();
+#pragma unroll
+    for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
+    ptx::wgmma_wait_group<0>();
+    release_stage<kClusterM>(smem.empty(pipe.stage), lane);
+    core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
+    pipe.advance();
+  }
+}
+
+}  // namespace symmoe::gemm::kernel
