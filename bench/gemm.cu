@@ -250,10 +250,20 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
   return v;
 }
 
+// The --cases names, in run order.
+const std::vector<std::string> kCaseNames = {
+    "dense_l1",    "dense_l2", "l1",       "l1_swiglu",      "l1_swiglu_wide", "l2",
+    "e128",        "flash_l1", "flash_l2", "flash_layer_l1", "flash_layer_l2", "v3_layer_l1",
+    "v3_layer_l2", "decode"};
+
+std::string case_name_list() {
+  std::string list;
+  for (const std::string& name : kCaseNames) list += name + ", ";
+  return list + "all";
+}
+
 void declare_gemm_args(cli::Args& args) {
-  args.option("cases", "all",
-              "comma list of: dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode "
-              "(or all)")
+  args.option("cases", "all", "comma list of: " + case_name_list())
       .option("decode-tokens", "1,8,16,64", "tokens per expert of the masked decode cases")
       .option("reps", "30", "timed repetitions (median)")
       .int_range(1, 100000)
@@ -281,11 +291,9 @@ void declare_gemm_args(cli::Args& args) {
 // The --cases selection (with the --k / --n overrides applied).
 std::vector<Case> selected_cases(const cli::Args& args) {
   const std::vector<std::string> wanted = args.str_list("cases");
-  const std::vector<std::string> known = {"all", "dense_l1", "dense_l2", "l1",       "l1_swiglu", "l1_swiglu_wide",
-                                          "l2",  "e128",     "flash_l1", "flash_l2", "decode"};
   for (const std::string& w : wanted)
-    SYMMOE_CHECK(std::find(known.begin(), known.end(), w) != known.end(), "bench", "--cases: unknown case '", w,
-                 "' (dense_l1, dense_l2, l1, l1_swiglu, l1_swiglu_wide, l2, e128, flash_l1, flash_l2, decode, all)");
+    SYMMOE_CHECK(w == "all" || std::find(kCaseNames.begin(), kCaseNames.end(), w) != kCaseNames.end(), "bench",
+                 "--cases: unknown case '", w, "' (", case_name_list(), ")");
   auto want = [&](const std::string& c) {
     return std::find(wanted.begin(), wanted.end(), "all") != wanted.end() ||
            std::find(wanted.begin(), wanted.end(), c) != wanted.end();
@@ -301,6 +309,14 @@ std::vector<Case> selected_cases(const cli::Args& args) {
   // Flash at 8192 tokens per rank on 2 ranks: 128 local experts x ~386 rows (4 m-blocks of 128, the last with 2 rows).
   if (want("flash_l1")) cases.push_back({"flash_l1", "l1", 128, 386, 4096, 4096, 1.f / 1024});
   if (want("flash_l2")) cases.push_back({"flash_l2", "contiguous", 128, 386, 4096, 2048});
+  // One H200 running a whole layer at 8192 tokens: 256 experts with 8192 x top-k / 256 rows each (Flash top-6: 192,
+  // V3 top-8: 256), each segment padded to a multiple of 128 rows, 256 here (the layout DeepEP + DeepGEMM users
+  // get). Plain BF16-output GEMMs, comparable with DeepGEMM's kernel; the largest (v3_layer_l1) holds 7.5 GB of
+  // weights and 0.5 GB each of A and D.
+  if (want("flash_layer_l1")) cases.push_back({"flash_layer_l1", "contiguous", 256, 192, 4096, 4096});
+  if (want("flash_layer_l2")) cases.push_back({"flash_layer_l2", "contiguous", 256, 192, 4096, 2048});
+  if (want("v3_layer_l1")) cases.push_back({"v3_layer_l1", "contiguous", 256, 256, 4096, 7168});
+  if (want("v3_layer_l2")) cases.push_back({"v3_layer_l2", "contiguous", 256, 256, 7168, 2048});
   if (want("decode"))
     for (int t : args.int_list("decode-tokens")) cases.push_back({"decode", "masked", 128, t, 4096, 7168});
   for (Case& c : cases) {
