@@ -269,12 +269,13 @@ TEST(GroupedGemm, ContiguousRowCountsAtLayerK) {
 }
 
 // The one-batch core stages a tile's B scales for every K block at once (plan::kGemmCoreMaxKBlocks): the largest K
-// it takes, with a 192-column tile that starts inside a scale block (n 448: n-blocks at columns 0, 192, 384) and
-// exact-accumulation data, bitwise against the two-halves core; one K block more is refused before any launch.
+// it takes, with a 192-column tile that starts inside a scale block and a partial last one (n 512: n-blocks at
+// columns 0, 192, 384) and exact-accumulation data, bitwise against the two-halves core; one K block more is refused
+// before any launch.
 TEST(GroupedGemm, OneBatchCoreAtItsLargestK) {
   const uint64_t seed = printed_seed();
   constexpr int kMaxK = 128 * symmoe::plan::kGemmCoreMaxKBlocks;
-  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 128, 448, kMaxK, fmt::ScaleFormat::kFp32,
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 128, 512, kMaxK, fmt::ScaleFormat::kFp32,
                               seed, Data::kSmallIntegers);
   check_bf16_configs_agree(p, with_one_batch({{128, 128, 0, 0, 0, 1}}), true);
   const auto q = make_problem(gemm::GroupLayout::kContiguous, {1}, 128, 192, kMaxK + 128, fmt::ScaleFormat::kFp32,
