@@ -125,35 +125,39 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                "tile_buffer must be 1 (on), -1 (off) or 0 (planner's choice), got ", pins.tile_buffer);
   SYMMOE_CHECK(pins.core >= 0 && pins.core <= 2, "plan",
                "core must be 1 (two-halves), 2 (one-batch) or 0 (planner's choice), got ", pins.core);
-  // Core: two-halves unless pinned, or unless the pins leave only one-batch kernels (block_n 192, cluster 2).
-  // NOTES: the one-batch core is new; the planner takes it unpinned once it is measured faster (docs/notes/gemm.md).
-  const int core = pins.core ? pins.core
-                   : any_kernel(kind, pins.block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1)
-                       ? 1
-                       : 2;
-  SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", core == 2 ? "one-batch" : "two-halves",
-               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
-  SYMMOE_CHECK(core != 2 || k <= kGemmCoreMaxKBlocks * hopper::kBlockK, "plan",
-               "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
-               " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
-
   // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
   int block_m = forced_block_m;
   if (!block_m) {
     int ladder[kNumGemmKernels];
     int num_ladder = 0;
     for (const int candidate : {64, 128})
-      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, core))
+      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, pins.core))
         ladder[num_ladder++] = candidate;
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
-  // Cluster: 1 unless pinned (only cluster-1 kernels are compiled: plan.hpp). NOTES: clusters of 2 (B multicast to
-  // two m-blocks) are 6-10% slower than single CTAs on the L1/L2 shapes: fewer pairs than SMs / 2 fit the GPCs, the
-  // pair's pipelines wait on each other, and an expert with an odd number of m-blocks runs an empty partner tile
-  // (docs/notes/plan.md).
-  const int cluster = pins.cluster_size ? pins.cluster_size : 1;
+  // Core: the one-batch core wherever one of its kernels fits the block and the pins (bf16 output at BLOCK_M 128:
+  // 0.88-0.96x the two-halves core's time on every bench gemm shape, H200; docs/notes/gemm.md), the two-halves core
+  // elsewhere (64-row tiles, the SwiGLU epilogue, FP4 weights), unless pinned.
+  const bool one_batch_fits = k <= kGemmCoreMaxKBlocks * hopper::kBlockK &&
+                              any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
+  const int core = pins.core ? pins.core : one_batch_fits ? 2 : 1;
+  SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", core == 2 ? "one-batch" : "two-halves",
+               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
+  SYMMOE_CHECK(core != 2 || k <= kGemmCoreMaxKBlocks * hopper::kBlockK, "plan",
+               "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
+               " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
+  // Cluster: the one-batch core pairs neighbouring m-blocks of an expert (B multicast) when the expected m-blocks
+  // per expert are even, so no partner tile runs past the expert's rows (e128, 3 m-blocks: 1.23x the time of
+  // cluster 1; even counts 0.98-1.0x); the two-halves core runs single CTAs (its cluster-2 kernels were 6-10% slower,
+  // docs/notes/plan.md).
+  const long long m_blocks = expected_m_blocks(m_per_expert_expected, block_m);
+  const int cluster = pins.cluster_size                          ? pins.cluster_size
+                      : core == 2 && m_blocks % 2 == 0 && num_sms >= 2 &&
+                              any_kernel(kind, block_m, pins.block_n, 2, stages, pins.tile_buffer, core)
+                          ? 2
+                          : 1;
 
   // BLOCK_N: fewest (waves x tile cost) among the compiled kernels left; a tile costs ~ block_n +
   // kTileOverheadColumns; ties go to the wider tile.

@@ -135,7 +135,15 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
         planned[i] = 1;
     }
   };
-  // The one-batch core: pinned (plan::GemmPins::core), both clusters; bf16 only.
+  // Both cores pinned (plan::GemmPins::core), both clusters for the one-batch core: the two-halves core's bf16
+  // 128-row kernels are the bench's comparison for the one-batch core.
+  for (const double m : {1000.0})
+    for (const int n : {128, 256, 4096})
+      for (const int tile_buffer : {0, -1}) {
+        plan::GemmPins pins;
+        pins.core = 1, pins.tile_buffer = tile_buffer;
+        mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins));
+      }
   for (const double m : {16.0, 1000.0})
     for (const int n : {384, 4096})
       for (const int cluster : {1, 2}) {
@@ -180,13 +188,21 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(prefill.block_m, 128);
   EXPECT_EQ(prefill.l1_wg_tile_m, 64);
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
-  // The grouped GEMM goes to 128 x 256 tiles for large batches, bf16 and SwiGLU alike (the kernels compiled:
-  // plan::kGemmKernels); 64-row tiles when an expert holds <= 32 tokens (x2 imbalance <= 64). Clusters only pinned.
+  // The grouped GEMM goes to 128-row tiles for large batches (SwiGLU: 128 x 256), 64-row tiles when an expert holds
+  // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
+  // bf16 at 128-row tiles: the one-batch core, 128 x 192, clusters of 2 for an even m-block count per expert (12),
+  // single CTAs for an odd one (3).
+  const plan::GemmPlan bf16 = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+  EXPECT_EQ(bf16.core, plan::GemmCore::kOneBatch) << bf16.to_string();
+  EXPECT_EQ(bf16.block_n, 192) << bf16.to_string();
+  EXPECT_EQ(bf16.cluster_size, 2) << bf16.to_string();
+  EXPECT_EQ(plan::plan_grouped_gemm(384, 4096, 4096, 128, 132, plan::GemmEpilogue::kBf16, kNoOverrides).cluster_size,
+            1);
   for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
     const plan::GemmPlan big = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, epilogue, kNoOverrides);
     EXPECT_EQ(big.block_m, 128);
-    EXPECT_EQ(big.block_n, 256);
-    EXPECT_EQ(big.cluster_size, 1);
+    EXPECT_EQ(big.block_n, epilogue == plan::GemmEpilogue::kBf16 ? 192 : 256);
+    EXPECT_EQ(big.cluster_size, epilogue == plan::GemmEpilogue::kBf16 ? 2 : 1);
     const plan::GemmPlan decode = plan::plan_grouped_gemm(16, 4096, 7168, 128, 132, epilogue, kNoOverrides);
     EXPECT_EQ(decode.block_m, 64);
     EXPECT_EQ(decode.block_n, 256);

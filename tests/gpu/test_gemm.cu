@@ -278,7 +278,7 @@ TEST(GroupedGemm, OneBatchCoreAtItsLargestK) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 128, 512, kMaxK, fmt::ScaleFormat::kFp32,
                               seed, Data::kSmallIntegers);
   check_bf16_configs_agree(p, with_one_batch({{128, 128, 0, 0, 0, 1}}), true);
-  const auto q = make_problem(gemm::GroupLayout::kContiguous, {1}, 128, 192, kMaxK + 128, fmt::ScaleFormat::kFp32,
+  const auto q = make_problem(gemm::GroupLayout::kContiguous, {1}, 128, 256, kMaxK + 128, fmt::ScaleFormat::kFp32,
                               seed + 1, Data::kSmallIntegers);
   std::vector<uint8_t> b_data;
   std::vector<float> b_scales;

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
   using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
-  const int wg = threadIdx.x / 128;
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);  // warp-uniform: uniform-register descriptors
   const int cta_rank = kClusterM == 1 ? 0 : int(ptx::cluster_cta_rank());
 
   if (threadIdx.x == 0) {

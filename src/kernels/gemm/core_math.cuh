@@ -63,41 +63,55 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
   }
 }
 
-// The K loop of one tile for math warpgroup wg; acc holds the promoted fp32 result on return.
+// The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return. A
+// warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster partner past the
+// expert) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the other warpgroup's.
+// NOTES: the descriptors are formed from warp-uniform values (the stage, wg, the shared-memory base), so they live in
+// uniform registers and step by adding to their low halves; sa / sb are read before the WGMMAs are issued.
 template <int BLOCK_N, int kNumStages, int kClusterM>
 __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemLayout<BLOCK_N, kNumStages>& smem,
                                             const Tile& tile, int wg, PipelineState<kNumStages>& pipe,
                                             float (&acc)[BLOCK_N / 2]) {
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
   constexpr int kNumAcc = BLOCK_N / 2;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
-  const int sfa_row = 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   const int num_k_blocks = p.k / 128;
+#pragma unroll
+  for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
+  const bool active = 64 * wg < tile.num_rows;
+  const float* sfa0 = smem.sfa(0) + 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   const float* sfb0 = smem.sfb(0);
   const float* sfb1 = smem.sfb(1);
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
+  const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + 64 * wg * 128));
+  const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0)));
   float partial[kNumAcc];
-#pragma unroll
-  for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
 #pragma unroll 1
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     const float sb0 = sfb0[kb];
     const float sb1 = BLOCK_N > 128 ? sfb1[kb] : 0.f;
     const float sb_mid = mid_first ? sb0 : sb1;
     ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
-    const float sa0 = smem.sfa(pipe.stage)[sfa_row];
-    const float sa1 = smem.sfa(pipe.stage)[sfa_row + 8];
-    const uint64_t desc_a = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.a(pipe.stage) + 64 * wg * 128));
-    const uint64_t desc_b = ptx::wgmma_desc_k128b(ptx::smem_addr(smem.b(pipe.stage)));
-    ptx::wgmma_fence();
-    ptx::wgmma_m64nk32_e4m3_overwrite<BLOCK_N>(partial, desc_a, desc_b);  // partial is dead between K blocks
+    const float sa0 = sfa0[pipe.stage * (Layout::kSfaBytes / 4)];
+    const float sa1 = sfa0[pipe.stage * (Layout::kSfaBytes / 4) + 8];
+    const uint32_t a_lo = a_lo0 + pipe.stage * (Layout::kABytes / 16);
+    const uint32_t b_lo = b_lo0 + pipe.stage * (Layout::kBBytes / 16);
+    if (active) {
+      ptx::wgmma_fence();
+      // partial is dead between K blocks: the first WGMMA overwrites it.
+      ptx::wgmma_m64nk32_e4m3_overwrite<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
+                                                 ptx::wgmma_desc_k128b_from_lo(b_lo));
 #pragma unroll
-    for (int k = 1; k < 4; ++k) ptx::wgmma_m64nk32_e4m3<BLOCK_N>(partial, desc_a + 2 * k, desc_b + 2 * k, true);
-    ptx::wgmma_commit_group();
+      for (int k = 1; k < 4; ++k)
+        ptx::wgmma_m64nk32_e4m3<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
+                                         ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), true);
+      ptx::wgmma_commit_group();
 #pragma unroll
-    for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
-    ptx::wgmma_wait_group<0>();
+      for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
+      ptx::wgmma_wait_group<0>();
+    }
     release_stage<kClusterM>(smem.empty(pipe.stage), lane);
-    core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
+    if (active) core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
     pipe.advance();
   }
 }

@@ -18,6 +18,16 @@ __device__ __forceinline__ uint64_t wgmma_desc_k128b(uint32_t smem_byte_addr) {
   return desc;
 }
 
+// The same descriptor as two 32-bit halves, so a kernel can keep the per-stage start address in one (uniform)
+// register and add the k32 step to it: lo = start address >> 4 | LBO field 1; hi = SBO 1024 >> 4 | 128B swizzle.
+constexpr uint32_t kWgmmaDescK128bHi = (1024 >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t wgmma_desc_k128b_lo(uint32_t smem_byte_addr) {
+  return ((smem_byte_addr & 0x3FFFF) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t wgmma_desc_k128b_from_lo(uint32_t lo) {
+  return (uint64_t(kWgmmaDescK128bHi) << 32) | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit_group() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int kNumPending>
