@@ -1,6 +1,6 @@
 // Benchmark plumbing: `symmoe bench <name>` looks up benches registered here (one file per bench under bench/),
 // times with CUDA events (warm-up, many repetitions, median) and appends JSON lines to
-// bench/results/<date>-<gpu kind>-<bench>.jsonl (DESIGN.md "Result files").
+// bench/results/<date>-<gpu kind>-<bench>.jsonl (docs/design.md §10.3).
 #pragma once
 
 #include <functional>

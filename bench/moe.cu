@@ -15,7 +15,7 @@
 // kernel). The two formats hold different synthetic weights, so their y are not compared with each other; each
 // format's fused y is compared bitwise with its composed y.
 // Inputs: FP8 x (per-128 fp32 scales), routing from ref::make_routing.
-// Metrics (DESIGN.md 8), for rank 0 (the rank whose stream is timed; the layer is collective), for both layers:
+// Metrics (docs/design.md §10.2), for rank 0 (the rank whose stream is timed; the layer is collective), both layers:
 //   tflops      2 * recv_pairs * H * I * 3 / t, recv_pairs = (token, expert) pairs rank 0 computes
 //   hbm_gbps    (touched local experts' weights incl. scales (FP4: + codes, data at half a byte per weight)
 //               + recv_pairs * (H + 4H/128) FP8 rows in
@@ -312,7 +312,7 @@ std::vector<MoeForwardArgs> check_fused(MoeBench& b, const std::vector<MoeForwar
   return margs;
 }
 
-// The fields every row of one token count shares (DESIGN.md "Result files", bench moe), for a layer timed at t us.
+// The fields every row of one token count shares (docs/design.md §10.3, bench moe), for a layer timed at t us.
 JsonLine layer_line(const MoeBench& b, const Row& row, const char* op, double t) {
   const cli::RankTraffic& tr = row.traffic;
   const MoeShape& shape = b.shape;

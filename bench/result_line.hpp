@@ -1,4 +1,4 @@
-// One benchmark result as one line of strict JSON (DESIGN.md "Result files"): keys in the order they were added (a
+// One benchmark result as one line of strict JSON (docs/design.md §10.3): keys in the order they were added (a
 // key added twice keeps its first place and its last value), integers as integers, non-finite numbers as null,
 // strings escaped by nlohmann-json (quotes, backslashes and control characters). Plain C++: no CUDA.
 #pragma once

@@ -1,4 +1,4 @@
-// What a result line records about the software and the GPUs it ran on (DESIGN.md "Result files"): symmoe version
+// What a result line records about the software and the GPUs it ran on (docs/design.md §10.3): symmoe version
 // and commit, NVIDIA driver, CUDA runtime, NCCL, and each visible GPU's SM clock and power draw. Collected once,
 // at the start of `symmoe bench` (before any kernel runs), and added to every line of the run.
 // NOTES: NVML is not linked (CI has no driver); the driver version, clocks and power come from `nvidia-smi`, and are

@@ -1,4 +1,4 @@
-// The fused MoE layer (MegaMoE, seed 000; DESIGN.md 4.3): one persistent kernel per rank and call that pulls
+// The fused MoE layer (MegaMoE, docs/design.md §2.3, §8): one persistent kernel per rank and call that pulls
 // tokens (dispatch), runs the L1 GEMM + SwiGLU + top-k weight + FP8 re-quantisation, the L2 GEMM, writes the L2
 // rows back to the tokens' ranks and combines them.
 //

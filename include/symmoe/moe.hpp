@@ -5,7 +5,7 @@
 //   grouped GEMM L1 + SwiGLU + top-k weight + FP8 re-quantisation (UE8M0 per 128)
 //   grouped GEMM L2 -> bf16 rows
 //   EP combine (expand, unweighted, fp32 sum in ascending top-k order, one bf16 rounding) -> y
-// i.e. DESIGN.md 4.3: y[t] = bf16(sum_k bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), the function of
+// i.e. docs/design.md §2.3: y[t] = bf16(sum_k bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), the function of
 // ref::moe_forward_faithful / ref::moe_forward_composed (the golden model), up to the GEMM's accumulation order.
 //
 // Contract:

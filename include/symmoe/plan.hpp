@@ -5,8 +5,8 @@
 // Contract: plans depend only on their arguments. The SYMMOE_ overrides come in as a PlanOverrides argument that the
 // caller reads once (PlanOverrides::from_env(), through env.hpp) and each plan applies in one place. Kernels are
 // instantiated from plans, never from model constants.
-// The heuristics adapt seed 000 section 7 (DeepGEMM's Blackwell MegaMoE) to Hopper; each choice is explained
-// where it is made (src/plan/*.cpp).
+// The heuristics are docs/design.md §9 (adapted from DeepGEMM's Blackwell MegaMoE to Hopper); each choice is
+// explained where it is made (src/plan/*.cpp).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,8 @@ constexpr int kBlockK = 128;         // one 128-wide K block = one FP8 scale blo
 constexpr int kThreadsPerWarpgroup = 128;
 }  // namespace hopper
 
-// Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail (seed 000).
+// Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail
+// (docs/design.md §9.2).
 constexpr int kImbalanceFactor = 2;
 // The fused layer's BLOCK_M is the smallest tile holding 1.25x the expected tokens of an expert (not doubled): 64
 // at 48 expected (Flash, 2048 tokens: 1.14x faster than 128), 128 at 64 expected (V3, 2048 tokens: 1.23x faster

@@ -1,5 +1,5 @@
 // MoE layer shape: the model dimensions and the expert-parallel deployment (ranks, max tokens per rank).
-// Standard shapes (DESIGN.md 8): flash, pro, v3.
+// Standard shapes (docs/design.md §1.2): flash, pro, v3.
 #pragma once
 
 #include <cstdint>

@@ -49,7 +49,8 @@ std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const st
 ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options,
                                     int rank);
 
-// What one destination rank does in a layer call, from the routings of ALL ranks (DESIGN.md 8's counts).
+// What one destination rank does in a layer call, from the routings of ALL ranks (the recv_pairs of
+// docs/design.md §10.2).
 struct RankTraffic {
   long long recv_pairs = 0;          // (token, expert) pairs this rank computes
   int experts_touched = 0;           // local experts with >= 1 pair

@@ -397,8 +397,8 @@ TEST(Layout, CandidateConstantsAgree) {
   EXPECT_EQ(hi, layout::kMegaMaxBlockM);
 }
 
-// Seed 000 7.1's formula on V3, 8 ranks, 4096 tokens: 8*4096*8 pairs + 32 experts * 127 rows of padding (BLOCK_M
-// up to 128, pool rounded to the candidates' LCM 128).
+// The pool formula (docs/design.md §5.3) on V3, 8 ranks, 4096 tokens: 8*4096*8 pairs + 32 experts * 127 rows of
+// padding (BLOCK_M up to 128, pool rounded to the candidates' LCM 128).
 TEST(Layout, PoolFormulaExample) {
   const MoeShape s = named_shape("v3", 8, 4096);
   EXPECT_EQ(layout::mega_pool_rows(mega_dims(s)), (8ull * 4096 * 8 + 32 * 127 + 127) / 128 * 128);

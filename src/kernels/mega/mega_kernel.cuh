@@ -1,4 +1,4 @@
-// The fused MoE kernel (MegaMoE, seed 000) on Hopper: one persistent launch per layer call wires the roles
+// The fused MoE kernel (MegaMoE, docs/design.md §8) on Hopper: one persistent launch per layer call wires the roles
 //   dispatch.cuh   count + publish (all warps), pull rows into the L1 pool (3 dispatch warps per CTA)
 //   producer.cuh   TMA producer (1 thread), the GEMM core's loads behind a wait on the arrival counter / mask
 //   math.cuh       the GEMM core's WGMMA mainloop (2 math warpgroups, per-128-K promotion), L1 then L2
