@@ -15,6 +15,7 @@ namespace symmoe::bench {
 
 struct RunEnvironment {
   std::string version, commit;
+  std::string gpu;                                           // gpu_kind (result_line.hpp): SYMMOE_GPU_KIND or the GPUs' names
   std::optional<std::string> driver;                         // NVIDIA driver, e.g. "570.124.06" (nvidia-smi)
   std::optional<std::string> cuda_driver;                    // CUDA version the driver supports, e.g. "13.0"
   std::string cuda;                                          // CUDA runtime linked into symmoe, e.g. "13.0"
