@@ -40,6 +40,7 @@
 #include "cli_common/shape_flags.hpp"
 #include "hbm_ceiling.hpp"
 #include "kernels/mega/trace_format.hpp"
+#include "moe/layer_check.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
@@ -59,22 +60,6 @@ struct Row {
 };
 
 const char* format_name(gemm::WeightFormat f) { return f == gemm::WeightFormat::kFp4 ? "fp4" : "fp8"; }
-
-// "" when equal, else where the first bf16 differs and how many do.
-std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want,
-                           const std::vector<std::vector<uint16_t>>& got, const Communicator& comm, int H) {
-  std::string first;
-  size_t count = 0;
-  for (size_t r = 0; r < want.size(); ++r)
-    for (size_t i = 0; i < want[r].size(); ++i)
-      if (want[r][i] != got[r][i] && count++ == 0) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "rank %d token %zu col %zu: composed 0x%04x fused 0x%04x",
-                      comm.local_ranks()[r].rank, i / H, i % H, want[r][i], got[r][i]);
-        first = buf;
-      }
-  return count ? first + " (" + std::to_string(count) + " values differ)" : "";
-}
 
 // min / median / max of x (sorted here), "-" when empty.
 std::string spread(std::vector<double> x) {
@@ -302,24 +287,15 @@ void set_up(MoeBench& b) {
   SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, b.comm->placement(0).device));
 }
 
-// Check before timing: the fused layer's warm-up call, its y poisoned, a second call, compared bitwise with the
-// composed y of the same inputs. Returns the fused layer's arguments (inputs staged in its workspace).
-std::vector<MoeForwardArgs> check_fused(MoeBench& b, const std::vector<MoeForwardArgs>& fargs,
-                                        const std::vector<const uint16_t*>& composed_ptrs, Row& row) {
-  const int T = row.tokens, H = b.shape.hidden;
-  const auto composed_y = cli::download_y(*b.comm, composed_ptrs, T, H);
+// Check before timing: the fused-vs-composed bitwise check (moe/layer_check.hpp: each layer into poisoned y) on the
+// same inputs. Returns the fused layer's arguments (inputs staged in its workspace).
+std::vector<MoeForwardArgs> check_fused(MoeBench& b, ComposedMoe& composed, const std::vector<MoeForwardArgs>& fargs,
+                                        Row& row) {
   auto margs = cli::stage_in_mega_workspace(*b.comm, b.shape, *b.fused, fargs);
-  const auto fused_ptrs = b.fused->forward(margs);
-  b.fused->synchronize();
-  for (size_t i = 0; i < fused_ptrs.size(); ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(b.comm->local_ranks()[i].device));
-    SYMMOE_CUDA_CHECK(cudaMemset(const_cast<uint16_t*>(fused_ptrs[i]), 0xFF, size_t(T) * H * 2));
-  }
-  b.fused->forward(margs);
-  b.fused->synchronize();
-  const std::string diff = first_mismatch(composed_y, cli::download_y(*b.comm, fused_ptrs, T, H), *b.comm, H);
-  row.fused_equal = diff.empty();
-  std::printf("tokens %d: fused == composed (bitwise): %s%s\n", T, row.fused_equal ? "yes" : "NO, ", diff.c_str());
+  const moe::LayerComparison c = moe::compare_layers_bitwise(*b.comm, composed, fargs, *b.fused, margs, b.shape.hidden);
+  row.fused_equal = c.diff.equal();
+  std::printf("tokens %d: fused == composed (bitwise): %s%s\n", row.tokens, row.fused_equal ? "yes, " : "NO, ",
+              c.diff.to_string().c_str());
   return margs;
 }
 
@@ -393,7 +369,7 @@ Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardAr
                     const std::vector<ref::Routing>& routings, int T) {
   const MoeBenchConfig& c = b.config;
   ComposedMoe& layer = *v.layer;
-  const auto composed_ptrs = layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
+  layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
   layer.synchronize();
   const int calls = T >= 2048 ? 2 : 10;
   Row row;
@@ -405,7 +381,7 @@ Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardAr
     b.fused->bind_weights(v.store.views());  // host only; re-plans when the format changes
     std::printf("fused plan (rank %d, %s weights): %s\n", b.comm->local_ranks()[0].rank, format_name(v.format),
                 b.fused->plan(0).to_string().c_str());
-    margs = check_fused(b, fargs, composed_ptrs, row);
+    margs = check_fused(b, layer, fargs, row);
   }
   if (c.time_composed) {
     row.forward_us = graph_time_all_ranks_us(

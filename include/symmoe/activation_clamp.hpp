@@ -27,8 +27,8 @@ inline constexpr const char* kActivationClampMeaning =
 // The swiglu_weighted clamp of DeepGEMM's activation_clamp (+inf for None). Throws symmoe::Error for a negative or
 // NaN value.
 inline float swiglu_clamp_for_activation_clamp(float activation_clamp) {
-  SYMMOE_CHECK(activation_clamp >= 0.f, "activation", "activation_clamp must be None or >= 0 (", kActivationClampMeaning,
-               "), got ", activation_clamp);
+  SYMMOE_CHECK(activation_clamp >= 0.f, "activation", "activation_clamp must be None or >= 0 (",
+               kActivationClampMeaning, "), got ", activation_clamp);
   if (std::isinf(activation_clamp)) return 0.f;
   if (activation_clamp == 0.f) return std::numeric_limits<float>::denorm_min();
   return activation_clamp;

@@ -112,7 +112,8 @@ class MoeShape:
     def validate(self) -> None: ...
 
 def named_shape(name: str, num_ranks: int, num_max_tokens_per_rank: int) -> MoeShape:
-    """flash | pro | v3 | tiny with the given ranks and max tokens per rank (validated)."""
+    """A preset of include/symmoe/shape.hpp (flash, pro, v3, tiny, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b)
+    with the given ranks and max tokens per rank (validated)."""
 
 class EpPlan:
     @property

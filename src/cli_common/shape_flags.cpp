@@ -83,8 +83,8 @@ std::string layer_problem(const MoeShape& shape, Layer layer, plan::GemmWeights 
     plan::plan_ep(shape, layout::TokenDtype::kFp8E4m3, num_sms, none);
     const double m = plan::expected_tokens_per_expert(shape, shape.num_max_tokens_per_rank);
     const int El = shape.num_local_experts();
-    plan::plan_grouped_gemm(m, 2 * shape.intermediate, shape.hidden, El, num_sms, plan::GemmEpilogue::kSwigluFp8,
-                            none, {}, weights);
+    plan::plan_grouped_gemm(m, 2 * shape.intermediate, shape.hidden, El, num_sms, plan::GemmEpilogue::kSwigluFp8, none,
+                            {}, weights);
     plan::plan_grouped_gemm(m, shape.hidden, shape.intermediate, El, num_sms, plan::GemmEpilogue::kBf16, none, {},
                             weights);
     return "";

@@ -31,10 +31,10 @@ float deepgemm_swiglu(float gate, float up, float weight, float c) {
 
 // Gates, ups and weights from zero and subnormals to overflow, both signs.
 std::vector<float> probe_values() {
-  std::vector<float> v = {0.f, -0.f, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
-                          1e-40f, -1e-40f, std::numeric_limits<float>::min(), 1e-20f, 0.5f, -0.5f, -1.278f, 1.f, -1.f,
-                          3.f, -3.f, 87.f, -87.f, 89.f, -89.f, 1e4f, -1e4f, 1e30f, -1e30f,
-                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  const float sub = std::numeric_limits<float>::denorm_min(), low = std::numeric_limits<float>::min(),
+              high = std::numeric_limits<float>::max();
+  std::vector<float> v = {0.f, -0.f, sub,  -sub,  1e-40f, -1e-40f, low,  1e-20f, 0.5f,  -0.5f,  -1.278f, 1.f,  -1.f,
+                          3.f, -3.f, 87.f, -87.f, 89.f,   -89.f,   1e4f, -1e4f,  1e30f, -1e30f, high,    -high};
   for (int i = -60; i <= 60; ++i) v.push_back(std::ldexp(1.37f, i / 2) * (i % 2 ? -1.f : 1.f));
   return v;
 }

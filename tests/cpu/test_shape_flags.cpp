@@ -20,8 +20,8 @@ constexpr int kSms = plan::hopper::kDefaultNumSms;
 // The shape flags of `plan`, parsed from `words`.
 cli::ModelShape parse_shape(std::vector<std::string> words, int ranks = 8, int tokens = 64) {
   cli::Args a("plan", "test command");
-  cli::add_shape_flags(a, {.shape = "v3", .shape_help = "", .ranks = "8", .ranks_help = "", .tokens = "64",
-                           .tokens_help = ""});
+  cli::add_shape_flags(
+      a, {.shape = "v3", .shape_help = "", .ranks = "8", .ranks_help = "", .tokens = "64", .tokens_help = ""});
   std::vector<char*> argv;
   static char cmd[] = "plan";
   argv.push_back(cmd);
@@ -71,8 +71,9 @@ TEST(ShapeFlags, PresetsHoldTheModelsDimensions) {
   EXPECT_EQ(q30.to_string(), shape_of(2048, 768, 128, 8, 8, 1).to_string());
   EXPECT_EQ(q235.to_string(), shape_of(4096, 1536, 128, 8, 8, 1).to_string());
   EXPECT_EQ(mix.to_string(), shape_of(4096, 14336, 8, 2, 8, 1).to_string());
-  EXPECT_NE(error_of([] { named_shape("qwen3", 1, 1); }).find("unknown shape 'qwen3' (expected one of flash, pro, "
-                                                              "v3, tiny, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b)"),
+  EXPECT_NE(error_of([] { named_shape("qwen3", 1, 1); })
+                .find("unknown shape 'qwen3' (expected one of flash, pro, "
+                      "v3, tiny, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b)"),
             std::string::npos);
 }
 
@@ -124,9 +125,10 @@ TEST(ShapeFlags, TheFusedKernelsLimitsAreTheFusedLayersOnly) {
     const std::string fused = cli::layer_problem(c.shape, Layer::kFused, GemmWeights::kFp8, kSms);
     EXPECT_NE(fused.find(c.reason), std::string::npos) << fused;
     const cli::ModelShape m{c.shape, "custom"};
-    const std::string e = error_of(
-        [&] { cli::require_layer_plans("symmoe run", m, Layer::kFused, GemmWeights::kFp8, kSms); });
-    EXPECT_NE(e.find("symmoe run: shape custom (" + c.shape.to_string() + ") cannot run on the fused layer (fp8 "
+    const std::string e =
+        error_of([&] { cli::require_layer_plans("symmoe run", m, Layer::kFused, GemmWeights::kFp8, kSms); });
+    EXPECT_NE(e.find("symmoe run: shape custom (" + c.shape.to_string() +
+                     ") cannot run on the fused layer (fp8 "
                      "weights): "),
               std::string::npos)
         << e;

@@ -76,8 +76,8 @@ int run_plan(int argc, char** argv) {
   const plan::GemmPlan l2 = plan::plan_grouped_gemm(m, shape.hidden, shape.intermediate, local_experts, num_sms,
                                                     plan::GemmEpilogue::kBf16, overrides);
 
-  std::printf("symmoe plan: %s (%s), %d SMs per rank, overrides: %s\n", model.name.c_str(),
-              shape.to_string().c_str(), num_sms, overrides.to_string().c_str());
+  std::printf("symmoe plan: %s (%s), %d SMs per rank, overrides: %s\n", model.name.c_str(), shape.to_string().c_str(),
+              num_sms, overrides.to_string().c_str());
   std::printf("expected tokens per expert (T*R*K/E): %.3f; x%d imbalance: %.3f\n\n", m, plan::kImbalanceFactor,
               m * plan::kImbalanceFactor);
   print_plan("EP dispatch/combine:", ep.to_string());
@@ -103,7 +103,7 @@ int run_plan(int argc, char** argv) {
   if (mega)
     std::printf("%s\n", plan::format_regions("MegaMoE workspace (per rank, symmetric):",
                                              layout::MegaLayout(mega->dims()).regions())
-                             .c_str());
+                            .c_str());
   std::printf("Totals per rank: EP buffer %s, MegaMoE workspace %s, both %s\n",
               plan::format_bytes(ep_layout.num_bytes()).c_str(), mega ? plan::format_bytes(mega_bytes).c_str() : "-",
               plan::format_bytes(ep_layout.num_bytes() + mega_bytes).c_str());
