@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli_common/shape_flags.hpp"
+#include "common/compare.hpp"
 #include "symmoe/common.hpp"
 
 namespace symmoe {
@@ -30,15 +31,7 @@ cli::ModelShape parse_shape(std::vector<std::string> words, int ranks = 8, int t
   return cli::read_model_shape(a, "v3", ranks, tokens);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 MoeShape shape_of(int hidden, int intermediate, int experts, int topk, int ranks = 8, int tokens = 64) {
   MoeShape s;

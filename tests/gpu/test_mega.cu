@@ -14,6 +14,8 @@
 // - fused vs golden model: the composed test's checks (moe_fixture.hpp / test_moe.cu header): within the derived
 //   slack of the kernel-faithful model (bitwise on tokens without boundary FP8 codes), <= 1.25 x the model's own
 //   error + 5e-3 vs exact (~0.027 measured), all-masked tokens exactly zero.
+// - DeepGEMM's activation_clamp 0 (include/symmoe/activation_clamp.hpp): every activation 0, so the golden model's
+//   y is zero and the fused and composed y must be too (ranks2_host_weights_deepgemm_clamp0).
 // - repeated calls (y = null, then into poisoned y, then again) and CUDA-graph replays: bitwise stable, which also
 //   checks that every counter is back at zero after a call.
 // - received counts per local expert vs the host's count of the routing.
@@ -32,6 +34,7 @@
 #include "gpu/moe_fixture.hpp"
 #include "kernels/mega/trace_format.hpp"
 #include "mega/test_access.hpp"
+#include "symmoe/activation_clamp.hpp"
 #include "symmoe/mega_moe.hpp"
 
 namespace symmoe {
@@ -193,13 +196,16 @@ TEST(MegaSanitize, OneTracedCallOneToken) { one_sanitized_call(true); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
                          ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},
-                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64}),
+                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64},
+                                           Param{2, true, swiglu_clamp_for_activation_clamp(0.f), 0}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
                            return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
                                   (p.from_host ? "_host_weights" : "_synthetic_weights") +
                                   (p.block_m ? "_block_m" + std::to_string(p.block_m) : std::string()) +
-                                  (p.clamp > 0 ? "_clamp" : "");
+                                  (p.clamp >= 1.f ? "_clamp"
+                                   : p.clamp > 0  ? "_deepgemm_clamp0"
+                                                  : "");
                          });
 
 // CUDA-graph capture of the fused forward on every rank's stream, replayed: bitwise the eager result every time.
