@@ -53,7 +53,7 @@ namespace symmoe {
 
 struct ComposedMoeOptions {
   int expert_alignment = 128;  // expand segment alignment, [1, 1024]
-  float clamp = 0.f;           // SwiGLU clamp (<= 0: off)
+  float clamp = 0.f;           // SwiGLU clamp (MegaMoeOptions::clamp's meaning: <= 0 off, not DeepGEMM's 0)
   int ep_sms = 0;              // CTAs of dispatch and combine per rank (0: the EP plan)
   int gemm_sms = 0;            // persistent CTAs of each GEMM (0: every SM of the rank's device)
 };

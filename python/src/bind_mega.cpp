@@ -5,6 +5,7 @@
 // Device memory crosses as integer addresses; python/symmoe/mega.py checks every tensor before a call.
 // NOTES: forward_one is the hot path: plain arguments in, one integer out (no dicts, no lists).
 #include "bindings.hpp"
+#include "symmoe/activation_clamp.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/plan.hpp"
@@ -206,6 +207,18 @@ void bind_mega(py::module_& m) {
       },
       py::arg("shape"), py::arg("num_sms") = 132,
       "MoeShape::validate and the fused kernel's plan (raises symmoe.Error naming the field; no GPU needed)");
+  m.def(
+      "swiglu_clamp_for_activation_clamp",
+      [](float activation_clamp) {
+        try {
+          return swiglu_clamp_for_activation_clamp(activation_clamp);
+        } catch (const Error& e) {
+          throw py::value_error(e.what());  // a bad argument, as every other check of fp8_mega_moe
+        }
+      },
+      py::arg("activation_clamp"),
+      "DeepGEMM's activation_clamp (+inf for None) as the SwiGLU clamp of MegaMoe.set_clamp "
+      "(include/symmoe/activation_clamp.hpp); raises ValueError for a negative or NaN value");
   bind_mega_moe(m);
   bind_composed_moe(m);
 }

@@ -112,7 +112,8 @@ class MoeShape:
     def validate(self) -> None: ...
 
 def named_shape(name: str, num_ranks: int, num_max_tokens_per_rank: int) -> MoeShape:
-    """flash | pro | v3 | tiny with the given ranks and max tokens per rank (validated)."""
+    """A preset of include/symmoe/shape.hpp (flash, pro, v3, tiny, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b)
+    with the given ranks and max tokens per rank (validated)."""
 
 class EpPlan:
     @property
@@ -648,6 +649,10 @@ def transform_l2_weights_fp4(
 
 def mega_check_shape(shape: MoeShape, num_sms: int = 132) -> None:
     """MoeShape::validate and the fused kernel's plan (raises symmoe.Error naming the field; no GPU needed)."""
+
+def swiglu_clamp_for_activation_clamp(activation_clamp: float) -> float:
+    """DeepGEMM's activation_clamp (+inf for None) as the SwiGLU clamp of MegaMoe.set_clamp
+    (include/symmoe/activation_clamp.hpp); raises ValueError for a negative or NaN value."""
 
 class MegaMoe:
     """The fused MoE layer of one rank per process."""
