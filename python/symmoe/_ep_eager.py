@@ -108,7 +108,9 @@ def dispatch(state, x, topk_idx, topk_weights, expert_alignment, num_sms, do_exp
     last = state.last_stream
     if last is not None and last != stream:  # ordered after another stream (or graph capture): general path
         return None
-    capacity = state.row_capacity(impl, expand, expert_alignment)
+    capacity = state.row_capacities.get((impl, expand, expert_alignment))  # inline: hot path
+    if capacity is None:
+        capacity = state.row_capacity(impl, expand, expert_alignment)
     device = state.torch_device
     if device is None:
         device = state.torch_device = x.device
