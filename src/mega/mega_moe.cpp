@@ -290,7 +290,7 @@ void launch_rank(int, const plan::MegaPlan& plan, const mega::kernel::MegaParams
 }  // namespace
 
 std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
-  return Impl::forward(*this, args, launch_rank);
+  return Impl::forward(*this, args, [](const auto&... launch_args) { launch_rank(launch_args...); });
 }
 
 std::vector<const uint16_t*> MegaTestAccess::forward_without_launching(MegaMoe& layer,
