@@ -668,10 +668,12 @@ class MegaMoe:
     def plan(self) -> MegaPlan: ...
     def input_one(self) -> tuple[int, int, int, int, int]:
         """-> (x, x_scales, x_scales_stride in floats, topk_idx, topk_weights): device addresses of the inputs."""
-    def bind_weights_one(
-        self, w1: int, w1_scales: int, w2: int, w2_scales: int, w1_scale_codes: int = 0, w2_scale_codes: int = 0
+    def bind_fp8_weights_one(self, w1: int, w1_scales: int, w2: int, w2_scales: int) -> None:
+        """FP8 weights: E4M3 w1 / w2 with their fp32 block scales (w1's transformed)"""
+    def bind_fp4_weights_one(
+        self, w1: int, w1_base_scales: int, w2: int, w2_base_scales: int, w1_scale_codes: int, w2_scale_codes: int
     ) -> None:
-        """FP8 weights; with both scale codes non-zero: FP4 weights (w1_scales / w2_scales are then the base scales)"""
+        """FP4 weights: packed E2M1 w1 / w2, their fp32 base scales and UE8M0 scale codes (transform_*_weights_fp4)"""
     def set_clamp(self, clamp: float) -> None: ...
     def forward_one(
         self, num_tokens: int, x: int, x_scales: int, topk_idx: int, topk_weights: int, y: int, stream: int

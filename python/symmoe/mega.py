@@ -408,7 +408,7 @@ def _forward(what, y, tensors, check_weights, b, stats, activation, activation_c
     if b.native is None:
         b._require_runtime(what)
     if ptrs != b._bound_ptrs:
-        b.native.bind_weights_one(*ptrs)
+        (b.native.bind_fp4_weights_one if len(ptrs) == 6 else b.native.bind_fp8_weights_one)(*ptrs)
         b._bound_ptrs = ptrs
     b._bound_tensors = tensors  # the layer reads them: keep them alive
     if clamp != b._clamp:
@@ -438,7 +438,8 @@ def _weight_tensors_fp4(l1_weights, l2_weights):
 
 
 def _check_weights_fp4(tensors, dev, stream, H, I, El):
-    """-> the addresses in bind_weights_one's order: w1, w1 base scales, w2, w2 base scales, w1 codes, w2 codes."""
+    """-> the addresses in bind_fp4_weights_one's order: w1, w1 base scales, w2, w2 base scales, w1 codes, w2
+    codes."""
     w1, c1, b1, w2, c2, b2 = tensors
     codes = ("int32", "uint32")
     return (device_tensor(w1, "l1 weights (fp4)", dev, stream, ("uint8", "int8"), (El, 2 * I, H // 2))[0],

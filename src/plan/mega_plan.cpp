@@ -5,6 +5,8 @@
 #include <sstream>
 #include <string>
 
+#include "layout/mega_roles.hpp"
+#include "plan/mega_kernels.hpp"
 #include "plan/model.hpp"
 #include "symmoe/plan.hpp"
 

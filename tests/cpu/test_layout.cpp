@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "symmoe/layout/ep.hpp"
-#include "symmoe/layout/ep_handle.hpp"
-#include "symmoe/layout/ep_roles.hpp"
-#include "symmoe/layout/ep_scratch.hpp"
-#include "symmoe/layout/mega_smem.hpp"
+#include "layout/ep_handle.hpp"
+#include "layout/ep_roles.hpp"
+#include "layout/ep_scratch.hpp"
+#include "layout/mega_smem.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "test_plan_sweep.hpp"
 

@@ -27,7 +27,7 @@
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
-#include "symmoe/layout/mega_roles.hpp"
+#include "layout/mega_roles.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::mega::kernel {

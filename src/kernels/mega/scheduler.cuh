@@ -19,7 +19,7 @@
 
 #include "kernels/gemm/scheduler.cuh"
 #include "kernels/mega/params.hpp"
-#include "symmoe/layout/mega_smem.hpp"
+#include "layout/mega_smem.hpp"
 
 namespace symmoe::mega::kernel {
 
