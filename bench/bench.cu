@@ -8,7 +8,6 @@
 #include "cli_common/gpu_probe.hpp"
 #include "run_environment.hpp"
 #include "symmoe/cuda_check.hpp"
-#include "symmoe/env.hpp"
 
 namespace symmoe::bench {
 
@@ -28,17 +27,13 @@ JsonLine common_fields(const std::string& bench_name, int argc, char** argv) {
   std::string command = "symmoe bench";
   for (int i = 0; i < argc; ++i) command += std::string(" ") + argv[i];
   JsonLine line;
-  line.add("date", utc_date())
-      .add("gpu", env::get_string("GPU_KIND", "unknown"))
-      .add("command", command)
-      .add("bench", bench_name);
+  line.add("date", utc_date()).add("gpu", run_environment().gpu).add("command", command).add("bench", bench_name);
   add_run_environment(line);
   return line;
 }
 
 void append_result(const std::string& dir, const std::string& bench_name, const JsonLine& line) {
-  const std::string path =
-      dir + "/" + utc_date() + "-" + env::get_string("GPU_KIND", "unknown") + "-" + bench_name + ".jsonl";
+  const std::string path = dir + "/" + utc_date() + "-" + run_environment().gpu + "-" + bench_name + ".jsonl";
   std::filesystem::create_directories(dir);  // a fresh $OUT/results on the GPU machine
   std::ofstream out(path, std::ios::app);
   SYMMOE_CHECK(out.good(), "bench", "cannot open result file ", path);

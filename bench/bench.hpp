@@ -1,6 +1,6 @@
 // Benchmark plumbing: `symmoe bench <name>` looks up benches registered here (one file per bench under bench/),
 // times with CUDA events (warm-up, many repetitions, median) and appends JSON lines to
-// bench/results/<date>-<gpu kind>-<bench>.jsonl (DESIGN.md "Result files").
+// bench/results/<date>-<gpu kind>-<bench>.jsonl (docs/design.md §10.3).
 #pragma once
 
 #include <functional>
@@ -34,8 +34,9 @@ bool require_hopper_gpu();
 using cli::graph_time_all_ranks_us;
 using cli::median_time_us;
 
-// Common fields: date (UTC, YYYY-MM-DD), gpu (SYMMOE_GPU_KIND or "unknown"), command (the full command line),
-// bench, and the run environment (run_environment.hpp: version, commit, driver, CUDA, NCCL, SM clocks, power).
+// Common fields: date (UTC, YYYY-MM-DD), gpu (result_line.hpp's gpu_kind: SYMMOE_GPU_KIND or the GPUs' names),
+// command (the full command line), bench, and the run environment (run_environment.hpp: version, commit, driver, CUDA,
+// NCCL, SM clocks, power).
 JsonLine common_fields(const std::string& bench_name, int argc, char** argv);
 
 // Appends `line` to <dir>/<date>-<gpu kind>-<bench>.jsonl (dir from --out, default bench/results) and echoes it.

@@ -2,7 +2,7 @@
 //   dispatch  fresh (counting included), FP8 E4M3 x + fp32 scales per 128, non-expand, cpu_sync off
 //   combine   BF16 rows back to the sources, non-expand, no weights/biases
 // for shapes v3 / flash, tokens per rank {128, 512, 4096, 8192} (uniform routing), SMs {8, 16, 24, 32}.
-// Metrics (DESIGN.md 8):
+// Metrics (docs/design.md §10.2):
 //   gbps          DeepEP logical bandwidth: bytes of the rows this rank receives (dispatch: x + scales + int64
 //                 top-k idx + fp32 weights; combine: bf16 x) / time, LOCAL rows INCLUDED (gbps_remote: without)
 //   nvl_gbps      bytes actually pushed over NVLink per direction (dispatch: whole token records to the peer;

@@ -4,9 +4,9 @@
 // on the segment's padded rows (JSON baseline_rows). Ours, the --alt variants and cuBLASLt are timed round-robin.
 // NOTES: libcublasLt.so.13 is loaded with dlopen at run time (its header is used for types only), so the CLI
 // starts on machines without cuBLASLt or a GPU; without it the baseline columns are 0 and say so.
-// Metrics (DESIGN.md 8): tflops = 2 * rows * n * k / t over the experts' valid rows; weight_gbps = bytes of the
-// touched experts' weights in the row's format / t (FP8: k per weight row; FP4, --weights fp4: k/2 packed + k/32
-// scale codes). Each format is its own row (JSON field weights), FP8 and FP4 of a case one after the other.
+// Metrics (docs/design.md §10.2): tflops = 2 * rows * n * k / t over the experts' valid rows; weight_gbps =
+// bytes of the touched experts' weights in the row's format / t (FP8: k per weight row; FP4, --weights fp4: k/2 packed
+// + k/32 scale codes). Each format is its own row (JSON field weights), FP8 and FP4 of a case one after the other.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>

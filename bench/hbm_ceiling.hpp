@@ -1,5 +1,5 @@
-// The same-run HBM read ceiling that `bench moe` reports weight streaming against (DESIGN.md 8,
-// hbm_ceiling_gbps): a kernel that only streams a buffer far larger than L2 and counts the bytes it read.
+// The same-run HBM read ceiling that `bench moe` reports weight streaming against (docs/design.md
+// §10.2, hbm_ceiling_gbps): a kernel that only streams a buffer far larger than L2 and counts the bytes it read.
 #pragma once
 
 namespace symmoe::bench {

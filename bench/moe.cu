@@ -15,7 +15,7 @@
 // kernel). The two formats hold different synthetic weights, so their y are not compared with each other; each
 // format's fused y is compared bitwise with its composed y.
 // Inputs: FP8 x (per-128 fp32 scales), routing from ref::make_routing.
-// Metrics (DESIGN.md 8), for rank 0 (the rank whose stream is timed; the layer is collective), for both layers:
+// Metrics (docs/design.md §10.2), for rank 0 (the rank whose stream is timed; the layer is collective), both layers:
 //   tflops      2 * recv_pairs * H * I * 3 / t, recv_pairs = (token, expert) pairs rank 0 computes
 //   hbm_gbps    (touched local experts' weights incl. scales (FP4: + codes, data at half a byte per weight)
 //               + recv_pairs * (H + 4H/128) FP8 rows in
@@ -37,8 +37,10 @@
 #include "bench.hpp"
 #include "cli_common/limits.hpp"
 #include "cli_common/moe_inputs.hpp"
+#include "cli_common/shape_flags.hpp"
 #include "hbm_ceiling.hpp"
 #include "kernels/mega/trace_format.hpp"
+#include "moe/layer_check.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
@@ -58,22 +60,6 @@ struct Row {
 };
 
 const char* format_name(gemm::WeightFormat f) { return f == gemm::WeightFormat::kFp4 ? "fp4" : "fp8"; }
-
-// "" when equal, else where the first bf16 differs and how many do.
-std::string first_mismatch(const std::vector<std::vector<uint16_t>>& want,
-                           const std::vector<std::vector<uint16_t>>& got, const Communicator& comm, int H) {
-  std::string first;
-  size_t count = 0;
-  for (size_t r = 0; r < want.size(); ++r)
-    for (size_t i = 0; i < want[r].size(); ++i)
-      if (want[r][i] != got[r][i] && count++ == 0) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "rank %d token %zu col %zu: composed 0x%04x fused 0x%04x",
-                      comm.local_ranks()[r].rank, i / H, i % H, want[r][i], got[r][i]);
-        first = buf;
-      }
-  return count ? first + " (" + std::to_string(count) + " values differ)" : "";
-}
 
 // min / median / max of x (sorted here), "-" when empty.
 std::string spread(std::vector<double> x) {
@@ -177,7 +163,8 @@ void print_trace(Communicator& comm, MegaMoe& fused, const std::vector<MoeForwar
 
 // The flags, read once (after the GPU check, as every bench).
 struct MoeBenchConfig {
-  std::string out, shape_name, routing, trace_raw;
+  std::string out, routing, trace_raw;
+  cli::ModelShape model;  // at one rank and one token (set_up gives it the run's ranks and tokens)
   std::vector<int> token_list;
   std::vector<gemm::WeightFormat> formats;  // --weights, in the order given
   bool time_composed = false, time_fused = false, trace = false;
@@ -186,8 +173,8 @@ struct MoeBenchConfig {
 };
 
 void declare_flags(cli::Args& args) {
-  args.option("out", "bench/results", "directory of the JSON-lines result file")
-      .option("shape", "flash", "flash | pro | v3 | tiny")
+  cli::add_model_shape_flags(args, "flash", "model shape preset")
+      .option("out", "bench/results", "directory of the JSON-lines result file")
       .option("tokens", "1,8,32,128,512,2048,8192", "tokens per rank")
       .list_range(1, cli::kMaxTokensPerRank)
       .option("layers", "composed,fused", "layers to time: composed | fused | composed,fused")
@@ -209,7 +196,8 @@ void declare_flags(cli::Args& args) {
 
 MoeBenchConfig read_config(const cli::Args& args) {
   MoeBenchConfig c;
-  c.out = args.str("out"), c.shape_name = args.str("shape");
+  c.out = args.str("out");
+  c.model = cli::read_model_shape(args, "flash", 1, 1);
   c.token_list = args.int_list("tokens");
   SYMMOE_CHECK(!c.token_list.empty(), "bench", "--tokens is empty");
   for (const auto& l : args.str_list("layers")) {
@@ -265,8 +253,16 @@ void set_up(MoeBench& b) {
   SYMMOE_CHECK(b.num_gpus >= 1, "bench", "bench moe needs a GPU");
   b.R = c.ranks > 0 ? c.ranks : b.num_gpus;
   const int T_max = *std::max_element(c.token_list.begin(), c.token_list.end());
-  b.shape = named_shape(c.shape_name, b.R, T_max);
+  b.shape = c.model.shape;
+  b.shape.num_ranks = b.R, b.shape.num_max_tokens_per_rank = T_max;
   b.shape.validate();
+  const cli::ModelShape model{b.shape, c.model.name};
+  const int num_sms = cli::gpu_limits().num_sms;
+  for (const gemm::WeightFormat f : c.formats) {  // before any GPU work; the composed layer is always built
+    const plan::GemmWeights w = f == gemm::WeightFormat::kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8;
+    cli::require_layer_plans("symmoe bench moe", model, cli::Layer::kComposed, w, num_sms);
+    if (c.time_fused) cli::require_layer_plans("symmoe bench moe", model, cli::Layer::kFused, w, num_sms);
+  }
   SYMMOE_CUDA_CHECK(cudaSetDevice(0));
   b.hbm_ceiling = hbm_read_ceiling_gbps();  // rank 0's GPU, before the layers take their memory
   std::printf("HBM streaming-read ceiling (same run, GPU 0): %.0f GB/s\n", b.hbm_ceiling);
@@ -274,7 +270,7 @@ void set_up(MoeBench& b) {
   b.opt.expert_alignment = c.alignment, b.opt.ep_sms = c.ep_sms;
   for (const gemm::WeightFormat f : c.formats) {
     std::printf("bench moe: %s (%s), %d ranks on %d GPUs, synthetic %s weights (%.2f GB per rank)\n",
-                c.shape_name.c_str(), b.shape.to_string().c_str(), b.R, b.num_gpus, format_name(f),
+                c.model.name.c_str(), b.shape.to_string().c_str(), b.R, b.num_gpus, format_name(f),
                 double(MoeWeightStore::expert_bytes(b.shape, f)) * b.shape.num_local_experts() / 1e9);
     LayerVariant v;
     v.format = f;
@@ -291,35 +287,30 @@ void set_up(MoeBench& b) {
   SYMMOE_CUDA_CHECK(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, b.comm->placement(0).device));
 }
 
-// Check before timing: the fused layer's warm-up call, its y poisoned, a second call, compared bitwise with the
-// composed y of the same inputs. Returns the fused layer's arguments (inputs staged in its workspace).
-std::vector<MoeForwardArgs> check_fused(MoeBench& b, const std::vector<MoeForwardArgs>& fargs,
-                                        const std::vector<const uint16_t*>& composed_ptrs, Row& row) {
-  const int T = row.tokens, H = b.shape.hidden;
-  const auto composed_y = cli::download_y(*b.comm, composed_ptrs, T, H);
+// Check before timing: the fused-vs-composed bitwise check (moe/layer_check.hpp: each layer into poisoned y) on the
+// same inputs. Returns the fused layer's arguments (inputs staged in its workspace).
+std::vector<MoeForwardArgs> check_fused(MoeBench& b, ComposedMoe& composed, const std::vector<MoeForwardArgs>& fargs,
+                                        Row& row) {
   auto margs = cli::stage_in_mega_workspace(*b.comm, b.shape, *b.fused, fargs);
-  const auto fused_ptrs = b.fused->forward(margs);
-  b.fused->synchronize();
-  for (size_t i = 0; i < fused_ptrs.size(); ++i) {
-    SYMMOE_CUDA_CHECK(cudaSetDevice(b.comm->local_ranks()[i].device));
-    SYMMOE_CUDA_CHECK(cudaMemset(const_cast<uint16_t*>(fused_ptrs[i]), 0xFF, size_t(T) * H * 2));
-  }
-  b.fused->forward(margs);
-  b.fused->synchronize();
-  const std::string diff = first_mismatch(composed_y, cli::download_y(*b.comm, fused_ptrs, T, H), *b.comm, H);
-  row.fused_equal = diff.empty();
-  std::printf("tokens %d: fused == composed (bitwise): %s%s\n", T, row.fused_equal ? "yes" : "NO, ", diff.c_str());
+  const moe::LayerComparison c = moe::compare_layers_bitwise(*b.comm, composed, fargs, *b.fused, margs, b.shape.hidden);
+  row.fused_equal = c.diff.equal();
+  std::printf("tokens %d: fused == composed (bitwise): %s%s\n", row.tokens, row.fused_equal ? "yes, " : "NO, ",
+              c.diff.to_string().c_str());
   return margs;
 }
 
-// The fields every row of one token count shares (DESIGN.md "Result files", bench moe), for a layer timed at t us.
+// The fields every row of one token count shares (docs/design.md §10.3, bench moe), for a layer timed at t us.
 JsonLine layer_line(const MoeBench& b, const Row& row, const char* op, double t) {
   const cli::RankTraffic& tr = row.traffic;
   const MoeShape& shape = b.shape;
   JsonLine line = common_fields("moe", b.argc, b.argv);
   line.add("op", op)
       .add("weights", format_name(row.weights))
-      .add("shape", b.config.shape_name)
+      .add("shape", b.config.model.name)
+      .add("hidden", shape.hidden)
+      .add("intermediate", shape.intermediate)
+      .add("experts", shape.num_experts)
+      .add("topk", shape.num_topk)
       .add("ranks", b.R)
       .add("tokens", row.tokens)
       .add("sms", b.sms)
@@ -351,7 +342,7 @@ void time_fused(MoeBench& b, const std::vector<MoeForwardArgs>& margs, int calls
   if (c.trace)
     print_trace(*b.comm, *b.fused, margs, T, b.shape,
                 c.trace_raw.empty() ? std::string()
-                                    : c.trace_raw + "/trace-" + c.shape_name + "-" + std::to_string(T) + ".csv");
+                                    : c.trace_raw + "/trace-" + c.model.name + "-" + std::to_string(T) + ".csv");
   line.add("note", "fused single-kernel layer (MegaMoe), inputs in its workspace; metrics for rank 0");
   append_result(c.out, "moe", line);
 }
@@ -378,7 +369,7 @@ Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardAr
                     const std::vector<ref::Routing>& routings, int T) {
   const MoeBenchConfig& c = b.config;
   ComposedMoe& layer = *v.layer;
-  const auto composed_ptrs = layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
+  layer.forward(fargs);  // warm-up, then raise any device-detected error before timing
   layer.synchronize();
   const int calls = T >= 2048 ? 2 : 10;
   Row row;
@@ -390,7 +381,7 @@ Row measure_variant(MoeBench& b, LayerVariant& v, const std::vector<MoeForwardAr
     b.fused->bind_weights(v.store.views());  // host only; re-plans when the format changes
     std::printf("fused plan (rank %d, %s weights): %s\n", b.comm->local_ranks()[0].rank, format_name(v.format),
                 b.fused->plan(0).to_string().c_str());
-    margs = check_fused(b, fargs, composed_ptrs, row);
+    margs = check_fused(b, layer, fargs, row);
   }
   if (c.time_composed) {
     row.forward_us = graph_time_all_ranks_us(
@@ -430,7 +421,7 @@ std::vector<Row> measure_point(MoeBench& b, int T) {
 void print_table(const MoeBench& b, const std::vector<Row>& rows) {
   const MoeShape& shape = b.shape;
   std::printf("\n%s, %d ranks (rank 0's view; TFLOPS/HBM of the composed layer, stage times each measured alone)\n",
-              b.config.shape_name.c_str(), b.R);
+              b.config.model.name.c_str(), b.R);
   std::printf("%7s %7s %8s %10s %8s %8s %9s %9s %9s %9s %9s %10s %8s %7s\n", "weights", "tokens", "pairs", "time_us",
               "TFLOPS", "HBM_GB/s", "disp_us", "l1_us", "l2_us", "comb_us", "sum_us", "fused_us", "speedup", "bitwise");
   for (const auto& r : rows) {

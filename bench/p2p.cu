@@ -59,7 +59,8 @@ __global__ void barrier_grid_kernel(comm::SymBuffer sym, layout::SyncArea area, 
 }
 
 // Rank 0 sends i to rank 1, rank 1 echoes it; flags[0] is the local mailbox. kRelease = false: relaxed stores,
-// the raw NVLink latency floor (DESIGN.md 2 measured 1.39 us this way); true: st.release.sys, a real handoff.
+// the raw NVLink latency floor (1.38 us round trip: bench/results/2026-11-29-nvidia-h200-x2-p2p.jsonl, flag_rtt);
+// true: st.release.sys, a real handoff.
 template <bool kRelease>
 __global__ void flag_pingpong_kernel(comm::SymBuffer flags, layout::WaitContext ctx, int iters, uint64_t* elapsed_ns) {
   auto* mailbox = flags.local<uint32_t>();

@@ -1,5 +1,7 @@
 #include "result_line.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -42,6 +44,31 @@ JsonLine& JsonLine::add(const std::string& key, const std::vector<std::optional<
 }
 
 JsonLine& JsonLine::add_null(const std::string& key) { return set(key, "null"); }
+
+std::string gpu_kind(const std::string& override_kind, const std::vector<std::string>& device_names) {
+  if (!override_kind.empty()) return override_kind;
+  std::vector<std::pair<std::string, int>> counts;  // name, devices; in order of first appearance
+  for (const std::string& name : device_names) {
+    std::string word;
+    for (const char c : name) {
+      if (std::isalnum(static_cast<unsigned char>(c)))
+        word += char(std::tolower(static_cast<unsigned char>(c)));
+      else if (!word.empty() && word.back() != '-')
+        word += '-';
+    }
+    while (!word.empty() && word.back() == '-') word.pop_back();
+    if (word.empty()) word = "unnamed";
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == word; });
+    if (it == counts.end())
+      counts.emplace_back(word, 1);
+    else
+      ++it->second;
+  }
+  std::string kind;
+  for (const auto& [word, n] : counts)
+    kind += (kind.empty() ? "" : "+") + word + (n > 1 ? "-x" + std::to_string(n) : "");
+  return kind.empty() ? "unknown" : kind;
+}
 
 std::string JsonLine::str() const {
   std::string out = "{";

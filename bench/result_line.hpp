@@ -1,4 +1,4 @@
-// One benchmark result as one line of strict JSON (DESIGN.md "Result files"): keys in the order they were added (a
+// One benchmark result as one line of strict JSON (docs/design.md §10.3): keys in the order they were added (a
 // key added twice keeps its first place and its last value), integers as integers, non-finite numbers as null,
 // strings escaped by nlohmann-json (quotes, backslashes and control characters). Plain C++: no CUDA.
 #pragma once
@@ -32,5 +32,11 @@ class JsonLine {
   JsonLine& set(const std::string& key, std::string encoded);
   std::vector<std::pair<std::string, std::string>> fields_;  // key, value already encoded as JSON
 };
+
+// The "gpu" field of a result line and its file name: `override_kind` (SYMMOE_GPU_KIND, e.g. "nvidia-h200-x2") when
+// not empty, else made of the visible GPUs' own names (cudaGetDeviceProperties), lower case with '-' for blanks and
+// "-x<count>" for more than one of a name: "NVIDIA H200" twice -> "nvidia-h200-x2"; different GPUs joined with '+'
+// in device order of first appearance; "unknown" without a GPU.
+std::string gpu_kind(const std::string& override_kind, const std::vector<std::string>& device_names);
 
 }  // namespace symmoe::bench

@@ -85,6 +85,16 @@ RunEnvironment collect() {
     env.nccl = std::to_string(nccl_code / 10000) + "." + std::to_string(nccl_code % 10000 / 100) + "." +
                std::to_string(nccl_code % 100);
 
+  std::vector<std::string> names;
+  for (int d = 0; d < probe.num_gpus; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
+      names.push_back(prop.name);
+    else
+      cudaGetLastError();
+  }
+  env.gpu = gpu_kind(symmoe::env::get_string("GPU_KIND", ""), names);
+
   const auto smi = query_nvidia_smi();
   if (!smi.empty()) env.driver = smi.begin()->second.driver;
   for (int d = 0; d < probe.num_gpus; ++d) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Render benchmark result lines (bench/results/*.jsonl, DESIGN.md "Result files") as markdown tables, one per bench.
+"""Render benchmark result lines (bench/results/*.jsonl, docs/design.md §10.3) as markdown tables, one per bench.
 
 By default only the newest row of each measured point is shown (rows are ordered by date, then by their order in
 the files; a point is the bench's identifying fields, e.g. op, shape, ranks, tokens, sms for `ep`), with the

@@ -1,5 +1,5 @@
-// Expert-parallel dispatch and combine over NVLink symmetric memory (DESIGN.md 4.1, 4.2; seed 002 = DeepEP's
-// EPHandle). The GPU kernels reproduce the golden model (include/symmoe/reference/dispatch.hpp, combine.hpp)
+// Expert-parallel dispatch and combine over NVLink symmetric memory (docs/design.md §2.1, §2.2, §6;
+// DeepEP's EPHandle). The GPU kernels reproduce the golden model (include/symmoe/reference/dispatch.hpp, combine.hpp)
 // BITWISE: that header is the semantic spec; this one is the contract of the GPU API.
 //
 // Contract:
@@ -38,7 +38,7 @@
 //   T > T_max, H alignment, E % R, null pointers, alignment range) throw before anything is launched.
 // - deterministic: the GPU order always equals the golden model's (slots are token-order scans), so the flag is
 //   honoured in both settings; it is kept for API compatibility.
-// - Combine does not weight (DESIGN.md 4.2). Biases start the fp32 sum (bias_0 + bias_1, then the rows in
+// - Combine does not weight (docs/design.md §2.2). Biases start the fp32 sum (bias_0 + bias_1, then the rows in
 //   ascending lane order, one bf16 rounding: DeepEP V2's order). Backward duality: dispatch's backward is combine with
 //   the same handle (gradients of recv_x summed back per token); combine's backward is a cached dispatch of the
 //   gradient.

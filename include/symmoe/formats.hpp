@@ -172,7 +172,7 @@ SYMMOE_HD bool is_ue8m0_scale(float s) {
   return bits == 0x00400000u || ((bits & 0x807FFFFFu) == 0 && (bits >> 23) != 0 && (bits >> 23) != 0xFF);
 }
 
-// ---- the block scale rule (DESIGN.md 4.4) ----
+// ---- the block scale rule (docs/design.md §3.2) ----
 // Smallest power of two >= r for a positive finite fp32 r, read off the bits: 2^e if the mantissa is zero, else
 // 2^(e+1). NOTES: r >= kAmaxFloor / fmt_max is a normal number for every fmt_max <= 2^100, so the subnormal branch
 // (which answers the smallest normal, 2^-126) is never taken by scale_for_amax; result clamps at 2^127.
@@ -211,7 +211,7 @@ SYMMOE_HD uint8_t quantize_e4m3(float x, float scale, ScaleFormat format) {
 // E2M1 with a UE8M0 scale (the only FP4 scale format).
 SYMMOE_HD uint8_t quantize_e2m1_pow2(float x, float inv_pow2_scale) { return float_to_e2m1(x * inv_pow2_scale); }
 
-// ---- FP4 -> FP8 upconversion with the per-32 scale folded in (Hopper has no FP4 MMA, DESIGN.md 4.4) ----
+// ---- FP4 -> FP8 upconversion with the per-32 scale folded in (Hopper has no FP4 MMA, docs/design.md §3.5) ----
 // Writes e4m3(e2m1(nibble) * 2^exponent_shift) to *out and returns whether that is exact.
 // NOTES: every nibble folds exactly iff exponent_shift is in [kFoldExactMinShift, kFoldExactMaxShift]:
 //   below, 0.5 * 2^s falls under E4M3's smallest subnormal 2^-9; above, 6 * 2^s exceeds 448 (saturates).

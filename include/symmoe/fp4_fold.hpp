@@ -1,4 +1,5 @@
-// FP4 weights -> the E4M3 codes and per-128x128 base scales that Hopper's FP8 WGMMA path multiplies (DESIGN.md 4.4).
+// FP4 weights -> the E4M3 codes and per-128x128 base scales that Hopper's FP8 WGMMA path multiplies
+// (docs/design.md §3.5).
 // The one definition of the fold: the golden model, the host weight transform and the kernels' shared-memory
 // upconversion all follow it.
 //

@@ -1,4 +1,4 @@
-// The fused MoE layer (MegaMoE, seed 000; DESIGN.md 4.3): one persistent kernel per rank and call that pulls
+// The fused MoE layer (MegaMoE, docs/design.md §2.3, §8): one persistent kernel per rank and call that pulls
 // tokens (dispatch), runs the L1 GEMM + SwiGLU + top-k weight + FP8 re-quantisation, the L2 GEMM, writes the L2
 // rows back to the tokens' ranks and combines them.
 //
@@ -48,7 +48,8 @@
 namespace symmoe {
 
 struct MegaMoeOptions {
-  float clamp = 0.f;            // SwiGLU clamp (<= 0: off)
+  float clamp = 0.f;            // SwiGLU clamp of swiglu_weighted (<= 0: off); DeepGEMM's activation_clamp, whose 0
+                                // clamps to 0, converts with swiglu_clamp_for_activation_clamp (activation_clamp.hpp)
   int num_sms = 0;              // persistent CTAs per rank (0: the rank's SM share, placement().num_sms)
   bool count_received = false;  // received_counts() valid after each forward
 };
@@ -72,7 +73,8 @@ class MegaMoe {
   // One MoeRankWeights per local rank (same contract as the constructor's). Host only and cheap (rebuilds the TMA
   // descriptors); not collective; must not run while a forward() that reads the old weights is being captured.
   void bind_weights(const std::vector<MoeRankWeights>& weights);
-  // SwiGLU clamp of the following forward() calls (<= 0: off); host only, like options().clamp at construction.
+  // SwiGLU clamp of the following forward() calls (options().clamp's meaning); host only, like options().clamp at
+  // construction.
   void set_clamp(float clamp) { options_.clamp = clamp; }
   ~MegaMoe();
   MegaMoe(const MegaMoe&) = delete;

@@ -5,7 +5,7 @@
 //   grouped GEMM L1 + SwiGLU + top-k weight + FP8 re-quantisation (UE8M0 per 128)
 //   grouped GEMM L2 -> bf16 rows
 //   EP combine (expand, unweighted, fp32 sum in ascending top-k order, one bf16 rounding) -> y
-// i.e. DESIGN.md 4.3: y[t] = bf16(sum_k bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), the function of
+// i.e. docs/design.md §2.3: y[t] = bf16(sum_k bf16(W2[e] . Q8(w[t,k] * SwiGLU(W1[e] . x[t])))), the function of
 // ref::moe_forward_faithful / ref::moe_forward_composed (the golden model), up to the GEMM's accumulation order.
 //
 // Contract:
@@ -53,7 +53,7 @@ namespace symmoe {
 
 struct ComposedMoeOptions {
   int expert_alignment = 128;  // expand segment alignment, [1, 1024]
-  float clamp = 0.f;           // SwiGLU clamp (<= 0: off)
+  float clamp = 0.f;           // SwiGLU clamp (MegaMoeOptions::clamp's meaning: <= 0 off, not DeepGEMM's 0)
   int ep_sms = 0;              // CTAs of dispatch and combine per rank (0: the EP plan)
   int gemm_sms = 0;            // persistent CTAs of each GEMM (0: every SM of the rank's device)
 };

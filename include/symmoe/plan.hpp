@@ -5,18 +5,15 @@
 // Contract: plans depend only on their arguments. The SYMMOE_ overrides come in as a PlanOverrides argument that the
 // caller reads once (PlanOverrides::from_env(), through env.hpp) and each plan applies in one place. Kernels are
 // instantiated from plans, never from model constants.
-// The heuristics adapt seed 000 section 7 (DeepGEMM's Blackwell MegaMoE) to Hopper; each choice is explained
-// where it is made (src/plan/*.cpp).
+// The heuristics are docs/design.md §9 (adapted from DeepGEMM's Blackwell MegaMoE to Hopper); each choice is
+// explained where it is made (src/plan/*.cpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "symmoe/layout/ep.hpp"
-#include "symmoe/layout/ep_roles.hpp"
 #include "symmoe/layout/mega.hpp"
-#include "symmoe/layout/mega_roles.hpp"
-#include "symmoe/layout/mega_smem.hpp"
 #include "symmoe/shape.hpp"
 
 namespace symmoe::plan {
@@ -36,7 +33,8 @@ constexpr int kBlockK = 128;         // one 128-wide K block = one FP8 scale blo
 constexpr int kThreadsPerWarpgroup = 128;
 }  // namespace hopper
 
-// Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail (seed 000).
+// Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail
+// (docs/design.md §9.2).
 constexpr int kImbalanceFactor = 2;
 // The fused layer's BLOCK_M is the smallest tile holding 1.25x the expected tokens of an expert (not doubled): 64
 // at 48 expected (Flash, 2048 tokens: 1.14x faster than 128), 128 at 64 expected (V3, 2048 tokens: 1.23x faster
@@ -241,9 +239,9 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // Fused MoE layer (MegaMoE).
 // ---------------------------------------------------------------------------------------------------------------
 // BLOCK_M values of the fused kernel per weight format, ascending: the one list the planner picks from (and checks
-// SYMMOE_BLOCK_M against), kMegaKernels instantiates (checked below) and the tests read. Each is a subset of
-// layout::kMegaBlockMCandidates, which sizes the pool for all of them. FP8: 64 and 128. FP4: 64 only, where the
-// math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh; docs/notes/mega.md: why not 128).
+// SYMMOE_BLOCK_M against), kMegaKernels instantiates (src/plan/mega_kernels.hpp checks it) and the tests read. Each is
+// a subset of layout::kMegaBlockMCandidates, which sizes the pool for all of them. FP8: 64 and 128. FP4: 64 only, where
+// the math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh; docs/notes/mega.md: why not 128).
 struct MegaBlockMs {
   int values[layout::kMegaNumBlockMCandidates] = {};
   int count = 0;
@@ -269,46 +267,10 @@ static_assert(mega_block_ms_are_layout_candidates(GemmWeights::kFp8) &&
                   mega_block_ms_are_layout_candidates(GemmWeights::kFp4),
               "mega_block_m_candidates: each list must be layout::kMegaBlockMCandidates' values in order");
 
-// The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
-// the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
-// L2 alike (one stage ring, one tile shape): FP8 weights at every mega_block_m_candidates BLOCK_M, then FP4 weights
-// (num_stages counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped
-// GEMM; the math warpgroups convert). Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts
-// (layout::MegaSmemCounts); src/kernels/mega/smem_layout.hpp stacks the two.
-struct MegaKernelShape {
-  int block_m, block_n, num_stages;
-  GemmWeights weights = GemmWeights::kFp8;
-};
-inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}, {64, 256, 5, GemmWeights::kFp4}};
-inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
-// kMegaKernels is FP8 then FP4, each over mega_block_m_candidates in order.
-constexpr bool mega_kernels_follow_candidates() {
-  const GemmWeights formats[] = {GemmWeights::kFp8, GemmWeights::kFp4};
-  int i = 0;
-  for (const GemmWeights w : formats) {
-    const MegaBlockMs c = mega_block_m_candidates(w);
-    for (int j = 0; j < c.count; ++j, ++i)
-      if (i >= kNumMegaKernels || kMegaKernels[i].block_m != c.values[j] || kMegaKernels[i].weights != w) return false;
-  }
-  return i == kNumMegaKernels;
-}
-static_assert(mega_kernels_follow_candidates(),
-              "the fused kernels: FP8 then FP4, each over mega_block_m_candidates in order");
-// Index in kMegaKernels of the fused kernel with BLOCK_M block_m and these weights (-1: none compiled).
-constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
-  for (int i = 0; i < kNumMegaKernels; ++i)
-    if (kMegaKernels[i].block_m == block_m && kMegaKernels[i].weights == weights) return i;
-  return -1;
-}
 // Largest hidden size of the fused kernel: a dispatch warp's lane carries two of a pulled row's per-128 scales.
 constexpr int kMegaMaxHidden = 2 * 32 * 128;
 // Largest top-k of the fused kernel: a combine item holds one row piece per lane in registers.
 constexpr int kMegaMaxTopk = 8;
-constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
-                              GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true)) +
-         layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
-}
 
 struct MegaPlan {
   MoeShape shape;
@@ -316,8 +278,9 @@ struct MegaPlan {
   int num_tokens = 0;                       // tokens per rank the plan is for (T_max unless planned per call)
   GemmWeights weights = GemmWeights::kFp8;  // the bound weights' format: picks the kernel (shared memory, roles)
   double expected_tokens_per_expert = 0;
-  // Tiles: one entry of kMegaKernels. L1 BLOCK_N 256 (128 intermediate channels of gate/up, so the L1 output scale
-  // is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is not stored).
+  // Tiles: one entry of kMegaKernels (src/plan/mega_kernels.hpp). L1 BLOCK_N 256 (128 intermediate channels of gate/up,
+  // so the L1 output scale is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is
+  // not stored).
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
   int l1_blocks_per_expert = 0;                 // expected m-blocks x L1 n-blocks (no imbalance)
@@ -355,10 +318,8 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 // EP dispatch / combine.
 // ---------------------------------------------------------------------------------------------------------------
 // What the EP host takes from the plan: how many SMs (CTAs) dispatch and combine use, and the buffer size. The
-// kernels' own shape (warps per CTA, shared memory) is fixed by the kernels (src/kernels/ep/params.hpp, which reads
-// the warps per CTA from here) and checked by the host against the device before launch.
-constexpr int kEpDispatchWarpsPerCta = layout::EpDispatchRoles::kNumWarps;  // symmoe/layout/ep_roles.hpp
-constexpr int kEpCombineWarpsPerCta = layout::EpCombineRoles::kNumWarps;
+// kernels' own shape (warps per CTA, shared memory) is fixed by the kernels (src/layout/ep_roles.hpp, copied into
+// the plan by plan_ep for printing) and checked by the host against the device before launch.
 
 struct EpPlan {
   MoeShape shape;
@@ -366,7 +327,7 @@ struct EpPlan {
   int num_sms = 0;  // SMs of the GPU (or of this virtual rank's share)
   // Notify (counting, prefix sums) runs at the start of the dispatch kernel on the dispatch SMs.
   int dispatch_sms = 0, combine_sms = 0;
-  int dispatch_warps_per_cta = kEpDispatchWarpsPerCta, combine_warps_per_cta = kEpCombineWarpsPerCta;
+  int dispatch_warps_per_cta = 0, combine_warps_per_cta = 0;  // the kernels' (layout::EpDispatchRoles, ...)
   uint64_t buffer_bytes = 0;
 
   layout::EpDims dims() const;

@@ -1,4 +1,4 @@
-// Multi-rank runtime: ranks, symmetric memory and the host side of device synchronisation (DESIGN.md 5).
+// Multi-rank runtime: ranks, symmetric memory and the host side of device synchronisation (docs/design.md §4).
 //
 // Contract:
 // - A rank is (device, symmetric allocation, stream). A Communicator drives the ranks of this process: all R

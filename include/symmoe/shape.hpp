@@ -1,5 +1,6 @@
 // MoE layer shape: the model dimensions and the expert-parallel deployment (ranks, max tokens per rank).
-// Standard shapes (DESIGN.md 8): flash, pro, v3.
+// Named shapes (kNamedShapes): the standard benchmark shapes (flash, pro, v3; docs/design.md §1.2), tiny, and public
+// MoE models.
 #pragma once
 
 #include <cstdint>
@@ -39,23 +40,42 @@ struct MoeShape {
   }
 };
 
-// Named model shapes; ranks and max tokens are filled by the caller.
+// The named model shapes, the one list of them (the CLI's --shape, the Python named_shape / plan, the tests):
+// the model's H, I, E, K; ranks and max tokens are the deployment's. Every entry passes MoeShape::validate at one
+// rank; whether a layer can run it is the planner's answer (mixtral-8x7b: I = 14336 is past the fused kernel's
+// intermediate limit, the composed layer runs it).
+struct NamedShape {
+  const char* name;
+  const char* model;
+  int hidden, intermediate, num_experts, num_topk;
+};
+inline constexpr NamedShape kNamedShapes[] = {
+    {"flash", "standard shape Flash", 4096, 2048, 256, 6},
+    {"pro", "standard shape Pro", 7168, 3072, 384, 6},
+    {"v3", "standard shape V3 (DeepSeek-V3)", 7168, 2048, 256, 8},
+    {"tiny", "small layer for CPU runs and quick GPU checks", 256, 256, 16, 4},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B", 2048, 768, 128, 8},
+    {"qwen3-235b-a22b", "Qwen3-235B-A22B", 4096, 1536, 128, 8},
+    {"mixtral-8x7b", "Mixtral-8x7B", 4096, 14336, 8, 2},
+};
+
+// "flash, pro, v3, ..." in kNamedShapes order.
+inline std::string named_shape_list() {
+  std::string out;
+  for (const NamedShape& n : kNamedShapes) out += (out.empty() ? "" : ", ") + std::string(n.name);
+  return out;
+}
+
+// The named shape with the given ranks and max tokens per rank (not validated: the caller's deployment may be bad).
 inline MoeShape named_shape(const std::string& name, int num_ranks, int num_max_tokens_per_rank) {
-  MoeShape s;
-  if (name == "flash") {
-    s.hidden = 4096, s.intermediate = 2048, s.num_experts = 256, s.num_topk = 6;
-  } else if (name == "pro") {
-    s.hidden = 7168, s.intermediate = 3072, s.num_experts = 384, s.num_topk = 6;
-  } else if (name == "v3") {
-    s.hidden = 7168, s.intermediate = 2048, s.num_experts = 256, s.num_topk = 8;
-  } else if (name == "tiny") {  // small layer for CPU runs and quick GPU checks
-    s.hidden = 256, s.intermediate = 256, s.num_experts = 16, s.num_topk = 4;
-  } else {
-    SYMMOE_FAIL("shape", "unknown shape '", name, "' (expected flash, pro, v3 or tiny)");
-  }
-  s.num_ranks = num_ranks;
-  s.num_max_tokens_per_rank = num_max_tokens_per_rank;
-  return s;
+  for (const NamedShape& n : kNamedShapes)
+    if (name == n.name) {
+      MoeShape s;
+      s.hidden = n.hidden, s.intermediate = n.intermediate, s.num_experts = n.num_experts, s.num_topk = n.num_topk;
+      s.num_ranks = num_ranks, s.num_max_tokens_per_rank = num_max_tokens_per_rank;
+      return s;
+    }
+  SYMMOE_FAIL("shape", "unknown shape '", name, "' (expected one of ", named_shape_list(), ")");
 }
 
 }  // namespace symmoe

@@ -5,6 +5,7 @@
 // Device memory crosses as integer addresses; python/symmoe/mega.py checks every tensor before a call.
 // NOTES: forward_one is the hot path: plain arguments in, one integer out (no dicts, no lists).
 #include "bindings.hpp"
+#include "symmoe/activation_clamp.hpp"
 #include "symmoe/mega_moe.hpp"
 #include "symmoe/moe.hpp"
 #include "symmoe/plan.hpp"
@@ -67,20 +68,25 @@ void bind_mega_moe(py::module_& m) {
           },
           "-> (x, x_scales, x_scales_stride in floats, topk_idx, topk_weights): device addresses of the inputs")
       .def(
-          "bind_weights_one",
-          [](MegaMoe& l, uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales, uintptr_t w1_scale_codes,
-             uintptr_t w2_scale_codes) {
-            MoeRankWeights w = rank_weights(w1, w1_scales, w2, w2_scales);
-            if (w1_scale_codes || w2_scale_codes) {  // FP4 weights (MegaMoe checks that both are there)
-              w.format = gemm::WeightFormat::kFp4;
-              w.w1_scale_codes = as_ptr<const uint32_t>(w1_scale_codes);
-              w.w2_scale_codes = as_ptr<const uint32_t>(w2_scale_codes);
-            }
+          "bind_fp8_weights_one",
+          [](MegaMoe& l, uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales) {
+            l.bind_weights({rank_weights(w1, w1_scales, w2, w2_scales)});
+          },
+          py::arg("w1"), py::arg("w1_scales"), py::arg("w2"), py::arg("w2_scales"),
+          "FP8 weights: E4M3 w1 / w2 with their fp32 block scales (w1's transformed)")
+      .def(
+          "bind_fp4_weights_one",
+          [](MegaMoe& l, uintptr_t w1, uintptr_t w1_base_scales, uintptr_t w2, uintptr_t w2_base_scales,
+             uintptr_t w1_scale_codes, uintptr_t w2_scale_codes) {
+            MoeRankWeights w = rank_weights(w1, w1_base_scales, w2, w2_base_scales);
+            w.format = gemm::WeightFormat::kFp4;  // MegaMoe checks that both code arrays are there
+            w.w1_scale_codes = as_ptr<const uint32_t>(w1_scale_codes);
+            w.w2_scale_codes = as_ptr<const uint32_t>(w2_scale_codes);
             l.bind_weights({w});
           },
-          py::arg("w1"), py::arg("w1_scales"), py::arg("w2"), py::arg("w2_scales"), py::arg("w1_scale_codes") = 0,
-          py::arg("w2_scale_codes") = 0,
-          "FP8 weights; with both scale codes non-zero: FP4 weights (w1_scales / w2_scales are then the base scales)")
+          py::arg("w1"), py::arg("w1_base_scales"), py::arg("w2"), py::arg("w2_base_scales"), py::arg("w1_scale_codes"),
+          py::arg("w2_scale_codes"),
+          "FP4 weights: packed E2M1 w1 / w2, their fp32 base scales and UE8M0 scale codes (transform_*_weights_fp4)")
       .def("set_clamp", &MegaMoe::set_clamp, py::arg("clamp"))
       .def(
           "forward_one",
@@ -206,6 +212,18 @@ void bind_mega(py::module_& m) {
       },
       py::arg("shape"), py::arg("num_sms") = 132,
       "MoeShape::validate and the fused kernel's plan (raises symmoe.Error naming the field; no GPU needed)");
+  m.def(
+      "swiglu_clamp_for_activation_clamp",
+      [](float activation_clamp) {
+        try {
+          return swiglu_clamp_for_activation_clamp(activation_clamp);
+        } catch (const Error& e) {
+          throw py::value_error(e.what());  // a bad argument, as every other check of fp8_mega_moe
+        }
+      },
+      py::arg("activation_clamp"),
+      "DeepGEMM's activation_clamp (+inf for None) as the SwiGLU clamp of MegaMoe.set_clamp "
+      "(include/symmoe/activation_clamp.hpp); raises ValueError for a negative or NaN value");
   bind_mega_moe(m);
   bind_composed_moe(m);
 }

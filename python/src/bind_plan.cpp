@@ -53,7 +53,8 @@ void bind_plan(py::module_& m) {
         return s;
       },
       py::arg("name"), py::arg("num_ranks"), py::arg("num_max_tokens_per_rank"),
-      "flash | pro | v3 | tiny with the given ranks and max tokens per rank (validated)");
+      "a preset of include/symmoe/shape.hpp (flash, pro, v3, tiny, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b) "
+      "with the given ranks and max tokens per rank (validated)");
 
   py::class_<plan::EpPlan> ep(m, "EpPlan");
   ep.def_readonly("shape", &plan::EpPlan::shape)

@@ -112,7 +112,8 @@ class MoeShape:
     def validate(self) -> None: ...
 
 def named_shape(name: str, num_ranks: int, num_max_tokens_per_rank: int) -> MoeShape:
-    """flash | pro | v3 | tiny with the given ranks and max tokens per rank (validated)."""
+    """A preset of include/symmoe/shape.hpp (flash, pro, v3, tiny, qwen3-30b-a3b, qwen3-235b-a22b, mixtral-8x7b)
+    with the given ranks and max tokens per rank (validated)."""
 
 class EpPlan:
     @property
@@ -649,6 +650,10 @@ def transform_l2_weights_fp4(
 def mega_check_shape(shape: MoeShape, num_sms: int = 132) -> None:
     """MoeShape::validate and the fused kernel's plan (raises symmoe.Error naming the field; no GPU needed)."""
 
+def swiglu_clamp_for_activation_clamp(activation_clamp: float) -> float:
+    """DeepGEMM's activation_clamp (+inf for None) as the SwiGLU clamp of MegaMoe.set_clamp
+    (include/symmoe/activation_clamp.hpp); raises ValueError for a negative or NaN value."""
+
 class MegaMoe:
     """The fused MoE layer of one rank per process."""
 
@@ -663,10 +668,12 @@ class MegaMoe:
     def plan(self) -> MegaPlan: ...
     def input_one(self) -> tuple[int, int, int, int, int]:
         """-> (x, x_scales, x_scales_stride in floats, topk_idx, topk_weights): device addresses of the inputs."""
-    def bind_weights_one(
-        self, w1: int, w1_scales: int, w2: int, w2_scales: int, w1_scale_codes: int = 0, w2_scale_codes: int = 0
+    def bind_fp8_weights_one(self, w1: int, w1_scales: int, w2: int, w2_scales: int) -> None:
+        """FP8 weights: E4M3 w1 / w2 with their fp32 block scales (w1's transformed)"""
+    def bind_fp4_weights_one(
+        self, w1: int, w1_base_scales: int, w2: int, w2_base_scales: int, w1_scale_codes: int, w2_scale_codes: int
     ) -> None:
-        """FP8 weights; with both scale codes non-zero: FP4 weights (w1_scales / w2_scales are then the base scales)"""
+        """FP4 weights: packed E2M1 w1 / w2, their fp32 base scales and UE8M0 scale codes (transform_*_weights_fp4)"""
     def set_clamp(self, clamp: float) -> None: ...
     def forward_one(
         self, num_tokens: int, x: int, x_scales: int, topk_idx: int, topk_weights: int, y: int, stream: int

@@ -4,9 +4,12 @@ outputs, handle and stream order as the general path in symmoe.ep, in a few C ca
 per check. Anything else, and any argument that a check would refuse, returns None before anything is allocated or
 enqueued: the general path then makes the call and words the error.
 
-NOTES: hot path (the issue's budget: the Python of a dispatch + combine pair within 10 us of the C++ call). The
-remaining torch calls are the floor: per input tensor is_cuda, get_device, is_contiguous, dtype, shape, data_ptr;
-per output torch.empty and data_ptr. python/tests/bench_ep_host.py measures the Python around them.
+Both functions take the buffer's EpState and fill / read EPHandle's record (symmoe._ep_types: the one definition of
+the state, the handle, the scale-format rule and the output shapes); this module does not import symmoe.ep.
+
+NOTES: hot path (the Python of a dispatch + combine pair within 10 us of the C++ call). The remaining torch calls are
+the floor: per input tensor is_cuda, get_device, is_contiguous, dtype, shape, data_ptr; per output torch.empty and
+data_ptr. python/tests/bench_ep_host.py measures the Python around them.
 The same two functions in C++ (symmoe._torch_ep, python/src/torch_ext/torch_ep.cpp: at::empty outputs, no Python in
 between) are used instead when that optional libtorch extension is built (python/tests_gpu/build_torch_ext.sh):
 implementation() picks one per torch module, native_status() says which and why.
@@ -15,32 +18,31 @@ import importlib
 import sys
 import warnings
 
-from . import _C, _checks
-from . import ep as _ep  # circular (symmoe.ep imports this module): names are read at call time
+from . import _C, _checks, _ep_types
+from ._ep_types import (BF16_PAYLOAD, EPHandle, EventOverlap, FP8_X_DTYPES, MAX_EXPERT_ALIGNMENT, framework_marker,
+                        new_dispatch_outputs)
 
-_FP8_X = ("float8_e4m3fn", "uint8")
 
-
-def _handle_info(handle):
+def _routing(handle):
     """(num_tokens, num_topk, do_expand, known rows (-1: unknown), expert_alignment) of a filled handle, read from
-    its native handle once after each dispatch that writes it (symmoe.ep resets EPHandle._eager_info)."""
-    info = handle._eager_info
+    its native handle once after each dispatch that writes it (the general path resets EPHandle.routing)."""
+    info = handle.routing
     if info is None:
         h = handle.native
-        info = handle._eager_info = (h.num_tokens, h.num_topk, h.do_expand,
-                                     h.num_expanded_tokens if h.do_expand else h.num_recv_tokens, h.expert_alignment)
+        info = handle.routing = (h.num_tokens, h.num_topk, h.do_expand,
+                                 h.num_expanded_tokens if h.do_expand else h.num_recv_tokens, h.expert_alignment)
     return info
 
 
-def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding, do_handle_copy,
+def dispatch(state, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding, do_handle_copy,
              handle):
-    """ElasticBuffer.dispatch(x, topk_idx, topk_weights, do_cpu_sync=False, ...) fresh (handle None) or cached
-    (topk_idx None, a handle whose rows are unknown), with the defaults of the other arguments, or None (not this
-    case, or an argument the general path refuses)."""
+    """ElasticBuffer.dispatch(x, topk_idx, topk_weights, do_cpu_sync=False, ...) of the buffer whose EpState is
+    `state`, fresh (handle None) or cached (topk_idx None, a handle whose rows are unknown), with the defaults of the
+    other arguments, or None (not this case, or an argument the general path refuses)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    tensor, name, dev, H = torch.Tensor, _checks.torch_dtype_name, buf.device, buf.hidden
+    tensor, name, dev, H = torch.Tensor, _checks.torch_dtype_name, state.device, state.hidden
     if type(x) is tuple:
         if len(x) != 2:
             return None
@@ -48,26 +50,18 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
         if not (isinstance(sf, tensor) and sf.is_cuda and sf.get_device() == dev and sf.is_contiguous()):
             return None
         sf_shape, sf_dtype = sf.shape, sf.dtype
-        sf_name = name(sf_dtype)
         if len(sf_shape) != 2:
             return None
         sf_cols = sf_shape[1]
-        if sf_name == "float32":
-            key = ("fp8", "fp32_per128")
-        elif sf_name == "int32":
-            cols = buf._sf_cols
-            key = (("fp8", "ue8m0_per32") if sf_cols == cols.get("ue8m0_per32") else
-                   ("fp8", "ue8m0_per128") if sf_cols == cols.get("ue8m0_per128") else None)
-        else:
-            return None
-        if key is None or sf_cols != buf._sf_cols.get(key[1]) or not isinstance(x, tensor):
+        key = state.scale_formats.get((name(sf_dtype), sf_cols))
+        if key is None or not isinstance(x, tensor):
             return None
         x_dtype = x.dtype
-        if name(x_dtype) not in _FP8_X:
+        if name(x_dtype) not in FP8_X_DTYPES:
             return None
     else:
-        sf, sf_shape = None, None
-        key = ("bf16", "none")
+        sf, sf_shape, sf_dtype, sf_cols = None, None, None, 0
+        key = BF16_PAYLOAD
         if not isinstance(x, tensor):
             return None
         x_dtype = x.dtype
@@ -83,92 +77,87 @@ def dispatch(buf, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expan
     T = x_shape[0]
     cached = handle is not None
     if cached:  # the handle's routing, expand mode and alignment
-        if (topk_idx is not None or not isinstance(handle, _ep.EPHandle) or handle._buffer is not buf
-                or not handle._filled or handle._shared_topk_idx is not None):
+        if (topk_idx is not None or not isinstance(handle, EPHandle) or handle.owner is not state
+                or not handle.filled or handle.shared_topk_idx is not None):
             return None
-        num_tokens, K, expand, known, alignment = _handle_info(handle)
+        num_tokens, K, expand, known, alignment = _routing(handle)
         if known >= 0 or num_tokens != T or (expert_alignment is not None and expert_alignment != alignment):
             return None  # rows known: the general path copies exactly those
-        expert_alignment, idx_ptr = alignment, handle._topk_idx_ptr
+        expert_alignment, idx_ptr = alignment, handle.topk_idx_ptr
         if idx_ptr is None:
-            idx_ptr = handle._topk_idx_ptr = handle.native.ptrs["topk_idx"]
+            idx_ptr = handle.topk_idx_ptr = handle.native.ptrs["topk_idx"]
     else:
-        K, expand = buf.num_topk, bool(do_expand)
+        K, expand = state.num_topk, bool(do_expand)
         if not (isinstance(topk_idx, tensor) and topk_idx.is_cuda and topk_idx.get_device() == dev
                 and topk_idx.is_contiguous() and name(topk_idx.dtype) == "int64" and topk_idx.shape == (T, K)):
             return None
         if expert_alignment is None:
             expert_alignment = 1
-        elif type(expert_alignment) is not int or not 1 <= expert_alignment <= 1024:
+        elif type(expert_alignment) is not int or not 1 <= expert_alignment <= MAX_EXPERT_ALIGNMENT:
             return None
         idx_ptr = None
-    if (T > buf.num_max_tokens_per_rank or K == 0 or (sf is not None and sf_shape[0] != T)
+    if (T > state.num_max_tokens_per_rank or K == 0 or (sf is not None and sf_shape[0] != T)
             or name(topk_weights.dtype) != "float32" or topk_weights.shape != (T, K)):
         return None
-    if type(num_sms) is not int or num_sms < 0 or buf.num_experts is None or buf.num_topk == 0:
+    if type(num_sms) is not int or num_sms < 0 or state.num_experts is None or state.num_topk == 0:
         return None
-    impl = buf._natives.get(key)
+    impl = state.natives.get(key)
     if impl is None:  # the general path allocates the payload's buffer
         return None
     stream = _checks.raw_stream_getter(torch)(dev) or _checks.CUDA_STREAM_LEGACY
-    last = buf._last_stream
+    last = state.last_stream
     if last is not None and last != stream:  # ordered after another stream (or graph capture): general path
         return None
-    capacity = buf._eager_capacity.get((impl, expand, expert_alignment))
+    capacity = state.row_capacities.get((impl, expand, expert_alignment))  # inline: hot path
     if capacity is None:
-        capacity = buf._eager_capacity[(impl, expand, expert_alignment)] = impl.row_capacity(expand,
-                                                                                            expert_alignment)
-    device = buf._torch_device
+        capacity = state.row_capacity(impl, expand, expert_alignment)
+    device = state.torch_device
     if device is None:
-        device = buf._torch_device = x.device
-    marker = _ep._torch_marker
-    marker = marker[0] if marker else _ep._framework_marker(x)
+        device = state.torch_device = x.device
+    marker = _ep_types._torch_marker
+    marker = marker[0] if marker else framework_marker(x)
     native = None
     try:
         if cached:
-            handle._like = marker
-        empty = torch.empty
-        recv_x = empty((capacity, H), dtype=x_dtype, device=device)
-        recv_sf = empty((capacity, sf_cols), dtype=sf_dtype, device=device) if sf is not None else None
-        recv_idx = None if expand else empty((capacity, K), dtype=torch.int64, device=device)
-        recv_w = empty((capacity,) if expand else (capacity, K), dtype=torch.float32, device=device)
+            handle.like = marker
+        recv_x, recv_sf, recv_idx, recv_w = new_dispatch_outputs(torch.empty, capacity, H, x_dtype, sf_dtype, sf_cols,
+                                                                 K, expand, True, device, torch.int64, torch.float32)
         if cached:
             native = handle.native
         else:
-            native, idx_ptr = buf._take_native_handle(), topk_idx.data_ptr()
+            native, idx_ptr = state.take_native_handle(), topk_idx.data_ptr()
         result = impl.dispatch_one(T, x.data_ptr(), sf.data_ptr() if sf is not None else 0, idx_ptr,
                                    topk_weights.data_ptr(), stream, native, expand, expert_alignment,
                                    bool(do_zero_padding), cached, num_sms, False, recv_x.data_ptr(),
                                    recv_sf.data_ptr() if sf is not None else 0,
                                    0 if expand else recv_idx.data_ptr(), recv_w.data_ptr(), capacity)
     except BaseException:
-        buf._last_stream = stream
+        state.last_stream = stream
         if native is not None and not cached:
-            buf._give_back_native_handle(native)
+            state.give_back_native_handle(native)
         raise
-    buf._last_stream = stream
-    if cached:  # a cached dispatch without CPU sync leaves the handle's counts as they were (_eager_info holds)
+    state.last_stream = stream
+    if cached:  # a cached dispatch without CPU sync leaves the handle's counts as they were (routing holds)
         handle.row_capacity = result[5]
     else:
-        handle = _ep.EPHandle.__new__(_ep.EPHandle)
-        handle.__dict__.update(_buffer=buf, native=native, _impl_key=key, row_capacity=result[5], num_sms=num_sms,
-                               _like=marker, _filled=True, _shared_topk_idx=None if do_handle_copy else topk_idx,
-                               _eager_info=(T, K, expand, -1, expert_alignment))
-    return ((recv_x, recv_sf) if sf is not None else recv_x), recv_idx, recv_w, handle, _ep.EventOverlap.__new__(
-        _ep.EventOverlap)
+        handle = EPHandle.of_dispatch(state, native, key, result[5], num_sms, marker,
+                                      None if do_handle_copy else topk_idx, (T, K, expand, -1, expert_alignment))
+    return ((recv_x, recv_sf) if sf is not None else recv_x), recv_idx, recv_w, handle, EventOverlap.__new__(
+        EventOverlap)
 
 
-def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
-    """ElasticBuffer.combine(x, handle, topk_weights, num_sms=num_sms, do_cpu_sync=do_cpu_sync) without biases,
-    events or reduce_local_experts, or None (not this case, or an argument the general path refuses)."""
+def combine(state, x, handle, topk_weights, num_sms, do_cpu_sync):
+    """ElasticBuffer.combine(x, handle, topk_weights, num_sms=num_sms, do_cpu_sync=do_cpu_sync) of the buffer whose
+    EpState is `state`, without biases, events or reduce_local_experts, or None (not this case, or an argument the
+    general path refuses)."""
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(x, torch.Tensor) or not isinstance(handle, _ep.EPHandle):
+    if torch is None or not isinstance(x, torch.Tensor) or not isinstance(handle, EPHandle):
         return None
-    if handle._buffer is not buf or not handle._filled or handle._shared_topk_idx is not None:
+    if handle.owner is not state or not handle.filled or handle.shared_topk_idx is not None:
         return None
-    info = handle._eager_info
-    T, K, expand, known, _ = info if info is not None else _handle_info(handle)
-    dev, H, name = buf.device, buf.hidden, _checks.torch_dtype_name
+    info = handle.routing
+    T, K, expand, known, _ = info if info is not None else _routing(handle)
+    dev, H, name = state.device, state.hidden, _checks.torch_dtype_name
     if not (x.is_cuda and x.get_device() == dev and x.is_contiguous()) or name(x.dtype) != "bfloat16":
         return None
     x_shape = x.shape
@@ -187,27 +176,27 @@ def combine(buf, x, handle, topk_weights, num_sms, do_cpu_sync):
         w_ptr = topk_weights.data_ptr()
     if type(num_sms) is not int or num_sms < 0:
         return None
-    impl = buf._natives.get(handle._impl_key)
+    impl = state.natives.get(handle.payload)
     if impl is None:
         return None
     stream = _checks.raw_stream_getter(torch)(dev) or _checks.CUDA_STREAM_LEGACY
-    last = buf._last_stream
+    last = state.last_stream
     if last is not None and last != stream:
         return None
-    device = buf._torch_device
+    device = state.torch_device
     if device is None:
-        device = buf._torch_device = x.device
+        device = state.torch_device = x.device
     try:
         combined_x = torch.empty((T, H), dtype=torch.bfloat16, device=device)
         combined_w = torch.empty((T, K), dtype=torch.float32, device=device) if topk_weights is not None else None
-        impl.combine_one(x.data_ptr(), w_ptr, 0, 0, stream, handle.native, expand and buf.allow_multiple_reduction,
+        impl.combine_one(x.data_ptr(), w_ptr, 0, 0, stream, handle.native, expand and state.allow_multiple_reduction,
                          num_sms or handle.num_sms, bool(do_cpu_sync), combined_x.data_ptr(),
                          combined_w.data_ptr() if combined_w is not None else 0)
     except BaseException:
-        buf._last_stream = stream
+        state.last_stream = stream
         raise
-    buf._last_stream = stream
-    return combined_x, combined_w, _ep.EventOverlap.__new__(_ep.EventOverlap)
+    state.last_stream = stream
+    return combined_x, combined_w, EventOverlap.__new__(EventOverlap)
 
 
 # ---- the implementation: symmoe._torch_ep when it is built and usable, else the functions above ----
@@ -258,7 +247,7 @@ def _load_native():
     module = None
     try:
         module = importlib.import_module(_NATIVE_NAME)
-        module.init(_C._ep_capi, _ep.EPHandle, _ep.EventOverlap, _ep._framework_marker)
+        module.init(_C._ep_capi, _ep_types)
         _native_why[0] = "loaded"
     except ModuleNotFoundError as e:
         if e.name != _NATIVE_NAME:

@@ -60,11 +60,13 @@ import sys
 
 from . import _C, _ep_eager
 from ._checks import caller_stream, check as _check, check_int as _check_positive_int, device_tensor, is_torch
+from ._ep_types import (BF16_PAYLOAD, EPHandle, EpState, EventHandle, EventOverlap, FP8_SCALE_FORMATS,
+                        FP8_X_DTYPES, MAX_EXPERT_ALIGNMENT, cuda_event as _cuda_event,
+                        framework_marker as _framework_marker, new_dispatch_outputs)
 from .dlpack import DeviceView, as_framework_like, tensor_info, torch_dtype_name
 from .distributed import Communicator
 
-_FP8_SCALES = ("fp32_per128", "ue8m0_per128", "ue8m0_per32")
-_FP8_X_DTYPES = ("float8_e4m3fn", "uint8")
+__all__ = ["ElasticBuffer", "EPHandle", "EventHandle", "EventOverlap"]
 _SF_ALIGN = 4  # rows of a TMA-aligned column-major scale tensor: 16 bytes of 4-byte scale packs (DeepGEMM)
 
 
@@ -83,20 +85,11 @@ def _dtype_and_shape(obj, name):
     return info.dtype, info.shape
 
 
-def _cuda_event(event):
-    """The torch.cuda.Event inside an EventHandle / EventOverlap (or the event itself)."""
-    if isinstance(event, EventOverlap):
-        event = event.event
-    if isinstance(event, EventHandle):
-        event = event.event
-    return event
-
-
 def _out_addresses(outputs):
     """dispatch_one's trailing arguments: the caller-owned output addresses and their rows (zeros: none)."""
     if outputs is None:
         return 0, 0, 0, 0, 0
-    return tuple(t.data_ptr() if t is not None else 0 for t in outputs[:4]) + (outputs[4],)
+    return tuple(t.data_ptr() if t is not None else 0 for t in outputs) + (outputs[0].shape[0],)
 
 
 def _capturing():
@@ -109,161 +102,6 @@ def _check_previous_event(previous_event, allocate_on_comm_stream):
     if previous_event is not None and not allocate_on_comm_stream:
         raise ValueError("previous_event needs allocate_on_comm_stream=True (DeepEP): the call then does not wait "
                          "for the compute stream, so its outputs must belong to the communication stream")
-
-
-class EventHandle:
-    """DeepEP's EventHandle: a CUDA event recorded on `stream` (default: the current stream) at construction."""
-
-    def __init__(self, stream=None):
-        import torch
-        self.event = torch.cuda.Event()
-        self.event.record(stream)
-
-    def current_stream_wait(self):
-        import torch
-        torch.cuda.current_stream().wait_event(self.event)
-
-
-class EventOverlap:
-    """DeepEP's EventOverlap: the event of a call made with async_with_compute_stream=True (else None)."""
-    # Class defaults: symmoe._ep_eager returns EventOverlap.__new__(EventOverlap), an EventOverlap(None) without
-    # the __init__ call (setting an attribute makes it the instance's).
-    event = extra_tensors = hook_after_wait = None
-    _release_handle_by_call = False
-
-    def __init__(self, event=None, extra_tensors=None):
-        self.event = event
-        self.extra_tensors = extra_tensors
-        self._release_handle_by_call = False
-        self.hook_after_wait = None
-
-    def current_stream_wait(self, release_handle=False):
-        """The current stream waits for the event (nothing to wait for when there is none)."""
-        ev = _cuda_event(self.event)
-        if ev is not None:
-            import torch
-            torch.cuda.current_stream().wait_event(ev)
-        if self.hook_after_wait is not None:
-            hook, self.hook_after_wait = self.hook_after_wait, None
-            hook()
-        if release_handle:
-            self.event = None
-
-    def register_hook_after_wait(self, hook_after_wait):
-        if self.hook_after_wait is not None:
-            raise RuntimeError("a hook is already registered on this EventOverlap")
-        self.hook_after_wait = hook_after_wait
-
-    def __call__(self, release_handle=False):
-        self._release_handle_by_call = release_handle
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.event is not None:
-            self.current_stream_wait(release_handle=self._release_handle_by_call)
-        self._release_handle_by_call = False
-
-
-class EPHandle:
-    """The routing metadata of one dispatch on this rank, with DeepEP's EPHandle field names (meanings in
-    include/symmoe/reference/dispatch.hpp). Host fields are ints/lists; device fields are tensors over the
-    handle's own memory (torch tensors when the dispatch inputs were torch tensors), valid as long as the handle
-    lives. Shapes as DeepEP: topk_idx / dst_buffer_slot_idx [num_tokens, K], recv_src_metadata
-    [num_recv_tokens, 2 + K] (the worst case R * T_max rows without CPU sync), psum_num_recv_tokens_per_scaleup_rank
-    [R], per-local-expert fields [El]. Fields may be reassigned (DeepEP's test trims recv_src_metadata)."""
-
-    _DEVICE_FIELDS = {  # name -> (dtype, shape function of the handle and its native)
-        "num_tokens_per_rank": ("int32", lambda h, n: (n.num_ranks,)),
-        "num_tokens_per_expert": ("int32", lambda h, n: (n.num_experts,)),
-        "dst_buffer_slot_idx": ("int32", lambda h, n: (n.num_tokens, n.num_topk)),
-        "topk_idx": ("int64", lambda h, n: (n.num_tokens, n.num_topk)),
-        "psum_num_recv_tokens_per_rank": ("int32", lambda h, n: (n.num_ranks,)),
-        "num_unaligned_recv_tokens_per_expert": ("int32", lambda h, n: (n.num_local_experts,)),
-        "psum_num_recv_tokens_per_expert": ("int32", lambda h, n: (n.num_local_experts,)),
-        "num_recv_tokens_per_expert": ("int32", lambda h, n: (n.num_local_experts,)),
-        "recv_src_metadata": ("int32", lambda h, n: (h.num_recv_tokens, 2 + n.num_topk)),
-        "device_counts": ("int32", lambda h, n: (2,)),
-    }
-    _HOST_FIELDS = ("rank", "num_ranks", "do_expand", "num_experts", "num_topk", "expert_alignment",
-                    "num_max_tokens_per_rank", "num_tokens", "num_recv_tokens_per_expert_list", "num_local_experts")
-    _ALIASES = {"psum_num_recv_tokens_per_scaleup_rank": "psum_num_recv_tokens_per_rank"}  # DeepEP V2 (one domain)
-    # For symmoe._ep_eager: (num_tokens, num_topk, do_expand, known rows, expert_alignment) as the native handle
-    # holds them, None until read and again whenever a dispatch of the general path (re)writes the handle; the
-    # address of the native's topk_idx (fixed for the EPHandle's life).
-    _eager_info = _topk_idx_ptr = None
-
-    def __init__(self, buffer):
-        self._buffer = buffer
-        self.native = buffer._take_native_handle()
-        self._impl_key = None  # (dtype, scales) of the native EpBuffer whose dispatch filled the handle
-        self.row_capacity = 0
-        self.num_sms = 0  # the dispatch's num_sms (0: the plan's); combine's default
-        self._like = None  # _framework_marker of the dispatch input: device views follow its framework
-        self._filled = False  # set by a successful dispatch (a pooled native keeps its previous owner's fields)
-        self._shared_topk_idx = None  # the caller's topk_idx (do_handle_copy=False)
-
-    def __del__(self):
-        # The native handle (and its device metadata) goes back to the buffer's pool: no cudaMalloc/cudaFree per
-        # dispatch, so steady-state loops and CUDA-graph capture allocate nothing.
-        buffer, native = self.__dict__.get("_buffer"), self.__dict__.get("native")
-        if buffer is not None and native is not None:
-            buffer._give_back_native_handle(native)
-
-    @property
-    def num_recv_tokens(self):
-        """Rows received (non-expand); the worst case R * T_max when the dispatch had no CPU sync (DeepEP)."""
-        n = self.native.num_recv_tokens
-        return n if n >= 0 else self.native.num_ranks * self.native.num_max_tokens_per_rank
-
-    @property
-    def num_expanded_tokens(self):
-        """Rows of an expand dispatch (with alignment padding); the worst case (the row capacity) without CPU
-        sync."""
-        n = self.native.num_expanded_tokens
-        if n >= 0:
-            return n
-        h = self.native
-        El = h.num_local_experts
-        return h.num_ranks * h.num_max_tokens_per_rank * min(h.num_topk, El) + El * (h.expert_alignment - 1)
-
-    def __getattr__(self, name):
-        name = EPHandle._ALIASES.get(name, name)
-        if name in EPHandle._HOST_FIELDS:
-            return getattr(self.native, name)
-        if name in EPHandle._DEVICE_FIELDS:
-            if not self._filled:
-                raise RuntimeError(f"EPHandle.{name}: the handle is empty (no dispatch has filled it)")
-            if name == "topk_idx" and self._shared_topk_idx is not None:
-                return self._shared_topk_idx
-            dtype, shape = EPHandle._DEVICE_FIELDS[name]
-            view = DeviceView(self.native.ptrs[name], shape(self, self.native), dtype, self.native.device, owner=self)
-            return as_framework_like(view, self._like)
-        raise AttributeError(name)
-
-    @property
-    def is_filled(self):
-        return self._filled
-
-    def __repr__(self):
-        h = self.native
-        return (f"<symmoe.EPHandle rank={h.rank}/{h.num_ranks} expand={h.do_expand} "
-                f"num_recv_tokens={h.num_recv_tokens} num_expanded_tokens={h.num_expanded_tokens}>")
-
-
-_torch_marker = []
-
-
-def _framework_marker(tensor):
-    """An empty tensor of the input's framework (views of handle metadata follow it; the input is not retained)."""
-    if not is_torch(tensor):
-        return None
-    if not _torch_marker:
-        import torch
-        _torch_marker.append(torch.empty(0, device="cpu"))
-    return _torch_marker[0]
 
 
 class _ViewOwner:
@@ -296,8 +134,20 @@ class _Call:
         return contextlib.nullcontext()
 
 
+def _state_field(name):
+    """An ElasticBuffer attribute kept in its EpState (symmoe._ep_types), the record every call path reads."""
+    return property(lambda self: getattr(self._state, name), lambda self, value: setattr(self._state, name, value),
+                    doc=f"EpState.{name} of this buffer")
+
+
 class ElasticBuffer:
     """DeepEP-shaped EP buffer over a symmetric NVLink allocation (see the module docstring for the contract)."""
+    device = _state_field("device")
+    hidden = _state_field("hidden")
+    num_max_tokens_per_rank = _state_field("num_max_tokens_per_rank")
+    num_topk = _state_field("num_topk")
+    num_experts = _state_field("num_experts")
+    allow_multiple_reduction = _state_field("allow_multiple_reduction")
 
     def __init__(self, group=None, num_bytes=None, num_cpu_bytes=0, num_max_tokens_per_rank=0, hidden=0, num_topk=0,
                  use_fp8_dispatch=False, deterministic=False, allow_hybrid_mode=True, allow_multiple_reduction=True,
@@ -346,31 +196,26 @@ class ElasticBuffer:
         self.scaleout_rank_idx, self.scaleup_rank_idx = 0, rank
         self.num_rdma_ranks, self.num_nvlink_ranks = 1, self.num_ranks
         self.zero_copy_outputs = bool(zero_copy_outputs)
-        self._natives = {}  # (dtype, scales) -> symmoe._C.EpBuffer, made by the first dispatch of that payload
-        self._free_native_handles = []
-        self._view_owner, self._torch_views = _ViewOwner(self._natives), {}
+        self._view_owner, self._torch_views = _ViewOwner(self._state.natives), {}
         self._zero_weights = None
         self._comm_stream = None  # torch.cuda.Stream, made by the first call that needs it
         self._stream_order = None  # _C.StreamOrder, made by the first call from another stream
-        self._last_stream = None  # raw stream of the previous call's work (EP calls stay ordered)
-        self._torch_device = None  # torch.device of this rank's GPU, from the first eager call's input
-        self._eager_capacity = {}  # (native EpBuffer, expand, expert_alignment) -> row capacity (_ep_eager)
 
     @property
     def _impl(self):
         """The native EpBuffer of the construction payload (None until allocated)."""
-        return self._natives.get((self._dtype, self._scales))
+        return self._state.natives.get((self._dtype, self._scales))
 
     def _native(self, dtype, scales):
         """The native EpBuffer for a payload, allocated on first use (collective)."""
-        impl = self._natives.get((dtype, scales))
+        impl = self._state.natives.get((dtype, scales))
         if impl is None:
             self._require_runtime("dispatch")
             _C.ep_validate_config(self.num_ranks, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
                                   self.num_experts, dtype, scales)
             impl = _C.EpBuffer(self.communicator.native, self.num_max_tokens_per_rank, self.hidden, self.num_topk,
                                self.num_experts, dtype, scales)
-            self._natives[(dtype, scales)] = impl
+            self._state.natives[(dtype, scales)] = impl
         return impl
 
     def _configure(self, num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts, use_fp8_dispatch,
@@ -379,22 +224,16 @@ class ElasticBuffer:
                 ((("num_experts", num_experts),) if num_experts is not None else ()):
             _check_positive_int(name, v)
         _check_positive_int("num_topk", num_topk, low=0)
-        _check(fp8_scales in _FP8_SCALES, ValueError, f"fp8_scales must be one of {_FP8_SCALES}, got {fp8_scales!r}")
+        _check(fp8_scales in FP8_SCALE_FORMATS, ValueError,
+               f"fp8_scales must be one of {FP8_SCALE_FORMATS}, got {fp8_scales!r}")
         self.num_ranks = num_ranks
-        self.num_max_tokens_per_rank, self.hidden = num_max_tokens_per_rank, hidden
-        self.num_topk, self.num_experts = num_topk, num_experts
+        self._state = EpState(None, hidden, num_max_tokens_per_rank, num_topk, num_experts)
         self.use_fp8_dispatch, self.deterministic = bool(use_fp8_dispatch), bool(deterministic)
         self._dtype = "fp8" if use_fp8_dispatch else "bf16"
         self._scales = fp8_scales if use_fp8_dispatch else "none"
         _C.ep_validate_config(num_ranks, num_max_tokens_per_rank, hidden, num_topk or 1,
                               num_experts if num_experts is not None else _hint_experts(num_ranks), self._dtype,
                               self._scales)
-        self._sf_cols = {}  # scales -> int32/float32 columns of one token's scale row
-        for scales in _FP8_SCALES:
-            try:
-                self._sf_cols[scales] = _C.ep_scale_row_bytes(scales, hidden) // 4
-            except _C.Error:
-                pass
 
     @classmethod
     def _validation_only(cls, num_ranks, num_max_tokens_per_rank, hidden, num_topk, num_experts,
@@ -479,7 +318,7 @@ class ElasticBuffer:
     def _begin(self, like, previous_event, previous_event_before_epilogue, async_, alloc_on_comm):
         """Streams of a call (DeepEP's stream_control_prologue). Checks are done; nothing is enqueued before."""
         compute_raw = caller_stream(like, self.device, self._fallback_stream)
-        last = self._last_stream
+        last = self._state.last_stream
         if last is not None and last != compute_raw and _capturing():
             last = None  # under CUDA-graph capture only the capturing stream (and streams it forks) may be used;
             # torch.cuda.graph makes the capture stream wait for the stream that was current before it
@@ -509,7 +348,7 @@ class ElasticBuffer:
     def _end(self, call, tensors):
         """DeepEP's stream_control_epilogue: -> EventOverlap (an event only for async_with_compute_stream)."""
         if not call.on_comm:
-            self._last_stream = call.run
+            self._state.last_stream = call.run
             return EventOverlap(None)
         import torch
         if call.alloc_on_comm:
@@ -520,10 +359,10 @@ class ElasticBuffer:
                 if t is not None and is_torch(t):
                     t.record_stream(call.compute)
                     t.record_stream(call.comm)
-            self._last_stream = call.run
+            self._state.last_stream = call.run
             return EventOverlap(event)
         self._order(call.compute_raw, call.run)
-        self._last_stream = call.compute_raw
+        self._state.last_stream = call.compute_raw
         return EventOverlap(None)
 
     def _abort(self, call):
@@ -531,7 +370,7 @@ class ElasticBuffer:
         if call.on_comm and call.alloc_on_comm:
             import torch
             torch.cuda.set_stream(call.compute)
-        self._last_stream = call.run
+        self._state.last_stream = call.run
 
     # ---- outputs ----
     # NOTES: zero-copy outputs live at fixed addresses of buffer-owned memory. A torch tensor made through DLPack
@@ -571,22 +410,6 @@ class ElasticBuffer:
                 out.copy_(src)
         return out
 
-    # ---- native handle pool ----
-    # NOTES: a fresh dispatch needs a native EpHandle whose device metadata it (re)writes. Handles released by the
-    # caller (the EPHandle object and every view of its fields gone) come back here; reusing one is ordered by the
-    # stream (its last reader, a combine, was enqueued before the dispatch that rewrites it). At most
-    # _HANDLE_POOL_SIZE are kept; more are freed (cudaFree, which waits for the device).
-    _HANDLE_POOL_SIZE = 4
-
-    def _take_native_handle(self):
-        pool = self.__dict__.get("_free_native_handles")
-        return pool.pop() if pool else _C.EpHandle()
-
-    def _give_back_native_handle(self, native):
-        pool = self.__dict__.get("_free_native_handles")
-        if self.__dict__.get("_natives") and pool is not None and len(pool) < self._HANDLE_POOL_SIZE:
-            pool.append(native)
-
     # ---- argument checks (no GPU work before they pass) ----
     def _tensor(self, obj, name, stream, dtypes, shape):
         """(data_ptr, shape) of a contiguous CUDA tensor on this rank's device with one of `dtypes` and `shape`
@@ -606,25 +429,26 @@ class ElasticBuffer:
             x_data, sf = x
             sf_dtype, sf_shape = _dtype_and_shape(sf, "sf")
             cols = sf_shape[1] if len(sf_shape) == 2 else None
-            if sf_dtype == "float32":
-                scales = "fp32_per128"
-            elif sf_dtype == "int32":
-                per32, per128 = self._sf_cols.get("ue8m0_per32"), self._sf_cols.get("ue8m0_per128")
-                if cols is not None and cols == per32:
-                    scales = "ue8m0_per32"
-                elif cols is not None and cols == per128:
-                    scales = "ue8m0_per128"
-                else:
-                    raise ValueError(f"sf: int32 (packed UE8M0) scales must have {per32} columns (per 32 channels) "
-                                     f"or {per128} (per 128) for hidden {self.hidden}, got shape {list(sf_shape)}")
-            else:
+            if sf_dtype not in ("float32", "int32"):
                 raise TypeError(f"sf must have dtype float32 (fp32 per 128 channels) or int32 (packed UE8M0), "
                                 f"got {sf_dtype}")
-            return x_data, sf, "fp8", scales, _FP8_X_DTYPES, sf_dtype, self._sf_cols[scales]
+            formats = self._state.scale_formats  # the one rule: (dtype, columns) -> payload
+            key = formats.get((sf_dtype, cols))
+            if key is None:
+                widths = {k[1]: c for (d, c), k in formats.items() if d == sf_dtype}
+                if sf_dtype == "float32" and widths:  # the one float32 format: the shape check words the width
+                    key, cols = ("fp8", "fp32_per128"), widths["fp32_per128"]
+                elif sf_dtype == "float32":
+                    raise ValueError(f"sf: float32 scales (fp32 per 128 channels) do not fit hidden {self.hidden}")
+                else:
+                    raise ValueError(f"sf: int32 (packed UE8M0) scales must have {widths.get('ue8m0_per32')} "
+                                     f"columns (per 32 channels) or {widths.get('ue8m0_per128')} (per 128) for "
+                                     f"hidden {self.hidden}, got shape {list(sf_shape)}")
+            return x_data, sf, "fp8", key[1], FP8_X_DTYPES, sf_dtype, cols
         x_dtype = _dtype_and_shape(x, "x")[0] if (is_torch(x) or hasattr(x, "__dlpack__")) else None
-        if x_dtype in _FP8_X_DTYPES:
+        if x_dtype in FP8_X_DTYPES:
             raise ValueError(f"x is {x_dtype}: an FP8 payload must be an (x, sf) pair with its scales")
-        return x, None, "bf16", "none", ("bfloat16",), None, 0
+        return x, None, BF16_PAYLOAD[0], BF16_PAYLOAD[1], ("bfloat16",), None, 0
 
     # ---- dispatch ----
     def dispatch(self, x, topk_idx=None, topk_weights=None, cumulative_local_expert_recv_stats=None, num_experts=None,
@@ -646,7 +470,7 @@ class ElasticBuffer:
                 and (num_max_tokens_per_rank is None or num_max_tokens_per_rank == self.num_max_tokens_per_rank)):
             torch_mod, chosen = sys.modules.get("torch"), _ep_eager._chosen  # (torch, implementation) last chosen
             out = (chosen[1] if torch_mod is chosen[0] else _ep_eager.implementation(torch_mod)).dispatch(
-                self, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding,
+                self._state, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding,
                 do_handle_copy, handle)
             if out is not None:
                 return out
@@ -664,9 +488,9 @@ class ElasticBuffer:
                              f"{self.num_max_tokens_per_rank}")
         cached = handle is not None
         if cached:
-            if not isinstance(handle, EPHandle) or handle._buffer is not self:
+            if not isinstance(handle, EPHandle) or handle.owner is not self._state:
                 raise ValueError("handle must be an EPHandle returned by this buffer's dispatch")
-            if not handle._filled:
+            if not handle.filled:
                 raise ValueError("handle is empty (no dispatch has filled it)")
             if expert_alignment is not None and expert_alignment != handle.native.expert_alignment:
                 raise ValueError(f"expert_alignment {expert_alignment} differs from the handle's "
@@ -674,9 +498,9 @@ class ElasticBuffer:
             do_expand, expert_alignment = handle.native.do_expand, handle.native.expert_alignment
         if expert_alignment is None:
             expert_alignment = 1
-        elif type(expert_alignment) is not int or not 1 <= expert_alignment <= 1024:
+        elif type(expert_alignment) is not int or not 1 <= expert_alignment <= MAX_EXPERT_ALIGNMENT:
             _check_positive_int("expert_alignment", expert_alignment)
-            raise ValueError(f"expert_alignment must be <= 1024, got {expert_alignment}")
+            raise ValueError(f"expert_alignment must be <= {MAX_EXPERT_ALIGNMENT}, got {expert_alignment}")
         if type(num_sms) is not int or num_sms < 0:
             _check_positive_int("num_sms", num_sms, low=0)
         if do_cpu_sync is None:
@@ -702,7 +526,7 @@ class ElasticBuffer:
                 raise ValueError(f"cached dispatch: x has {T} tokens but the handle was made for "
                                  f"{handle.native.num_tokens}")
             idx_ptr = handle.native.ptrs["topk_idx"]
-            shared_idx = handle._shared_topk_idx
+            shared_idx = handle.shared_topk_idx
         else:
             if topk_idx is None:
                 raise ValueError("topk_idx is required for a fresh dispatch")
@@ -729,10 +553,13 @@ class ElasticBuffer:
 
         call = self._begin(x_data, previous_event, previous_event_before_epilogue, async_with_compute_stream,
                            allocate_on_comm_stream)
+        state, native, like = self._state, None, _framework_marker(x_data)
         try:
-            if not cached:
-                handle = EPHandle(self)
-            handle._like = _framework_marker(x_data)
+            if cached:
+                native = handle.native
+                handle.like = like
+            else:
+                native = state.take_native_handle()
             if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
                 _C.memcpy_async(idx_ptr, self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
                                                       (T, K))[0], T * K * 8, call.run)
@@ -743,31 +570,38 @@ class ElasticBuffer:
                     use_tma_aligned_col_major_sf and sf is not None):
                 known = -1
                 if cached:
-                    known = handle.native.num_expanded_tokens if do_expand else handle.native.num_recv_tokens
+                    known = native.num_expanded_tokens if do_expand else native.num_recv_tokens
                 if known < 0:
-                    direct = self._new_dispatch_outputs(impl.row_capacity(bool(do_expand), expert_alignment),
-                                                        x_data, sf, sf_cols, topk_weights is not None, do_expand, K)
+                    import torch
+                    direct = new_dispatch_outputs(
+                        torch.empty, state.row_capacity(impl, bool(do_expand), expert_alignment), H, x_data.dtype,
+                        sf.dtype if sf is not None else None, sf_cols, K, do_expand, topk_weights is not None,
+                        x_data.device, torch.int64, torch.float32)
             out_ptrs = _out_addresses(direct)
-            handle._eager_info = None  # the dispatch rewrites the native handle's counts
+            if cached:
+                handle.routing = None  # the dispatch may rewrite the native handle's counts
             p_x, p_sf, p_idx, p_w, num_rows, capacity = impl.dispatch_one(
-                T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, handle.native, bool(do_expand), expert_alignment,
+                T, x_ptr, sf_ptr, idx_ptr, w_ptr, call.run or 0, native, bool(do_expand), expert_alignment,
                 bool(do_zero_padding), cached, num_sms, bool(do_cpu_sync), *out_ptrs)
-            if not cached:
-                handle._impl_key, handle.num_sms = (dtype, scales), num_sms
-                handle._shared_topk_idx = None if do_handle_copy else topk_idx
-            handle.row_capacity, handle._filled = capacity, True
+            if cached:
+                handle.row_capacity = capacity
+            else:
+                handle = EPHandle.of_dispatch(state, native, (dtype, scales), capacity, num_sms, like,
+                                              None if do_handle_copy else topk_idx, None)
             if do_cpu_sync and num_rows >= 0:
                 rows = num_rows
             else:
                 known = handle.native.num_expanded_tokens if do_expand else handle.native.num_recv_tokens
                 rows = known if cached and known >= 0 else capacity
-            outs = direct[:4] if direct is not None else self._dispatch_outputs(
+            outs = direct if direct is not None else self._dispatch_outputs(
                 call, x_data, sf, sf_dtype, sf_cols, topk_weights is not None, do_expand, K, p_x, p_sf, p_idx, p_w,
                 rows, capacity, use_tma_aligned_col_major_sf)
             if stats is not None:
                 with call.torch_ops():
                     stats.add_(handle.num_unaligned_recv_tokens_per_expert)
         except BaseException:
+            if native is not None and not cached and not isinstance(handle, EPHandle):
+                state.give_back_native_handle(native)  # no handle took it
             self._abort(call)
             raise
         recv_x, recv_sf, recv_topk_idx, recv_topk_weights = outs
@@ -799,15 +633,6 @@ class ElasticBuffer:
         recv_w = self._copy(call, p_w, rows, lanes, torch.float32, 4, dev) if with_weights else None
         return recv_x, recv_sf, recv_idx, recv_w
 
-    def _new_dispatch_outputs(self, rows, x_data, sf, sf_cols, with_weights, expand, K):
-        """(recv_x, recv_sf, recv_topk_idx, recv_topk_weights, rows): new tensors for the kernels to write."""
-        import torch
-        dev, lanes = x_data.device, (() if expand else (K,))
-        return (torch.empty((rows, self.hidden), dtype=x_data.dtype, device=dev),
-                torch.empty((rows, sf_cols), dtype=sf.dtype, device=dev) if sf is not None else None,
-                None if expand else torch.empty((rows, K), dtype=torch.int64, device=dev),
-                torch.empty((rows,) + lanes, dtype=torch.float32, device=dev) if with_weights else None, rows)
-
     def _zeros_for_weights(self, like, K):
         """Address of fp32 zeros [T_max, K] on this device (torch inputs only), for a dispatch without weights."""
         if self._zero_weights is None or self._zero_weights.shape[1] != K:
@@ -828,12 +653,12 @@ class ElasticBuffer:
                 and not self.zero_copy_outputs):
             torch_mod, chosen = sys.modules.get("torch"), _ep_eager._chosen
             out = (chosen[1] if torch_mod is chosen[0] else _ep_eager.implementation(torch_mod)).combine(
-                self, x, handle, topk_weights, num_sms, do_cpu_sync)
+                self._state, x, handle, topk_weights, num_sms, do_cpu_sync)
             if out is not None:
                 return out
-        if not isinstance(handle, EPHandle) or handle._buffer is not self:
+        if not isinstance(handle, EPHandle) or handle.owner is not self._state:
             raise ValueError("handle must be the EPHandle of this buffer's dispatch")
-        if not handle._filled:
+        if not handle.filled:
             raise ValueError("handle is empty (no dispatch has filled it)")
         if type(num_sms) is not int or num_sms < 0:
             _check_positive_int("num_sms", num_sms, low=0)
@@ -866,7 +691,7 @@ class ElasticBuffer:
             for i, b in enumerate(biases):
                 if b is not None:
                     b_ptrs[i] = self._tensor(b, f"bias_{i}", stream, ("bfloat16",), (T, H))[0]
-        impl = self._natives.get(handle._impl_key)
+        impl = self._state.natives.get(handle.payload)
         if impl is None:
             self._require_runtime("combine")
             raise RuntimeError("combine: the buffer that dispatched this handle has been destroyed")
@@ -874,7 +699,7 @@ class ElasticBuffer:
         call = self._begin(x, previous_event, previous_event_before_epilogue, async_with_compute_stream,
                            allocate_on_comm_stream)
         try:
-            shared_idx = handle._shared_topk_idx
+            shared_idx = handle.shared_topk_idx
             if shared_idx is not None:  # do_handle_copy=False: the caller's topk_idx as it is now
                 _C.memcpy_async(h.ptrs["topk_idx"], self._tensor(shared_idx, "handle.topk_idx", call.run, ("int64",),
                                                                  (T, K))[0], T * K * 8, call.run)
@@ -904,14 +729,12 @@ class ElasticBuffer:
         zero-copy output view and handle of this buffer becomes invalid; copied outputs stay valid. Without it,
         they are freed when the last reference goes, which at interpreter exit may happen in a different order on
         different ranks."""
-        if self._comm_stream is not None or self._natives:
+        if self._comm_stream is not None or self._state.natives:
             torch = sys.modules.get("torch")
             if torch is not None and torch.cuda.is_initialized():
                 torch.cuda.synchronize(self.device)  # copies out of the buffers are done before they go
-        self._natives.clear()
-        self._eager_capacity = {}
+        self._state.clear()
         self._torch_views = {}
-        self._free_native_handles = []
         self._stream_order = None
         self.communicator = None
 
@@ -922,5 +745,5 @@ class ElasticBuffer:
         if torch is not None and torch.cuda.is_initialized():
             # The calls ran on torch's streams; the C++ side synchronises only the communicator's own stream.
             torch.cuda.synchronize(self.device)
-        for impl in list(self._natives.values()):
+        for impl in list(self._state.natives.values()):
             impl.synchronize()

@@ -51,8 +51,9 @@ forks have it: fp8_fp4_mega_moe's arguments with recipe (128, 128, 128)). Differ
 - BF16 weights (a bare tensor per layer) raise TypeError.
 - fp8_mega_moe / fp8_fp4_mega_moe return y (DeepGEMM returns None).
 - cumulative_local_expert_recv_stats: a torch tensor, int32 or int64 [E_local] (DeepGEMM: int32).
-- activation_clamp: None, 0 or +inf: no clamp (DeepGEMM: None is +inf, 0 clamps gate and up to 0); negative or NaN
-  raise ValueError (DeepGEMM asserts >= 0). `fast_math` is accepted and ignored (one math mode: the golden model's).
+- activation_clamp: as DeepGEMM at every value (None or +inf: no clamp; c >= 0: gate <= c, up in [-c, c], so 0 makes
+  every activation and y zero); negative or NaN raise ValueError naming that meaning (DeepGEMM asserts >= 0).
+  `fast_math` is accepted and ignored (one math mode: the golden model's).
 - Errors are ValueError / TypeError naming the argument, expected and got, raised before anything is launched
   (DeepGEMM asserts in C++); device-side timeouts surface as symmoe.PeerTimeout at buffer.synchronize().
 Behaviour (as DeepGEMM unless a difference above says otherwise): calls run on torch's current stream; one rank per
@@ -111,7 +112,7 @@ class SymmBuffer:
         self._fallback_stream = communicator.stream(self.rank)
         self.native = _C.MegaMoe(communicator.native, self.shape, 0.0, num_sms, True)
         self._owner = _LayerOwner(self.native)
-        self._clamp = 0.0
+        self._clamp, self._activation_clamp = 0.0, None  # the kernels' clamp (0: off) of this activation_clamp
         self._bound_ptrs, self._bound_tensors = None, None
         self._make_views()
 
@@ -144,6 +145,7 @@ class SymmBuffer:
         self.communicator, self.native, self.rank, self.device = None, None, 0, device
         self._fallback_stream = 0
         self._owner, self._clamp, self._bound_ptrs, self._bound_tensors = _LayerOwner(None), 0.0, None, None
+        self._activation_clamp = None
         self.x = self.x_sf = self.topk_idx = self.topk_weights = None
         self._inputs = None
         return self
@@ -384,11 +386,10 @@ def _forward(what, y, tensors, check_weights, b, stats, activation, activation_c
     """The checks and the launch both layer calls share; tensors: the weight tensors in check_weights' order."""
     if activation != "swiglu":
         raise ValueError(f"activation must be 'swiglu', got {activation!r}")
-    clamp = 0.0 if activation_clamp is None else float(activation_clamp)
-    if not clamp >= 0:
-        raise ValueError(f"activation_clamp must be None or >= 0, got {activation_clamp!r}")
-    if clamp == _INF:
-        clamp = 0.0  # no clamp (DeepGEMM's None)
+    if activation_clamp == b._activation_clamp:  # the last call's value (NaN never equals: always checked)
+        clamp = b._clamp
+    else:  # DeepGEMM's meaning at every value, 0 included, as the kernels' SwiGLU clamp; negative or NaN: ValueError
+        clamp = _C.swiglu_clamp_for_activation_clamp(_INF if activation_clamp is None else float(activation_clamp))
     dev, H, I, El = b.device, b.hidden, b.intermediate_hidden, b.num_local_experts
     stream = caller_stream(y, dev, b._fallback_stream)
     y_ptr, y_shape = device_tensor(y, "y", dev, stream, ("bfloat16",), (None, H))
@@ -407,12 +408,13 @@ def _forward(what, y, tensors, check_weights, b, stats, activation, activation_c
     if b.native is None:
         b._require_runtime(what)
     if ptrs != b._bound_ptrs:
-        b.native.bind_weights_one(*ptrs)
+        (b.native.bind_fp4_weights_one if len(ptrs) == 6 else b.native.bind_fp8_weights_one)(*ptrs)
         b._bound_ptrs = ptrs
     b._bound_tensors = tensors  # the layer reads them: keep them alive
     if clamp != b._clamp:
         b.native.set_clamp(clamp)
         b._clamp = clamp
+    b._activation_clamp = activation_clamp
     x, xs, idx, w = b._inputs
     b.native.forward_one(T, x, xs, idx, w, y_ptr, stream)
     if stats is not None:
@@ -436,7 +438,8 @@ def _weight_tensors_fp4(l1_weights, l2_weights):
 
 
 def _check_weights_fp4(tensors, dev, stream, H, I, El):
-    """-> the addresses in bind_weights_one's order: w1, w1 base scales, w2, w2 base scales, w1 codes, w2 codes."""
+    """-> the addresses in bind_fp4_weights_one's order: w1, w1 base scales, w2, w2 base scales, w1 codes, w2
+    codes."""
     w1, c1, b1, w2, c2, b2 = tensors
     codes = ("int32", "uint32")
     return (device_tensor(w1, "l1 weights (fp4)", dev, stream, ("uint8", "int8"), (El, 2 * I, H // 2))[0],

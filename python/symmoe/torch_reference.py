@@ -103,19 +103,20 @@ def make_fp8_tokens(num_tokens, hidden, seed=1, device="cuda"):
 
 def moe_forward_fp32(x, x_sf, topk_idx, topk_weights, l1_weights, l2_weights, activation_clamp=None):
     """fp32 [T, H]: sum over lanes k with topk_idx[t, k] >= 0 of W2[e] . (w[t, k] * SwiGLU(W1[e] . x[t])).
-    Weights: all E experts, ORIGINAL layout (untransformed), indexed by global expert id."""
+    Weights: all E experts, ORIGINAL layout (untransformed), indexed by global expert id. activation_clamp as
+    DeepGEMM's: None or +inf no clamp, c >= 0 clamps gate to <= c and up to [-c, c]."""
     xf = dequantize_blocks(x, x_sf)
     T, H = xf.shape
     y = torch.zeros(T, H, dtype=torch.float32, device=xf.device)
     w1, w1_sf = l1_weights
     w2, w2_sf = l2_weights
     inter = w1.shape[1] // 2
-    clamp = float(activation_clamp) if activation_clamp else 0.0
+    clamp = float("inf") if activation_clamp is None else float(activation_clamp)  # DeepGEMM's: 0 clamps to 0
     for e in torch.unique(topk_idx[topk_idx >= 0]).tolist():
         t, k = torch.nonzero(topk_idx == e, as_tuple=True)
         h = xf[t] @ dequantize_blocks(w1[e], w1_sf[e]).T  # [n, 2I]
         gate, up = h[:, :inter], h[:, inter:]
-        if clamp > 0:
+        if clamp != float("inf"):
             gate, up = gate.clamp(max=clamp), up.clamp(-clamp, clamp)
         a = gate / (1 + torch.exp(-gate)) * up * topk_weights[t, k].unsqueeze(1)
         y.index_add_(0, t, a @ dequantize_blocks(w2[e], w2_sf[e]).T)

@@ -59,8 +59,8 @@ class StubEpBuffer:
 
 def make_case():
     buf = symmoe.ElasticBuffer._validation_only(R, T_MAX, H, K, E, use_fp8_dispatch=True)
-    buf._take_native_handle = StubNative
-    buf._natives[("fp8", "fp32_per128")] = StubEpBuffer()
+    buf._state.new_native_handle = StubNative
+    buf._state.natives[("fp8", "fp32_per128")] = StubEpBuffer()
     x = fake_torch.Tensor((T, H), fake_torch.float8_e4m3fn)
     sf = fake_torch.Tensor((T, H // 128), fake_torch.float32)
     idx = fake_torch.Tensor((T, K), fake_torch.int64)

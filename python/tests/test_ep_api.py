@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import symmoe
-from symmoe import _C
+from symmoe import _C, _ep_types
 
 from fake_cuda import FakeCuda, FakeEpBuffer, FakeNative
 
@@ -127,29 +127,29 @@ def test_released_handles_are_pooled_and_start_empty():
     """A fresh dispatch reuses the native handle of a released EPHandle (no device allocation per dispatch); the
     new EPHandle is empty until its dispatch succeeds, whatever the pooled native held."""
     buf = buffer()
-    buf._natives[("bf16", "none")] = object()  # pooling is on only while the buffer has a runtime
+    buf._state.natives[("bf16", "none")] = object()  # pooling is on only while the buffer has a runtime
     first = symmoe.EPHandle(buf)
     native = first.native
-    first._filled = True
+    first.filled = True
     del first
     second = symmoe.EPHandle(buf)
     assert second.native is native and not second.is_filled
     with pytest.raises(RuntimeError, match="handle is empty"):
         second.recv_src_metadata
-    others = [symmoe.EPHandle(buf) for _ in range(2 * buf._HANDLE_POOL_SIZE)]
+    others = [symmoe.EPHandle(buf) for _ in range(2 * _ep_types.NATIVE_HANDLE_POOL_SIZE)]
     del others
-    assert len(buf._free_native_handles) == buf._HANDLE_POOL_SIZE
+    assert len(buf._state.free_native_handles) == _ep_types.NATIVE_HANDLE_POOL_SIZE
     buf.destroy()  # drops the pool; handles released afterwards are freed, not pooled
     del second
-    assert buf._free_native_handles == []
+    assert buf._state.free_native_handles == []
 
 
 @pytest.mark.parametrize("cpu_sync", [True, False])
 def test_outputs_view_the_runtime_addresses_with_the_right_shapes(cpu_sync):
     """Non-torch inputs: outputs are zero-copy views of the runtime's addresses (no framework to allocate with)."""
     buf = buffer(fp8=True)
-    buf._take_native_handle = FakeNative
-    buf._natives[("fp8", "fp32_per128")] = FakeEpBuffer(2, E, K, T_MAX, recv=40, expanded=50, capacity=2 * T_MAX)
+    buf._state.new_native_handle = FakeNative
+    buf._state.natives[("fp8", "fp32_per128")] = FakeEpBuffer(2, E, K, T_MAX, recv=40, expanded=50, capacity=2 * T_MAX)
     x, sf = FakeCuda((32, H), "uint8"), FakeCuda((32, H // 128), "float32")
     idx, w = FakeCuda((32, K), "int64"), FakeCuda((32, K), "float32")
     (recv_x, recv_sf), recv_idx, recv_w, handle, event = buf.dispatch((x, sf), topk_idx=idx, topk_weights=w,
@@ -182,7 +182,7 @@ def test_deep_ep_v2_arguments_are_accepted():
         dispatch(buffer(fp8=True), x=(FakeCuda((32, H), "uint8"), FakeCuda((32, 2), "float32")),
                  use_tma_aligned_col_major_sf=True)
     with pytest.raises(ValueError, match="cumulative_local_expert_recv_stats must have shape \\[8\\], got \\[9\\]"):
-        buf._natives[("bf16", "none")] = FakeEpBuffer(2, E, K, T_MAX, recv=8, expanded=8, capacity=2 * T_MAX)
+        buf._state.natives[("bf16", "none")] = FakeEpBuffer(2, E, K, T_MAX, recv=8, expanded=8, capacity=2 * T_MAX)
         dispatch(buf, cumulative_local_expert_recv_stats=FakeCuda((E // 2 + 1,), "int32"))
     assert buf.get_logical_domain_size() == (1, 2) and buf.get_physical_domain_size() == (1, 2)
     assert buf.get_theoretical_num_qps(24) == 0

@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 import symmoe
-from symmoe import ep as ep_module
+from symmoe import _ep_types, ep as ep_module
 
 from fake_cuda import FakeCuda, FakeEpBuffer, FakeNative
 
@@ -22,9 +22,9 @@ def FakeImpl(key):
     return FakeEpBuffer(R, E, K, T_MAX, RECV, EXPANDED, CAPACITY)
 def make_buffer(num_topk=K, **state):
     buf = symmoe.ElasticBuffer._validation_only(R, T_MAX, H, num_topk, E, **state)
-    buf._take_native_handle = FakeNative
+    buf._state.new_native_handle = FakeNative
     for key in (("bf16", "none"), ("fp8", "fp32_per128"), ("fp8", "ue8m0_per32"), ("fp8", "ue8m0_per128")):
-        buf._natives[key] = FakeImpl(key)
+        buf._state.natives[key] = FakeImpl(key)
     return buf
 
 
@@ -56,12 +56,12 @@ def test_payload_dtype_is_chosen_per_call(payload, key):
     idx, w = routing()
     x = payload()
     recv_x, _, _, _, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w)
-    called = [k for k, impl in buf._natives.items() if impl.calls]
+    called = [k for k, impl in buf._state.natives.items() if impl.calls]
     assert called == [key]
     if key[0] == "fp8":
         recv_x, recv_sf = recv_x
         assert recv_x.dtype == "uint8" and recv_sf.shape == (RECV, x[1].shape[1])
-        assert buf._natives[key].calls[0][3] == x[1].ptr
+        assert buf._state.natives[key].calls[0][3] == x[1].ptr
     else:
         assert recv_x.dtype == "bfloat16" and recv_x.shape == (RECV, H)
 
@@ -89,7 +89,7 @@ def test_row_counts_of_fresh_cached_and_expand_outputs(cpu_sync):
     # a cached dispatch (no CPU sync of its own) returns the rows its handle knows
     c_x, c_idx, c_w, c_handle, _ = buf.dispatch(x, topk_weights=w, handle=handle)
     assert c_handle is handle and c_x.shape == (rows, H) and c_idx.shape == (rows, K) and c_w.shape == (rows, K)
-    assert buf._natives[("bf16", "none")].calls[-1][11] is True  # cached
+    assert buf._state.natives[("bf16", "none")].calls[-1][11] is True  # cached
     # expand: no recv_topk_idx (DeepEP returns None), one weight per row
     e_x, e_idx, e_w, e_handle, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w, do_expand=True,
                                                 expert_alignment=4, do_cpu_sync=cpu_sync)
@@ -111,7 +111,7 @@ def test_do_handle_copy_false_shares_the_callers_topk_idx(monkeypatch):
     assert own.topk_idx.data_ptr == own.native.ptrs["topk_idx"] != idx.ptr  # DeepEP: a clone
     _, _, _, shared, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w, do_handle_copy=False)
     assert shared.topk_idx is idx
-    impl = buf._natives[("bf16", "none")]
+    impl = buf._state.natives[("bf16", "none")]
     y = FakeCuda((RECV, H), "bfloat16")
     buf.combine(y, handle=own)
     assert copies == []
@@ -124,7 +124,7 @@ def test_do_handle_copy_false_shares_the_callers_topk_idx(monkeypatch):
 @pytest.mark.parametrize("allow_multiple_reduction", [True, False])
 def test_combine_defaults_follow_the_dispatch_and_the_buffer(allow_multiple_reduction):
     buf = make_buffer(allow_multiple_reduction=allow_multiple_reduction)
-    impl = buf._natives[("bf16", "none")]
+    impl = buf._state.natives[("bf16", "none")]
     idx, w = routing()
     x = FakeCuda((T, H), "bfloat16")
     _, _, _, handle, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w, num_sms=12)
@@ -152,11 +152,11 @@ def test_event_overlap_waits_hooks_and_releases():
     with pytest.raises(RuntimeError, match="already registered"):
         ev.register_hook_after_wait(lambda: None)
     ev.event = "recorded"
-    monkey = ep_module._cuda_event
+    monkey = _ep_types.cuda_event
     try:
-        ep_module._cuda_event = lambda e: None  # no torch here: the wait itself is exercised on the GPU tests
+        _ep_types.cuda_event = lambda e: None  # no torch here: the wait itself is exercised on the GPU tests
         with ev(release_handle=True):
             pass
     finally:
-        ep_module._cuda_event = monkey
+        _ep_types.cuda_event = monkey
     assert seen == ["hook"] and ev.event is None and ev.hook_after_wait is None

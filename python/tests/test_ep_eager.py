@@ -9,7 +9,7 @@ import fake_torch as torch
 from fake_cuda import FakeEpBuffer, FakeNative
 
 import symmoe
-from symmoe import _checks, _ep_eager, ep as ep_module
+from symmoe import _checks, _ep_eager, _ep_types, ep as ep_module
 
 R, T_MAX, H, K, E = 2, 64, 256, 4, 16
 T, RECV, EXPANDED, CAPACITY = 32, 40, 70, R * T_MAX
@@ -19,7 +19,7 @@ FP8 = ("fp8", "fp32_per128")
 @pytest.fixture
 def env(monkeypatch):
     torch.install(monkeypatch)
-    monkeypatch.setattr(ep_module, "_torch_marker", [])
+    monkeypatch.setattr(_ep_types, "_torch_marker", [])
     copies, used = [], []
     monkeypatch.setattr(ep_module._C, "memcpy_async", lambda *args: copies.append(args))
     for name in ("dispatch", "combine"):  # records which calls the fast path made
@@ -35,9 +35,9 @@ def env(monkeypatch):
 
 def make_buffer(**state):
     buf = symmoe.ElasticBuffer._validation_only(R, T_MAX, H, K, E, **state)
-    buf._take_native_handle = FakeNative
+    buf._state.new_native_handle = FakeNative
     for key in (("bf16", "none"), FP8, ("fp8", "ue8m0_per32"), ("fp8", "ue8m0_per128")):
-        buf._natives[key] = FakeEpBuffer(R, E, K, T_MAX, RECV, EXPANDED, CAPACITY)
+        buf._state.natives[key] = FakeEpBuffer(R, E, K, T_MAX, RECV, EXPANDED, CAPACITY)
     return buf
 
 
@@ -45,6 +45,12 @@ def inputs(fp8=True):
     x = torch.Tensor((T, H), torch.float8_e4m3fn if fp8 else torch.bfloat16)
     sf = torch.Tensor((T, H // 128), torch.float32)
     return ((x, sf) if fp8 else x), torch.Tensor((T, K), torch.int64), torch.Tensor((T, K), torch.float32)
+
+
+# EPHandle's record, compared between the paths: all of it but the objects checked by identity and the two caches
+# (routing, topk_idx_ptr) that each path fills when it needs them.
+_RECORD_COMPARED = tuple(f for f in _ep_types.EPHandle.RECORD
+                         if f not in ("owner", "native", "like", "routing", "topk_idx_ptr"))
 
 
 def describe(t):
@@ -70,7 +76,7 @@ def run_pairs(buf, fast, monkeypatch, dispatch_kw, combine_kw, fp8=True, cached_
         y = torch.Tensor((CAPACITY, H), torch.bfloat16)
         cw = torch.Tensor((CAPACITY,) if handle.do_expand else (CAPACITY, K), torch.float32)
         combined_x, combined_w, c_event = buf.combine(y, handle=handle, topk_weights=cw, **combine_kw)
-        impl = buf._natives[FP8 if fp8 else ("bf16", "none")]
+        impl = buf._state.natives[FP8 if fp8 else ("bf16", "none")]
         d_call, c_call = impl.calls[-2], impl.calls[-1]
         outs = (recv_x, recv_idx, recv_w, combined_x, combined_w)
         d_out = impl.out_addresses
@@ -88,17 +94,17 @@ def run_pairs(buf, fast, monkeypatch, dispatch_kw, combine_kw, fp8=True, cached_
             dispatch=d_call[:2] + d_call[6:7] + d_call[8:],
             out_addresses=tuple(addresses.get(a, a) for a in d_out),
             combine=c_call[3:6] + c_call[7:-2] + tuple(addresses.get(a, a) for a in c_call[-2:]),
-            handle={k: getattr(handle, k) for k in ("row_capacity", "num_sms", "_impl_key", "_filled",
-                                                    "_shared_topk_idx", "num_recv_tokens", "num_tokens",
-                                                    "num_topk", "do_expand", "expert_alignment")},
-            like=handle._like is ep_module._torch_marker[0],
+            handle={k: getattr(handle, k) for k in _RECORD_COMPARED + ("num_recv_tokens", "num_tokens", "num_topk",
+                                                                       "do_expand", "expert_alignment")},
+            like=handle.like is _ep_types._torch_marker[0],
+            owner=handle.owner is buf._state and handle.native is d_call[7],
             events=[(e.event, e.extra_tensors, e.hook_after_wait, e._release_handle_by_call, type(e))
                     for e in (event, c_event, c_d_event)],
             cached_outputs=[describe(t) for t in cached_outs],
             cached=impl.calls[-1][:2] + impl.calls[-1][6:7] + impl.calls[-1][8:],
             cached_out_addresses=tuple(c_addresses.get(a, a) for a in impl.out_addresses),
-            cached_handle=(handle.row_capacity, handle._like is ep_module._torch_marker[0]),
-            last_stream=buf._last_stream))
+            cached_handle=(handle.row_capacity, handle.like is _ep_types._torch_marker[0]),
+            last_stream=buf._state.last_stream))
         assert d_call[2:6] == ((x[0] if fp8 else x).data_ptr(), x[1].data_ptr() if fp8 else 0, idx.data_ptr(),
                                w.data_ptr())
         assert c_call[1:3] == (y.data_ptr(), cw.data_ptr())
@@ -137,14 +143,14 @@ def test_fast_path_after_a_general_dispatch_and_for_handles_of_cpu_sync(env):
     _, _, _, synced, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w)  # CPU sync: exact rows
     y = torch.Tensor((RECV, H), torch.bfloat16)
     buf.combine(y, handle=synced)
-    assert used[-1] == ("combine", True) and synced._eager_info == (T, K, False, RECV, 1)
+    assert used[-1] == ("combine", True) and synced.routing == (T, K, False, RECV, 1)
     with pytest.raises(ValueError, match="x has 39 rows; the dispatch of this handle received 40"):
         buf.combine(torch.Tensor((RECV - 1, H), torch.bfloat16), handle=synced)
     # a cached dispatch rewrites the handle: what the fast combine knows is read again
     buf.dispatch(x, topk_weights=w, handle=synced)
-    assert synced._eager_info is None
+    assert synced.routing is None
     buf.combine(y, handle=synced)
-    assert used[-1] == ("combine", True) and synced._eager_info == (T, K, False, RECV, 1)
+    assert used[-1] == ("combine", True) and synced.routing == (T, K, False, RECV, 1)
 
 
 def test_do_handle_copy_false_and_released_handles(env):
@@ -159,7 +165,7 @@ def test_do_handle_copy_false_and_released_handles(env):
                                                                  T * K * 8)
     native = shared.native
     del shared
-    assert buf._free_native_handles[-1] is native  # released to the pool as the general path's handles are
+    assert buf._state.free_native_handles[-1] is native  # released to the pool as the general path's handles are
 
 
 def test_a_failing_fast_call_gives_its_native_handle_back_and_keeps_the_stream(env):
@@ -167,12 +173,12 @@ def test_a_failing_fast_call_gives_its_native_handle_back_and_keeps_the_stream(e
     buf = make_buffer()
     x, idx, w = inputs()
     buf.dispatch(x, topk_idx=idx, topk_weights=w, do_cpu_sync=False)
-    buf._natives[FP8].fail = "bad expert id"
-    pool = len(buf._free_native_handles)
+    buf._state.natives[FP8].fail = "bad expert id"
+    buf._state.free_native_handles.clear()  # the failing call takes a new native handle
     with pytest.raises(RuntimeError, match="bad expert id"):
         buf.dispatch(x, topk_idx=idx, topk_weights=w, do_cpu_sync=False)
-    assert len(buf._free_native_handles) == pool + 1
-    assert buf._last_stream == _checks.CUDA_STREAM_LEGACY
+    assert len(buf._state.free_native_handles) == 1  # given back: no EPHandle took it
+    assert buf._state.last_stream == _checks.CUDA_STREAM_LEGACY
 
 
 def _bad_calls():
@@ -262,7 +268,7 @@ def test_wrong_arguments_raise_the_general_paths_error(env, name, call):
         with pytest.raises((ValueError, TypeError)) as info:
             call(buf, x, idx, w)
         errors.append((info.type, str(info.value)))
-        assert buf._natives[FP8].calls[-1][0] == "dispatch"  # nothing reached the runtime
+        assert buf._state.natives[FP8].calls[-1][0] == "dispatch"  # nothing reached the runtime
     assert errors[0] == errors[1]
 
 

@@ -9,7 +9,7 @@ import fake_torch as torch
 from fake_cuda import FakeEpBuffer, FakeNative
 
 import symmoe
-from symmoe import _checks, ep as ep_module
+from symmoe import _checks, _ep_types, ep as ep_module
 
 R, T_MAX, H, K, E = 2, 64, 256, 4, 16
 T, RECV, EXPANDED, CAPACITY = 32, 40, 70, R * T_MAX
@@ -36,14 +36,14 @@ class Recorder:
 @pytest.fixture
 def env(monkeypatch):
     torch.install(monkeypatch)
-    monkeypatch.setattr(ep_module, "_torch_marker", [])
+    monkeypatch.setattr(_ep_types, "_torch_marker", [])
     rec = Recorder()
     monkeypatch.setattr(ep_module._C, "memcpy_async", rec.memcpy_async)
     monkeypatch.setattr(ep_module._C, "StreamOrder", rec.stream_order)
     buf = symmoe.ElasticBuffer._validation_only(R, T_MAX, H, K, E)
-    buf._take_native_handle = FakeNative
+    buf._state.new_native_handle = FakeNative
     for key in (("bf16", "none"), ("fp8", "fp32_per128")):
-        buf._natives[key] = FakeEpBuffer(R, E, K, T_MAX, RECV, EXPANDED, CAPACITY)
+        buf._state.natives[key] = FakeEpBuffer(R, E, K, T_MAX, RECV, EXPANDED, CAPACITY)
     return buf, rec
 
 
@@ -65,12 +65,12 @@ def test_cpu_sync_outputs_are_new_tensors_with_the_exact_rows_copied(env):
                           (recv_sf.data_ptr(), 0x2000, RECV * H // 128 * 4, legacy),
                           (recv_idx.data_ptr(), 0x3000, RECV * K * 8, legacy),
                           (recv_w.data_ptr(), 0x4000, RECV * K * 4, legacy)]
-    assert buf._natives[("fp8", "fp32_per128")].out_addresses == (0, 0, 0, 0, 0)
+    assert buf._state.natives[("fp8", "fp32_per128")].out_addresses == (0, 0, 0, 0, 0)
     assert event.event is None and rec.orders == [] and torch.set_stream_calls == []
     # combine: the kernel writes the new tensors directly (their addresses go to the runtime)
     y = torch.Tensor((RECV, H), torch.bfloat16)
     combined_x, combined_w, _ = buf.combine(y, handle=handle, topk_weights=recv_w)
-    call = buf._natives[("fp8", "fp32_per128")].calls[-1]
+    call = buf._state.natives[("fp8", "fp32_per128")].calls[-1]
     assert call[-2:] == (combined_x.data_ptr(), combined_w.data_ptr())
     assert combined_x.shape == (T, H) and combined_w.shape == (T, K) and len(rec.copies) == 4
 
@@ -81,7 +81,7 @@ def test_without_cpu_sync_the_kernels_write_the_new_tensors(env, expand):
     x, idx, w = inputs(fp8=True)
     (recv_x, recv_sf), recv_idx, recv_w, handle, _ = buf.dispatch(x, topk_idx=idx, topk_weights=w, do_cpu_sync=False,
                                                                   do_expand=expand)
-    impl = buf._natives[("fp8", "fp32_per128")]
+    impl = buf._state.natives[("fp8", "fp32_per128")]
     assert impl.out_addresses == (recv_x.data_ptr(), recv_sf.data_ptr(), 0 if expand else recv_idx.data_ptr(),
                                   recv_w.data_ptr(), CAPACITY)
     assert recv_x.shape == (CAPACITY, H) and rec.copies == [] and (recv_idx is None) == expand
@@ -108,7 +108,7 @@ def test_async_runs_on_the_comm_stream_and_records_the_tensors(env):
     recv_x, recv_idx, recv_w, handle, event = buf.dispatch(x, topk_idx=idx, topk_weights=w,
                                                            async_with_compute_stream=True)
     comm = buf.get_comm_stream()
-    impl = buf._natives[("bf16", "none")]
+    impl = buf._state.natives[("bf16", "none")]
     assert impl.calls[-1][6] == comm.cuda_stream  # launched on the communication stream
     assert rec.orders == [(comm.cuda_stream, legacy)]  # after the compute stream's work; no join back
     assert event.event.event.recorded_on is comm
@@ -142,7 +142,7 @@ def test_allocate_on_comm_stream_and_previous_event(env):
 def test_a_failing_call_restores_the_current_stream(env):
     buf, _ = env
     x, idx, w = inputs()
-    buf._natives[("bf16", "none")].fail = "bad expert id"
+    buf._state.natives[("bf16", "none")].fail = "bad expert id"
     with pytest.raises(RuntimeError, match="bad expert id"):
         buf.dispatch(x, topk_idx=idx, topk_weights=w, allocate_on_comm_stream=True)
     assert torch.cuda.current_stream() is torch._default

@@ -89,9 +89,22 @@ def test_valid_call_reaches_the_runtime():
         l1, l2 = weights()
         call(y=FakeCuda((T_MAX, H), "bfloat16"), l1_weights=(FakeCuda((EL, 2 * I, H), "uint8"), l1[1]),
              activation_clamp=7.0)
-    for clamp in (0.0, float("inf")):  # no clamp (DeepGEMM's None is +inf)
+    for clamp in (0.0, float("inf"), 1e-40):  # DeepGEMM's meaning at every value >= 0 (0: every activation 0)
         with pytest.raises(RuntimeError, match="no GPU runtime"):
             call(activation_clamp=clamp)
+
+
+def test_activation_clamp_has_deepgemms_meaning():
+    """None / +inf: no clamp (the kernels' 0); c > 0: c; 0: DeepGEMM's clamp to 0, as the smallest positive float32
+    (include/symmoe/activation_clamp.hpp); negative or NaN: ValueError naming DeepGEMM's meaning."""
+    to_kernel = _C.swiglu_clamp_for_activation_clamp
+    assert to_kernel(float("inf")) == 0.0
+    assert to_kernel(7.0) == 7.0
+    assert to_kernel(0.0) == np.nextafter(np.float32(0), np.float32(1))
+    for bad in (-1.0, float("nan"), float("-inf")):
+        with pytest.raises(ValueError, match=r"activation_clamp must be None or >= 0 \(DeepGEMM's meaning: None or "
+                                             r"\+inf = no clamp, c >= 0 clamps gate to <= c and up to \[-c, c\]"):
+            to_kernel(bad)
 
 
 L1, L2 = weights()
@@ -117,8 +130,8 @@ L1, L2 = weights()
     (dict(l2_weights=L2[0]), TypeError, r"l2_weights must be a \(weights, scales\) pair"),
     (dict(recipe=(1, 1, 32)), ValueError, r"recipe must be \(128, 128, 128\), got \(1, 1, 32\)"),
     (dict(activation="gelu"), ValueError, r"activation must be 'swiglu'"),
-    (dict(activation_clamp=-1.0), ValueError, r"activation_clamp must be None or >= 0, got -1.0"),
-    (dict(activation_clamp=float("nan")), ValueError, r"activation_clamp must be None or >= 0, got nan"),
+    (dict(activation_clamp=-1.0), ValueError, r"activation_clamp must be None or >= 0 \(DeepGEMM's meaning.*got -1"),
+    (dict(activation_clamp=float("nan")), ValueError, r"activation_clamp must be None or >= 0 \(DeepGEMM.*got nan"),
     (dict(sym_buffer=object()), TypeError, r"sym_buffer must come from symmoe.get_symm_buffer_for_mega_moe"),
     (dict(cumulative_local_expert_recv_stats=FakeCuda((EL + 1,), "int32")), ValueError,
      r"cumulative_local_expert_recv_stats must have shape \[16\], got \[17\]"),

@@ -17,6 +17,29 @@ def test_plans_for_v3_have_attributes_and_print():
     assert str(p.ep) in repr(p.ep)
 
 
+@pytest.mark.parametrize("name, dims", [("qwen3-30b-a3b", (2048, 768, 128, 8)),
+                                        ("qwen3-235b-a22b", (4096, 1536, 128, 8)),
+                                        ("mixtral-8x7b", (4096, 14336, 8, 2))])
+def test_model_presets_plan(name, dims):
+    p = symmoe.plan(name, ranks=8, tokens=512)
+    p.validate()
+    s = p.shape
+    assert (s.hidden, s.intermediate, s.num_experts, s.num_topk) == dims
+    assert p.l1.n == 2 * s.intermediate and p.l2.k == s.intermediate
+    if name == "mixtral-8x7b":  # the composed layer runs it; the fused kernel's intermediate limit is 8192
+        assert p.mega is None and "intermediate 14336 exceeds 8192" in p.mega_problem
+        assert "not available for this shape" in str(p)
+    else:
+        assert p.mega is not None and p.mega_problem is None
+
+
+def test_any_shape_plans():
+    shape = symmoe.MoeShape(hidden=1536, intermediate=384, num_experts=24, num_topk=3, num_ranks=4,
+                            num_max_tokens_per_rank=64)
+    p = symmoe.plan(shape)
+    assert p.mega is not None and p.l1.n == 768
+
+
 def test_more_tokens_never_shrink_block_m():
     small = symmoe.plan("flash", ranks=8, tokens=8).mega.block_m
     large = symmoe.plan("flash", ranks=8, tokens=8192).mega.block_m

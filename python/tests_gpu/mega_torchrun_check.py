@@ -54,7 +54,8 @@ def main():
     local = tuple((a[rank * El:(rank + 1) * El], s[rank * El:(rank + 1) * El]) for a, s in experts)
     l1, l2 = symmoe.transform_weights_for_mega_moe(*local)
     composed = _C.ComposedMoe(buf.communicator.native, buf.shape, l1[0].data_ptr(), l1[1].data_ptr(),
-                              l2[0].data_ptr(), l2[1].data_ptr(), float(args.clamp or 0.0))
+                              l2[0].data_ptr(), l2[1].data_ptr(),
+                              _C.swiglu_clamp_for_activation_clamp(float("inf") if args.clamp is None else args.clamp))
 
     def inputs(t, kind, seed):
         x, sf = make_fp8_tokens(t, H, seed=seed)

@@ -189,7 +189,7 @@ def test_one_buffer_carries_bf16_and_fp8_with_num_topk_from_the_first_dispatch()
         x, sf, idx, w = inputs(T_MAX - 3, "uniform", 31 + fp8, fp8=fp8)
         out = buf.dispatch((x, sf) if fp8 else x, topk_idx=idx, topk_weights=w, num_experts=E)
         check_dispatch(out, tuple(golden_dispatch(x, sf, idx, w)), fp8, False)
-    assert buf.num_topk == K and buf.num_experts == E and len(buf._natives) == 2
+    assert buf.num_topk == K and buf.num_experts == E and len(buf._state.natives) == 2
     buf.destroy()
 
 

@@ -62,7 +62,7 @@ def warm(buf, payload, idx, w, expand, alignment):
 
 def run(buf, path, payload, idx, w, expand, alignment, handle_copy, combine_weights, cpu_sync_combine):
     """A fresh dispatch without CPU sync, a cached dispatch of its handle, a combine: every call through `path`'s
-    fast path (asserted). Returns the results and the buffer's _last_stream."""
+    fast path (asserted). Returns the results and the buffer's EpState.last_stream."""
     with eager_path(path) as impl, spying(impl) as spy:
         fresh = buf.dispatch(payload, topk_idx=idx, topk_weights=w, do_cpu_sync=False, do_expand=expand,
                              expert_alignment=alignment, do_handle_copy=handle_copy)
@@ -76,7 +76,7 @@ def run(buf, path, payload, idx, w, expand, alignment, handle_copy, combine_weig
         assert len(spy.results) == (3 if handle_copy else 1)
     torch.cuda.synchronize()
     buf.synchronize()
-    return fresh, cached, comb, buf._last_stream
+    return fresh, cached, comb, buf._state.last_stream
 
 
 def same_tensor(a, b, rows, what):
@@ -98,13 +98,19 @@ def same_dispatch(a, b, what):
     same_tensor(idx_a, idx_b, n, f"{what}: recv_topk_idx")
     same_tensor(w_a, w_b, n, f"{what}: recv_topk_weights")
     assert type(h_a) is type(h_b) is symmoe.EPHandle and h_a is not h_b, what
-    for field in ("row_capacity", "num_sms", "_impl_key", "_filled", "_eager_info", "is_filled", "num_recv_tokens",
-                  "num_expanded_tokens"):
+    # EPHandle's record (symmoe._ep_types): every field equal, the objects identical, but topk_idx_ptr, a cache of
+    # the Python path (the extension reads the native handle)
+    for field in symmoe.EPHandle.RECORD:
+        a, b = getattr(h_a, field), getattr(h_b, field)
+        if field in ("owner", "like", "shared_topk_idx"):
+            assert a is b, f"{what}: handle.{field}"
+        elif field == "native":
+            assert type(a) is type(b) and a is not b, f"{what}: handle.native"
+        elif field != "topk_idx_ptr":
+            assert a == b, f"{what}: handle.{field} {a!r} != {b!r}"
+    assert h_a.__dict__ == h_b.__dict__ == {}, f"{what}: attributes outside the record"
+    for field in ("is_filled", "num_recv_tokens", "num_expanded_tokens"):
         assert getattr(h_a, field) == getattr(h_b, field), f"{what}: handle.{field}"
-    assert h_a._like is h_b._like and h_a._buffer is h_b._buffer, what
-    assert (h_a._shared_topk_idx is None) == (h_b._shared_topk_idx is None), what
-    caches = {"_topk_idx_ptr"}  # the Python path's own cache (the extension reads the native handle)
-    assert sorted(set(h_a.__dict__) - caches) == sorted(set(h_b.__dict__) - caches), f"{what}: handle attributes"
     for field in _HOST:
         assert getattr(h_a.native, field) == getattr(h_b.native, field), f"{what}: handle.native.{field}"
     for field in _META:
@@ -130,7 +136,7 @@ def test_extension_matches_python_bitwise(ext, buffers, scales, expand, alignmen
     for i, what in enumerate(("combined_x", "combined_topk_weights")):
         same_tensor(py[2][i], cc[2][i], H * T_MAX, what)
     assert type(py[2][2]) is type(cc[2][2]) is symmoe.EventOverlap
-    assert py[3] == cc[3] == (torch.cuda.current_stream().cuda_stream or 1)  # _last_stream: the compute stream
+    assert py[3] == cc[3] == (torch.cuda.current_stream().cuda_stream or 1)  # last_stream: the compute stream
 
 
 def test_shared_topk_idx_handle(ext, buffers):
@@ -141,15 +147,15 @@ def test_shared_topk_idx_handle(ext, buffers):
     py = run(buf, "python", payload, idx, w, False, None, False, True, False)
     cc = run(buf, "torch_ext", payload, idx, w, False, None, False, True, False)
     same_dispatch(py[0], cc[0], "shared topk_idx")
-    assert py[0][3]._shared_topk_idx is idx and cc[0][3]._shared_topk_idx is idx
+    assert py[0][3].shared_topk_idx is idx and cc[0][3].shared_topk_idx is idx
 
 
 def test_refused_arguments_give_the_general_paths_errors(ext, buffers):
     buf = buffers[False]
     x, idx, w = inputs(16, 6, None)
-    assert ext.dispatch(buf, x, idx.int(), w, None, 0, False, True, True, None) is None
-    assert ext.dispatch(buf, x.cpu(), idx, w, None, 0, False, True, True, None) is None
-    assert ext.dispatch(buf, x, idx, w, 2000, 0, False, True, True, None) is None
+    assert ext.dispatch(buf._state, x, idx.int(), w, None, 0, False, True, True, None) is None
+    assert ext.dispatch(buf._state, x.cpu(), idx, w, None, 0, False, True, True, None) is None
+    assert ext.dispatch(buf._state, x, idx, w, 2000, 0, False, True, True, None) is None
     with eager_path("torch_ext"):
         with pytest.raises(TypeError, match="topk_idx must have dtype int64"):
             buf.dispatch(x, topk_idx=idx.int(), topk_weights=w, do_cpu_sync=False)
@@ -184,7 +190,7 @@ def test_c_interface_raises_symmoe_errors(ext, buffers):
     buf = buffers[False]
     x, idx, w = inputs(16, 8, None)
     handle = buf.dispatch(x, topk_idx=idx, topk_weights=w)[3]
-    impl = buf._natives[("bf16", "none")]
+    impl = buf._state.natives[("bf16", "none")]
     with pytest.raises(symmoe.Error) as binding:
         impl.dispatch_one(T_MAX + 1, x.data_ptr(), 0, idx.data_ptr(), w.data_ptr(), 1, handle.native, False, 1, True,
                           False, 0, False)

@@ -67,17 +67,6 @@ std::vector<MoeForwardArgs> DeviceLayerInputs::upload(const std::vector<ref::Moe
   return args_;
 }
 
-std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
-                                              int H) {
-  std::vector<std::vector<uint16_t>> out;
-  for (size_t i = 0; i < y.size(); ++i) {
-    out.emplace_back(size_t(T) * H);
-    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
-    if (T) SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
-  }
-  return out;
-}
-
 ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options,
                                     int rank) {
   ref::MoeLayerInput in;

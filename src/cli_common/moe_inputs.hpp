@@ -40,16 +40,13 @@ class DeviceLayerInputs {
 std::vector<MoeForwardArgs> stage_in_mega_workspace(const Communicator& comm, const MoeShape& shape,
                                                     const MegaMoe& layer, const std::vector<MoeForwardArgs>& args);
 
-// Every local rank's y (bf16, T x H; y[i] of local rank i) copied to the host.
-std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y, int T,
-                                              int H);
-
 // Benchmark input of one rank: x codes e4m3(448 u), u uniform in [-1, 1) from the synthetic hash, scales 2/448
 // (x ~ U(-2, 2)); routing from ref::make_routing(options, rank). ~10x faster than ref::make_random_layer_input.
 ref::MoeLayerInput fast_layer_input(const MoeShape& shape, int num_tokens, const ref::RoutingOptions& options,
                                     int rank);
 
-// What one destination rank does in a layer call, from the routings of ALL ranks (DESIGN.md 8's counts).
+// What one destination rank does in a layer call, from the routings of ALL ranks (the recv_pairs of
+// docs/design.md §10.2).
 struct RankTraffic {
   long long recv_pairs = 0;          // (token, expert) pairs this rank computes
   int experts_touched = 0;           // local experts with >= 1 pair

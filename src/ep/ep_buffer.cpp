@@ -11,8 +11,8 @@
 #include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
-#include "symmoe/layout/ep_handle.hpp"
-#include "symmoe/layout/ep_scratch.hpp"
+#include "layout/ep_handle.hpp"
+#include "layout/ep_scratch.hpp"
 #include "symmoe/log.hpp"
 #include "symmoe/plan.hpp"
 

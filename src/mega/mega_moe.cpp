@@ -25,7 +25,7 @@ struct MegaMoe::Impl {
     std::map<int, plan::MegaPlan> call_plans;  // per call's num_tokens (plan_mega_moe(shape, sms, T)), host only
     layout::MegaLayout ws;
     // Per BLOCK_M candidate (A box rows); FP8 weights use maps[c].gemm only.
-    mega::kernel::MegaTensorMapsFp4 maps[layout::kMegaNumBlockMCandidates];
+    mega::kernel::MegaRankMaps maps[layout::kMegaNumBlockMCandidates];
     runtime::DeviceBlock trace_block, own_y_block, recv_counts_block;  // own the three arrays below
     unsigned long long* trace = nullptr;                               // [num_sms][kTraceWordsPerCta] while tracing
     uint16_t* own_y = nullptr;                                         // [T_max, H] when the caller passes no y
@@ -45,7 +45,10 @@ struct MegaMoe::Impl {
   plan::PlanOverrides overrides;  // read once (SYMMOE_* knobs), applied to every call's plan
   SymmetricBuffer buffer;
   std::vector<Rank> ranks;
-  int skip_rank = -1;  // MegaTestAccess::skip_rank: this rank's kernel is not launched (tests only)
+  // forward(): checks, then per local rank the copy-in and `launch(global rank, plan, params, maps, stream)`.
+  // MegaMoe::forward launches every rank; MegaTestAccess leaves one out (a template: no test switch in forward()).
+  template <typename Launch>
+  static std::vector<const uint16_t*> forward(MegaMoe& self, const std::vector<MoeForwardArgs>& args, Launch&& launch);
 
   ~Impl() {
     for (auto& r : ranks)
@@ -59,13 +62,13 @@ plan::GemmWeights plan_weights(gemm::WeightFormat f) {
   return f == gemm::WeightFormat::kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8;
 }
 
-mega::kernel::MegaTensorMapsFp4 make_maps(const layout::MegaLayout& ws, const MoeRankWeights& w, int block_m) {
+mega::kernel::MegaRankMaps make_maps(const layout::MegaLayout& ws, const MoeRankWeights& w, int block_m) {
   const layout::MegaDims& d = ws.dims();
   const uint64_t P = ws.num_pool_rows(), H = d.hidden, I = d.intermediate, El = d.num_local_experts();
   const uint32_t sfa_box = uint32_t(block_m + plan::kGemmSfaBoxPad);
   using gemm::make_tensor_map_2d;
-  mega::kernel::MegaTensorMapsFp4 fp4{};
-  mega::kernel::MegaTensorMaps& m = fp4.gemm;
+  mega::kernel::MegaRankMaps maps{};
+  mega::kernel::MegaTensorMaps& m = maps.gemm;
   m.l1_a = make_tensor_map_2d(ws.get_l1_pool_x(0), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H, P, H, 128, block_m, true,
                               "mega l1 pool x");
   m.l1_sfa = make_tensor_map_2d(ws.get_l1_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, H / 128, P * 4,
@@ -83,14 +86,14 @@ mega::kernel::MegaTensorMapsFp4 make_maps(const layout::MegaLayout& ws, const Mo
                                 "mega w1 (fp4)");
     m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I / 2, El * H, I / 2, 64, 256, false,
                                 "mega w2 (fp4)");
-    fp4.l1_codes = make_tensor_map_2d(w.w1_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, 2 * I, El * (H / 128),
-                                      2 * I * 4, 256, 1, false, "mega w1 scale codes");
-    fp4.l2_codes = make_tensor_map_2d(w.w2_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, H, El * (I / 128), H * 4,
-                                      256, 1, false, "mega w2 scale codes");
+    maps.l1_codes = make_tensor_map_2d(w.w1_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, 2 * I, El * (H / 128),
+                                       2 * I * 4, 256, 1, false, "mega w1 scale codes");
+    maps.l2_codes = make_tensor_map_2d(w.w2_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, H, El * (I / 128), H * 4,
+                                       256, 1, false, "mega w2 scale codes");
   } else {
     m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I, El * H, I, 128, 256, true, "mega w2");
   }
-  return fp4;
+  return maps;
 }
 
 }  // namespace
@@ -220,24 +223,27 @@ void MegaMoe::synchronize() {
   for (const auto& r : impl_->ranks) raise_input_error(r.input_error, r.placement.rank, shape_.num_experts, "mega");
 }
 
-std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
+template <typename Launch>
+std::vector<const uint16_t*> MegaMoe::Impl::forward(MegaMoe& self, const std::vector<MoeForwardArgs>& args,
+                                                    Launch&& launch) {
   SYMMOE_NVTX_RANGE("moe.fused.forward");
-  Impl& im = *impl_;
+  Impl& im = *self.impl_;
+  const MoeShape& shape = self.shape_;
   SYMMOE_CHECK(args.size() == im.ranks.size(), "mega", "expected one MoeForwardArgs per local rank (", im.ranks.size(),
                "), got ", args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    check_forward_args(shape_, im.ranks[i].placement.rank, args[i]);
+    check_forward_args(shape, im.ranks[i].placement.rank, args[i]);
     SYMMOE_CHECK(im.ranks[i].weights_bound, "mega", "rank ", im.ranks[i].placement.rank,
                  ": no weights bound (construct with weights or call bind_weights first)");
   }
-  const int H = shape_.hidden, K = shape_.num_topk;
+  const int H = shape.hidden, K = shape.num_topk;
   std::vector<const uint16_t*> ys(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     SYMMOE_NVTX_RANGE("moe.fused.copy_in_and_launch");
     Impl::Rank& r = im.ranks[i];
     const MoeForwardArgs& a = args[i];
     const cudaStream_t stream = im.comm->call_stream(r.placement.rank, a.stream);
-    const MegaInputView in = input(i);
+    const MegaInputView in = self.input(i);
     const size_t T = size_t(a.num_tokens);
     SYMMOE_CUDA_CHECK(cudaSetDevice(r.placement.device));
     // Copy-in (skipped for inputs the caller wrote in place).
@@ -253,7 +259,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
         SYMMOE_CUDA_CHECK(
             cudaMemcpyAsync(in.topk_weights, a.topk_weights, T * K * 4, cudaMemcpyDeviceToDevice, stream));
     }
-    const plan::MegaPlan& call_plan = plan_for_tokens(i, a.num_tokens);
+    const plan::MegaPlan& call_plan = self.plan_for_tokens(i, a.num_tokens);
     mega::kernel::MegaParams p;
     p.ws = r.ws;
     p.sym = comm::make_sym_buffer(im.buffer, r.placement.rank);
@@ -261,7 +267,7 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.num_tokens = a.num_tokens;
     p.wave_l1_tiles = call_plan.wave_l1_tiles;
     p.w1_scales = r.weights.w1_scales, p.w2_scales = r.weights.w2_scales;
-    p.clamp = options_.clamp;
+    p.clamp = self.options_.clamp;
     p.y = a.y ? a.y : r.own_y;
     p.recv_counts = r.recv_counts;
     p.input_error = r.input_error;
@@ -270,13 +276,29 @@ std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>&
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;
-    if (r.placement.rank == im.skip_rank) continue;
     const int candidate = call_plan.block_m == layout::kMegaBlockMCandidates[0] ? 0 : 1;
-    mega::kernel::launch_mega_moe(call_plan, p, r.maps[candidate], call_plan.num_sms, stream);
+    launch(r.placement.rank, call_plan, p, r.maps[candidate], stream);
   }
   return ys;
 }
 
-void MegaTestAccess::skip_rank(MegaMoe& layer, int rank) { layer.impl_->skip_rank = rank; }
+namespace {
+void launch_rank(int, const plan::MegaPlan& plan, const mega::kernel::MegaParams& p,
+                 const mega::kernel::MegaRankMaps& maps, cudaStream_t stream) {
+  mega::kernel::launch_mega_moe(plan, p, maps, plan.num_sms, stream);
+}
+}  // namespace
+
+std::vector<const uint16_t*> MegaMoe::forward(const std::vector<MoeForwardArgs>& args) {
+  return Impl::forward(*this, args, [](const auto&... launch_args) { launch_rank(launch_args...); });
+}
+
+std::vector<const uint16_t*> MegaTestAccess::forward_without_launching(MegaMoe& layer,
+                                                                       const std::vector<MoeForwardArgs>& args,
+                                                                       int rank) {
+  return MegaMoe::Impl::forward(layer, args, [rank](int r, const auto&... launch_args) {
+    if (r != rank) launch_rank(r, launch_args...);
+  });
+}
 
 }  // namespace symmoe

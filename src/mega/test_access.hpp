@@ -7,9 +7,10 @@
 namespace symmoe {
 
 struct MegaTestAccess {
-  // From the next forward() on, the kernel of global rank `rank` is not launched (its inputs are still copied in), so
-  // its peers' waits time out naming it; -1: every rank launches again. Defined in src/mega/mega_moe.cpp.
-  static void skip_rank(MegaMoe& layer, int rank);
+  // layer.forward(args) except that the kernel of global rank `rank` is not launched (its inputs are still copied
+  // in), so its peers' waits time out naming it. Defined in src/mega/mega_moe.cpp with forward() itself.
+  static std::vector<const uint16_t*> forward_without_launching(MegaMoe& layer, const std::vector<MoeForwardArgs>& args,
+                                                                int rank);
 };
 
 }  // namespace symmoe

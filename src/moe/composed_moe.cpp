@@ -214,7 +214,7 @@ std::vector<const uint16_t*> ComposedMoe::stage_combine(const std::vector<MoeFor
     cargs[i].stream = im.stream(i, args[i]);
   }
   EpCombineOptions copt;
-  copt.reduce_local_experts = false;  // the layer's sum rounds each lane's row to bf16 (DESIGN.md 4.3)
+  copt.reduce_local_experts = false;  // the layer's sum rounds each lane's row to bf16 (docs/design.md §2.3)
   copt.num_sms = options_.ep_sms, copt.cpu_sync = false;
   const auto res = im.ep->combine(cargs, copt, im.handles);
   std::vector<const uint16_t*> y(im.ranks.size());

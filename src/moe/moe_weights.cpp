@@ -6,6 +6,7 @@
 #include <atomic>
 #include <thread>
 
+#include "moe/synthetic_matrix.hpp"
 #include "moe/weight_store_impl.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/weight_transform.hpp"
@@ -16,9 +17,7 @@ namespace synthetic {
 namespace {
 
 Fp8BlockWeights host_matrix(int rows, int cols, uint64_t seed, int expert, Matrix m, int fan_in) {
-  Fp8BlockWeights w;
-  w.num_rows = rows, w.num_cols = cols;
-  w.data.resize(size_t(rows) * cols);
+  Fp8BlockWeights w = sized_matrix<Fp8BlockWeights>(rows, cols, size_t(rows) * cols);
   const uint64_t key = stream_key(seed, expert, m), scale_key = stream_key(seed, expert, m + 2);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) w.data[size_t(r) * cols + c] = weight_code(key, r, c);
@@ -33,10 +32,9 @@ Fp8BlockWeights host_matrix(int rows, int cols, uint64_t seed, int expert, Matri
 }  // namespace
 
 ref::ExpertWeights host_expert(int hidden, int intermediate, int expert, uint64_t seed) {
-  SYMMOE_CHECK(hidden % 128 == 0 && intermediate % 128 == 0, "moe", "synthetic weights need H and I multiples of 128, ",
-               "got H=", hidden, " I=", intermediate);
-  return {host_matrix(2 * intermediate, hidden, seed, expert, kW1, hidden),
-          host_matrix(hidden, intermediate, seed, expert, kW2, intermediate)};
+  return host_expert_matrices<ref::ExpertWeights>(
+      hidden, intermediate, "synthetic weights",
+      [&](int rows, int cols, Matrix m, int fan_in) { return host_matrix(rows, cols, seed, expert, m, fan_in); });
 }
 
 ref::ExpertWeightMap host_experts(int hidden, int intermediate, const std::vector<ref::Routing>& routings,

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "moe/synthetic_matrix.hpp"
 #include "moe/weight_store_impl.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/fp4_fold.hpp"
@@ -23,9 +24,7 @@ namespace synthetic {
 namespace {
 
 Fp4Weights host_matrix_fp4(int rows, int cols, uint64_t seed, int expert, Matrix m, int fan_in) {
-  Fp4Weights w;
-  w.num_rows = rows, w.num_cols = cols;
-  w.data.resize(size_t(rows) * cols / 2);
+  Fp4Weights w = sized_matrix<Fp4Weights>(rows, cols, size_t(rows) * cols / 2);
   const uint64_t key = stream_key(seed, expert, m + 4), code_key = stream_key(seed, expert, m + 6);
   const int row_bytes = cols / 2;
   for (int r = 0; r < rows; ++r)
@@ -46,10 +45,9 @@ Fp4Weights host_matrix_fp4(int rows, int cols, uint64_t seed, int expert, Matrix
 int fp4_base_code(int fan_in) { return 127 + int(std::lround(std::log2(1.0 / std::sqrt(8.5625 * double(fan_in))))); }
 
 ref::ExpertWeightsFp4 host_expert_fp4(int hidden, int intermediate, int expert, uint64_t seed) {
-  SYMMOE_CHECK(hidden % 128 == 0 && intermediate % 128 == 0, "moe",
-               "synthetic FP4 weights need H and I multiples of 128, got H=", hidden, " I=", intermediate);
-  return {host_matrix_fp4(2 * intermediate, hidden, seed, expert, kW1, hidden),
-          host_matrix_fp4(hidden, intermediate, seed, expert, kW2, intermediate)};
+  return host_expert_matrices<ref::ExpertWeightsFp4>(
+      hidden, intermediate, "synthetic FP4 weights",
+      [&](int rows, int cols, Matrix m, int fan_in) { return host_matrix_fp4(rows, cols, seed, expert, m, fan_in); });
 }
 
 }  // namespace synthetic

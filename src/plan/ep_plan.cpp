@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "layout/ep_roles.hpp"
 #include "plan/model.hpp"
 #include "symmoe/plan.hpp"
 
@@ -34,6 +35,8 @@ EpPlan plan_ep(const MoeShape& shape, layout::TokenDtype dtype, int num_sms, con
   EpPlan p;
   p.shape = shape;
   p.dtype = dtype;
+  p.dispatch_warps_per_cta = layout::EpDispatchRoles::kNumWarps,
+  p.combine_warps_per_cta = layout::EpCombineRoles::kNumWarps;
   p.num_sms = num_sms;
   const int T = shape.num_max_tokens_per_rank;
 
@@ -56,8 +59,9 @@ void EpPlan::validate() const {
   shape.validate();
   SYMMOE_CHECK(dispatch_sms >= 1 && dispatch_sms <= num_sms && combine_sms >= 1 && combine_sms <= num_sms, "plan",
                "EP SM counts must be in [1, ", num_sms, "]", where());
-  SYMMOE_CHECK(dispatch_warps_per_cta == kEpDispatchWarpsPerCta && combine_warps_per_cta == kEpCombineWarpsPerCta,
-               "plan", "EP kernels are built for ", kEpDispatchWarpsPerCta, " dispatch / ", kEpCombineWarpsPerCta,
+  constexpr int kDispatchWarps = layout::EpDispatchRoles::kNumWarps, kCombineWarps = layout::EpCombineRoles::kNumWarps;
+  SYMMOE_CHECK(dispatch_warps_per_cta == kDispatchWarps && combine_warps_per_cta == kCombineWarps, "plan",
+               "EP kernels are built for ", kDispatchWarps, " dispatch / ", kCombineWarps,
                " combine warps per CTA, plan says ", dispatch_warps_per_cta, " / ", combine_warps_per_cta, where());
   SYMMOE_CHECK(buffer_bytes == layout::EpLayout(dims()).num_bytes(), "plan", "EP buffer size ", buffer_bytes,
                " does not match its layout", where());

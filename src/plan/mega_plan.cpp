@@ -1,19 +1,21 @@
 // MegaMoE plan: BLOCK_M, tiles, experts per wave, warp roles and registers, pipeline stages, workspace size.
-// Adapts seed 000 section 7 (get_block_config / get_num_experts_per_wave / get_pipeline_config for Blackwell).
+// The heuristics: docs/design.md §9 (BLOCK_M §9.2, tiles and stages §9.3, waves §9.4, register split §9.6).
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
 
+#include "layout/mega_roles.hpp"
+#include "plan/mega_kernels.hpp"
 #include "plan/model.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::plan {
 namespace {
 
-// Seed 000 7.1: the smallest expert count per wave that keeps every SM busy at the EXPECTED load. Fewer experts per
-// wave finish L1 sooner, so L2 starts sooner (shallower pipeline, lower latency); too few leave SMs idle. Lower
-// bound: num_sms / (L1 blocks of one expert), scaled by kImbalanceFactor (cold experts have fewer blocks than
+// docs/design.md §9.4: the smallest expert count per wave that keeps every SM busy at the EXPECTED load. Fewer
+// experts per wave finish L1 sooner, so L2 starts sooner (shallower pipeline, lower latency); too few leave SMs idle.
+// Lower bound: num_sms / (L1 blocks of one expert), scaled by kImbalanceFactor (cold experts have fewer blocks than
 // expected), then rounded up to a divisor of El so that the printed wave count (num_waves) is whole.
 // NOTES: the kernel does not group experts by this count. It receives only the tile budget wave_l1_tiles
 // (= this count x the expected L1 blocks of one expert) and forms the waves on the device from the received counts:
@@ -104,7 +106,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   p.wave_l1_tiles = p.num_experts_per_wave * p.l1_blocks_per_expert;
 
   // ---- warp roles and registers ----
-  // setmaxnreg works per warpgroup, so roles come in warpgroups. Blackwell (seed 000 4.1) runs dispatch (48 regs),
+  // setmaxnreg works per warpgroup, so roles come in warpgroups. Blackwell's MegaMoE runs dispatch (48 regs),
   // MMA issue (40) and epilogue (208) warps because the accumulators live in TMEM. On Hopper the accumulators live
   // in the math warps' registers, so the math warpgroups also run the epilogues; the producer warp and the
   // dispatch warps share one data warpgroup (layout::MegaRoles: warps, register split per BLOCK_M, barriers).

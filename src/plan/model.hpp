@@ -17,7 +17,7 @@ inline int forced_stages(const PlanOverrides& overrides) {
 
 // Tiles of at most this many tokens put the tokens on WGMMA N (swap-A/B): a 64-row WGMMA M would be >= 50% padding.
 constexpr int kMaxSwapBlockM = 32;
-// BLOCK_M ladder (seed 000 7.1, adapted): the smallest candidate that holds `headroom` x the expected tokens of an
+// BLOCK_M ladder (docs/design.md §9.2): the smallest candidate that holds `headroom` x the expected tokens of an
 // expert, else the largest (the grouped GEMM: kImbalanceFactor; the fused layer: kMegaBlockMHeadroom). Small tiles
 // avoid padding waste when tokens are few (decode); 16/32 put the tokens on WGMMA N (swap-A/B, N multiples of 8) so
 // WGMMA's 64-row M is filled with weight rows instead of padding. Blackwell's ladder is {16, 32, 64, 96, 128, 192}

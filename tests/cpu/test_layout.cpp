@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "symmoe/layout/ep.hpp"
-#include "symmoe/layout/ep_handle.hpp"
-#include "symmoe/layout/ep_roles.hpp"
-#include "symmoe/layout/ep_scratch.hpp"
-#include "symmoe/layout/mega_smem.hpp"
+#include "layout/ep_handle.hpp"
+#include "layout/ep_roles.hpp"
+#include "layout/ep_scratch.hpp"
+#include "layout/mega_smem.hpp"
 #include "symmoe/layout/mega.hpp"
 #include "test_plan_sweep.hpp"
 
@@ -397,8 +397,8 @@ TEST(Layout, CandidateConstantsAgree) {
   EXPECT_EQ(hi, layout::kMegaMaxBlockM);
 }
 
-// Seed 000 7.1's formula on V3, 8 ranks, 4096 tokens: 8*4096*8 pairs + 32 experts * 127 rows of padding (BLOCK_M
-// up to 128, pool rounded to the candidates' LCM 128).
+// The pool formula (docs/design.md §5.3) on V3, 8 ranks, 4096 tokens: 8*4096*8 pairs + 32 experts * 127 rows of
+// padding (BLOCK_M up to 128, pool rounded to the candidates' LCM 128).
 TEST(Layout, PoolFormulaExample) {
   const MoeShape s = named_shape("v3", 8, 4096);
   EXPECT_EQ(layout::mega_pool_rows(mega_dims(s)), (8ull * 4096 * 8 + 32 * 127 + 127) / 128 * 128);

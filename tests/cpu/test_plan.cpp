@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "layout/mega_roles.hpp"
+#include "plan/mega_kernels.hpp"
 #include "symmoe/plan.hpp"
 #include "test_plan_sweep.hpp"
 

@@ -22,6 +22,7 @@
 
 #include "common/compare.hpp"
 #include "gpu/device_array.hpp"
+#include "moe/layer_check.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/moe.hpp"
@@ -78,9 +79,15 @@ inline auto model_shape_params() {
   return ::testing::Values(ShapeParam{"flash", 0}, ShapeParam{"flash", 8}, ShapeParam{"pro", 0}, ShapeParam{"pro", 8},
                            ShapeParam{"v3", 0}, ShapeParam{"v3", 8});
 }
+// The Qwen3 presets the same way (test_mega.cu): <shape>_one_per_gpu / <shape>_virtual8.
+inline auto qwen_shape_params() {
+  return ::testing::Values(ShapeParam{"qwen3-30b-a3b", 0}, ShapeParam{"qwen3-30b-a3b", 8},
+                           ShapeParam{"qwen3-235b-a22b", 0}, ShapeParam{"qwen3-235b-a22b", 8});
+}
 inline std::string shape_param_name(const ::testing::TestParamInfo<ShapeParam>& info) {
-  return std::string(info.param.shape) +
-         (info.param.ranks == 0 ? "_one_per_gpu" : "_virtual" + std::to_string(info.param.ranks));
+  std::string name = info.param.shape;  // a test name takes letters, digits and '_' only
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name + (info.param.ranks == 0 ? "_one_per_gpu" : "_virtual" + std::to_string(info.param.ranks));
 }
 
 // from_host: random golden-model weights, transformed and uploaded; else synthetic weights generated on the GPU
@@ -332,16 +339,12 @@ void expect_matches_golden(Setup& s, const Inputs& in, const std::vector<std::ve
 // Each rank's y (bf16 [T, H]) at `ptrs`, downloaded.
 std::vector<std::vector<uint16_t>> download_y(const Setup& s, const std::vector<const uint16_t*>& ptrs,
                                               const Inputs& in) {
-  std::vector<std::vector<uint16_t>> y;
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    y.push_back(download_bf16(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden));
-  return y;
+  return moe::download_y(*s.comm, ptrs, in.args, s.shape.hidden);
 }
 
 // Poisons each rank's y at `ptrs`.
 void poison_all(const Setup& s, const std::vector<const uint16_t*>& ptrs, const Inputs& in) {
-  for (size_t i = 0; i < ptrs.size(); ++i)
-    poison(s.devices[i], ptrs[i], size_t(in.args[i].num_tokens) * s.shape.hidden * 2);
+  moe::poison_y(*s.comm, ptrs, in.args, s.shape.hidden);
 }
 
 // Each rank's all-masked tokens (no routed lane) must be exact zeros in its y (bf16 [T, H]); every token checked.
@@ -362,14 +365,21 @@ void expect_all_masked_tokens_zero(const Setup& s, const Inputs& in, const std::
     }
 }
 
-// `layer` into the callers' y (in.args), poisoned first: each rank's output.
-std::vector<std::vector<uint16_t>> forward_into_poisoned_y(const Setup& s, ComposedMoe& layer, const Inputs& in) {
-  std::vector<const uint16_t*> y_ptrs;
-  for (const auto& a : in.args) y_ptrs.push_back(a.y);
-  poison_all(s, y_ptrs, in);
-  layer.forward(in.args);
-  layer.synchronize();
-  return download_y(s, y_ptrs, in);
+// `layer` (composed or fused) into the callers' y (in.args), poisoned (moe/layer_check.hpp): each rank's output.
+template <typename Layer>
+std::vector<std::vector<uint16_t>> forward_into_poisoned_y(const Setup& s, Layer& layer, const Inputs& in) {
+  return moe::forward_into_poisoned_y(*s.comm, layer, in.args, s.shape.hidden).values;
+}
+
+// The fused-vs-composed harness (moe/layer_check.hpp) on the case's inputs, each layer into its own poisoned buffer
+// (y = null): expects bitwise equality and returns the fused layer's output.
+template <typename Fused>
+moe::LayerOutput expect_fused_equals_composed(const Setup& s, Fused& fused, const Inputs& in, const std::string& what) {
+  auto own_y = in.args;
+  for (auto& a : own_y) a.y = nullptr;
+  const moe::LayerComparison c = moe::compare_layers_bitwise(*s.comm, *s.layer, own_y, fused, own_y, s.shape.hidden);
+  EXPECT_TRUE(c.diff.equal()) << what << ": fused vs composed: " << c.diff.to_string();
+  return c.tested;
 }
 
 // Host checks of `layer.forward` (composed or fused) that fire before anything is launched: num_tokens past T_max

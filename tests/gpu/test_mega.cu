@@ -14,6 +14,8 @@
 // - fused vs golden model: the composed test's checks (moe_fixture.hpp / test_moe.cu header): within the derived
 //   slack of the kernel-faithful model (bitwise on tokens without boundary FP8 codes), <= 1.25 x the model's own
 //   error + 5e-3 vs exact (~0.027 measured), all-masked tokens exactly zero.
+// - DeepGEMM's activation_clamp 0 (include/symmoe/activation_clamp.hpp): every activation 0, so the golden model's
+//   y is zero and the fused and composed y must be too (ranks2_host_weights_deepgemm_clamp0).
 // - repeated calls (y = null, then into poisoned y, then again) and CUDA-graph replays: bitwise stable, which also
 //   checks that every counter is back at zero after a call.
 // - received counts per local expert vs the host's count of the routing.
@@ -32,6 +34,7 @@
 #include "gpu/moe_fixture.hpp"
 #include "kernels/mega/trace_format.hpp"
 #include "mega/test_access.hpp"
+#include "symmoe/activation_clamp.hpp"
 #include "symmoe/mega_moe.hpp"
 
 namespace symmoe {
@@ -71,21 +74,9 @@ void run_case(Setup& s, MegaMoe& mega, const Case& c) {
   SCOPED_TRACE(what);
   const int R = s.shape.num_ranks, H = s.shape.hidden;
   Inputs in = make_inputs(s, c);
-  for (int i = 0; i < R; ++i) poison(s.devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
-  s.layer->forward(in.args);
-  s.layer->synchronize();
-  std::vector<const uint16_t*> y_ptrs;
-  for (const auto& a : in.args) y_ptrs.push_back(a.y);
-  const auto composed = download_y(s, y_ptrs, in);
-
-  auto no_y = in.args;
-  for (auto& a : no_y) a.y = nullptr;
-  const auto own = mega.forward(no_y);
-  mega.synchronize();
-  const auto first = download_y(s, own, in);
-  for (int i = 0; i < R; ++i)
-    EXPECT_TRUE(
-        test::bitwise_equal(composed[i], first[i], what + " rank " + std::to_string(i) + ": fused vs composed"));
+  const moe::LayerOutput fused = expect_fused_equals_composed(s, mega, in, what);
+  const std::vector<const uint16_t*>& own = fused.ptrs;
+  const std::vector<std::vector<uint16_t>>& first = fused.values;
   for (int rep = 0; rep < 2 && !::testing::Test::HasFailure(); ++rep) {
     for (int i = 0; i < R; ++i) {
       poison(s.devices[i], own[i], size_t(c.tokens) * H * 2);
@@ -205,13 +196,16 @@ TEST(MegaSanitize, OneTracedCallOneToken) { one_sanitized_call(true); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
                          ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},
-                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64}),
+                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64},
+                                           Param{2, true, swiglu_clamp_for_activation_clamp(0.f), 0}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
                            return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
                                   (p.from_host ? "_host_weights" : "_synthetic_weights") +
                                   (p.block_m ? "_block_m" + std::to_string(p.block_m) : std::string()) +
-                                  (p.clamp > 0 ? "_clamp" : "");
+                                  (p.clamp >= 1.f ? "_clamp"
+                                   : p.clamp > 0  ? "_deepgemm_clamp0"
+                                                  : "");
                          });
 
 // CUDA-graph capture of the fused forward on every rank's stream, replayed: bitwise the eager result every time.
@@ -309,40 +303,30 @@ INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(64, 128), [](const
 // Zipf, hot-expert and 30%-masked routings: fused == composed bitwise on every token of every rank (both run the
 // same GEMM core, epilogues and combine order), all-masked tokens exact zeros; the golden model on the 1-token
 // case (2 GPUs; its CPU cost at these shapes is ~0.3 s per routed lane); Flash: 1,000 repeated calls bitwise stable.
-class MegaModelShapes : public ::testing::TestWithParam<ShapeParam> {};
-
-TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) {
-  const ShapeParam p = GetParam();
+void expect_model_shape_bitwise(const ShapeParam& p, std::initializer_list<int> token_counts) {
   const int R = p.ranks == 0 ? num_gpus() : p.ranks;
-  auto s = make_setup(named_shape(p.shape, R, 2048), false, 128, 0.f, false);
+  auto s = make_setup(named_shape(p.shape, R, std::max(token_counts)), false, 128, 0.f, false);
   auto mega = make_mega(*s, 0, {});
   const int H = s->shape.hidden;
   const uint64_t base = fresh_seed();
   std::printf("  case seed base %llu\n", (unsigned long long)base);
-  for (const Case& c : layer_cases({1, 8, 128, 2048}, base)) {
+  for (const Case& c : layer_cases(token_counts, base)) {
     const int T = c.tokens;
     const std::string what = case_name(c) + " " + p.shape + " R=" + std::to_string(R);
     SCOPED_TRACE(what);
     Inputs in = make_inputs(*s, c);
-    for (int i = 0; i < R; ++i) poison(s->devices[i], in.args[i].y, size_t(T) * H * 2);
-    s->layer->forward(in.args);
-    s->layer->synchronize();
-    std::vector<const uint16_t*> y_ptrs;
-    for (const auto& a : in.args) y_ptrs.push_back(a.y);
-    const auto composed = download_y(*s, y_ptrs, in);
+    const moe::LayerOutput out = expect_fused_equals_composed(*s, *mega, in, what);
+    const std::vector<const uint16_t*>& fused_ptrs = out.ptrs;
+    const std::vector<std::vector<uint16_t>>& fused = out.values;
     auto own_y = in.args;
     for (auto& a : own_y) a.y = nullptr;
-    const auto fused_ptrs = mega->forward(own_y);
-    mega->synchronize();
-    const auto fused = download_y(*s, fused_ptrs, in);
-    for (int i = 0; i < R; ++i)
-      EXPECT_TRUE(test::bitwise_equal(composed[i], fused[i], what + " rank " + std::to_string(i)));
     expect_all_masked_tokens_zero(*s, in, fused, what);
-    if (HasFailure()) return;
+    if (::testing::Test::HasFailure()) return;
     if (T == 1 && c.kind == ref::RoutingKind::kUniform && c.mask == 0 && p.ranks == 0)
       expect_matches_golden(*s, in, fused, what, "fused layer");
     if (T == 128 && c.kind == ref::RoutingKind::kZipf && std::string(p.shape) == "flash") {
-      for (int rep = 0; rep < 1000 && !HasFailure(); ++rep) {  // issue 6: 1,000 repeated calls bitwise stable
+      for (int rep = 0; rep < 1000 && !::testing::Test::HasFailure();
+           ++rep) {  // issue 6: 1,000 repeated calls bitwise stable
         for (int i = 0; i < R; ++i) poison(s->devices[i], fused_ptrs[i], size_t(T) * H * 2);
         mega->forward(own_y);
         mega->synchronize();
@@ -354,7 +338,19 @@ TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) {
   }
 }
 
+class MegaModelShapes : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(MegaModelShapes, FusedEqualsComposedBitwise) { expect_model_shape_bitwise(GetParam(), {1, 8, 128, 2048}); }
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MegaModelShapes, model_shape_params(), shape_param_name);
+
+// The Qwen3 presets (qwen3-30b-a3b: I = 768, three L1 tiles of 256; qwen3-235b-a22b), the same checks at 1, 8 and
+// 64 tokens per rank: a model shape the standard ones do not cover, kept small so it stays fast.
+class MegaQwenShapes : public ::testing::TestWithParam<ShapeParam> {};
+
+TEST_P(MegaQwenShapes, FusedEqualsComposedBitwise) { expect_model_shape_bitwise(GetParam(), {1, 8, 64}); }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MegaQwenShapes, qwen_shape_params(), shape_param_name);
 
 // Two virtual ranks on one GPU; rank 1's kernel is never launched: rank 0's first barrier times out and the host
 // raises PeerTimeout naming rank 1 at site "barrier" (not a hang, not a generic error).
@@ -368,11 +364,10 @@ TEST(MegaErrors, StalledPeerIsNamed) {
   for (const auto& p : s->comm->local_ranks()) s->devices.push_back(p.device);
   s->store = MoeWeightStore::synthetic(*s->comm, shape, s->weight_seed);
   MegaMoe mega(*s->comm, shape, s->store.views(), MegaMoeOptions{});
-  MegaTestAccess::skip_rank(mega, 1);
   Case c;
   c.tokens = 8, c.seed = fresh_seed();
   Inputs in = make_inputs(*s, c);
-  mega.forward(in.args);
+  MegaTestAccess::forward_without_launching(mega, in.args, 1);
   try {
     mega.synchronize();
     ADD_FAILURE() << "a stalled peer was not reported";

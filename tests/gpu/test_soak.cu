@@ -9,16 +9,29 @@
 // only (ref::select_tokens: a different batch, hence different plans and pool order; their rows must agree
 // bitwise, since an output row depends only on its own input row); all-masked tokens must be zeros. Every 8th call
 // also captures the fused forward in CUDA graphs and replays it into poisoned y: bitwise the eager result.
-// A hang surfaces as the library's PeerTimeout naming the stalled peer and wait site; it is reported and ends the
-// soak. The last line reports calls, tokens compared, graph replays, mismatches (must be 0) and timeouts (must be 0).
+// A hang surfaces as the library's PeerTimeout naming the stalled peer and wait site (each wait is bounded by
+// kWaitTimeoutMs); it is reported and ends the soak. The last line reports calls, tokens compared, graph replays,
+// mismatches (must be 0) and timeouts (must be 0).
+// Time: the soak ends within --seconds plus kGraceSeconds also when other work shares the GPUs (every step then
+// takes longer): the clock is read before each epoch, call and graph check, and one is started only when its
+// measured cost (the slowest seen so far) still fits before --seconds. A watchdog thread is the last resort: at
+// --seconds + kGraceSeconds it prints the step the soak is in (epoch, call, shape, phase) and ends the process with
+// exit status 1.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/moe_fixture.hpp"
@@ -29,8 +42,65 @@ namespace symmoe {
 namespace {
 
 constexpr double kDefaultSeconds = 10;
-constexpr int kGraphEvery = 8;    // calls between CUDA-graph checks
-constexpr int kGraphReplays = 3;  // replays per graph check
+constexpr int kGraphEvery = 8;         // calls between CUDA-graph checks
+constexpr int kGraphReplays = 3;       // replays per graph check
+constexpr int kWaitTimeoutMs = 10000;  // each cross-rank wait; a stall is a PeerTimeout after this long
+constexpr double kGraceSeconds = 25;   // past --seconds: the watchdog's limit (a 10 s timeout fits in it)
+
+// Where the soak is, for the watchdog: written by the test thread before each step, read by the watchdog.
+struct SoakProgress {
+  std::atomic<int> epoch{0};
+  std::atomic<long> call{0};
+  std::atomic<const char*> phase{"start"};
+  std::mutex mutex;  // guards shape
+  std::string shape;
+  void set_shape(const std::string& s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    shape = s;
+  }
+};
+
+// Ends the process (exit status 1, after printing where the soak is) unless stop() comes first.
+class Watchdog {
+ public:
+  Watchdog(SoakProgress& progress, double limit_seconds)
+      : thread_([this, &progress, limit_seconds] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (cv_.wait_for(lock, std::chrono::duration<double>(limit_seconds), [this] { return stopped_; })) return;
+          std::string shape;
+          {
+            std::lock_guard<std::mutex> shape_lock(progress.mutex);
+            shape = progress.shape;
+          }
+          std::printf(
+              "[soak] STALLED: still running %.0f s after the start (--seconds + %.0f s): epoch %d (%s), call "
+              "%ld, in '%s'. Each cross-rank wait times out after %d ms with a PeerTimeout naming the peer, so "
+              "this step is slow or held outside those waits.\n",
+              limit_seconds, kGraceSeconds, progress.epoch.load(), shape.c_str(), progress.call.load(),
+              progress.phase.load(), kWaitTimeoutMs);
+          std::fflush(stdout);
+          std::_Exit(1);
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopped_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// The slowest cost seen of each step kind, in seconds: what the next one is assumed to take.
+struct StepCosts {
+  double setup = 0, call = 0, graph = 0;
+};
 
 struct SoakStats {
   long calls = 0, composed_full = 0, composed_sampled = 0, graph_checks = 0, graph_replays = 0;
@@ -77,7 +147,9 @@ long compare_rows(const std::vector<uint16_t>& y_f, const std::vector<int>& rows
 
 // One call: fused on the full batch vs composed on the full batch (even calls) or on sampled tokens (odd calls),
 // plus a CUDA-graph check every kGraphEvery calls.
-void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
+// seconds_left: the time left of --seconds (a graph check is made only where its cost fits).
+void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st, SoakProgress& progress, StepCosts& costs,
+               const std::function<double()>& seconds_left) {
   const int R = s.shape.num_ranks, H = s.shape.hidden;
   Case c;
   const int routing = int(rng() % 5);
@@ -89,8 +161,11 @@ void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
   c.seed = rng();
   const std::string what = "call " + std::to_string(st.calls) + " (" + s.shape.to_string() + ", " + case_name(c) +
                            ", case seed " + std::to_string(c.seed) + ")";
+  progress.call = st.calls;
+  progress.phase = "inputs";
   Inputs in = make_inputs(s, c);
   for (int i = 0; i < R; ++i) poison(s.devices[i], in.args[i].y, size_t(c.tokens) * H * 2);
+  progress.phase = "fused forward";
   mega.forward(in.args);
   mega.synchronize();
   std::vector<std::vector<uint16_t>> fused;
@@ -101,6 +176,7 @@ void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
   const bool sampled = st.calls % 2 == 0;
   std::vector<std::vector<int>> rows(R);
   std::vector<std::vector<uint16_t>> composed(R);
+  progress.phase = sampled ? "composed forward (sampled tokens)" : "composed forward (full batch)";
   if (!sampled) {
     for (auto& r : rows)
       for (int t = 0; t < c.tokens; ++t) r.push_back(t);
@@ -161,13 +237,17 @@ void soak_call(Setup& s, MegaMoe& mega, std::mt19937_64& rng, SoakStats& st) {
     st.values_compared += long(rows[i].size()) * H;
   }
 
-  if (st.calls % kGraphEvery == 0 && bad == 0) {
+  if (st.calls % kGraphEvery == 0 && bad == 0 && costs.graph <= seconds_left()) {
+    progress.phase = "CUDA-graph capture and replays";
+    const auto t0 = std::chrono::steady_clock::now();
     const bool before = ::testing::Test::HasFailure();
     expect_graph_replays_bitwise(
         s, in, fused, [&] { mega.forward(in.args); }, kGraphReplays);
     ++st.graph_checks, st.graph_replays += kGraphReplays;
     if (!before && ::testing::Test::HasFailure()) ++bad;  // expect_graph_replays_bitwise reported the values
+    costs.graph = std::max(costs.graph, seconds_since(t0));
   }
+  progress.phase = "between calls";
   st.mismatched_values += bad;
   st.mismatched_calls += bad > 0;
 }
@@ -176,8 +256,18 @@ TEST(Soak, FusedAndEpMatchComposedOnRandomShapes) {
   const double budget = test::option_seconds() > 0 ? test::option_seconds() : kDefaultSeconds;
   const double epoch_seconds = std::max(2.0, budget / 8);  // ~8 shapes per soak
   SoakStats st;
+  SoakProgress progress;
+  StepCosts costs;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int epoch = 0; seconds_since(t0) < budget && !HasFailure(); ++epoch) {
+  const std::function<double()> left = [&] { return budget - seconds_since(t0); };
+  Watchdog watchdog(progress, budget + kGraceSeconds);
+  bool out_of_time = false;  // a next shape would not have fit
+  for (int epoch = 0; left() > 0 && !HasFailure(); ++epoch) {
+    // A new shape only when its setup and teardown and one call fit (the first always runs).
+    if (epoch > 0 && costs.setup + costs.call > left()) {
+      out_of_time = true;
+      break;
+    }
     // Epoch e's shape and its calls' inputs come from the e-th seed of this test (SYMMOE_TEST_SEED reproduces them;
     // only how many calls fit in an epoch depends on time).
     const uint64_t epoch_seed = fresh_seed();
@@ -186,29 +276,47 @@ TEST(Soak, FusedAndEpMatchComposedOnRandomShapes) {
     const MoeShape shape = random_shape(rng);
     const int alignment = pick(rng, {1, 64, 128});
     const float clamp = pick(rng, {0.f, 0.f, 2.f});
-    auto s = make_setup(shape, /*from_host=*/false, alignment, clamp, /*all_experts=*/false);
-    MegaMoeOptions o;
-    o.clamp = clamp;
-    MegaMoe mega(*s->comm, s->shape, s->store.views(), o);
-    st.shapes.insert(shape.to_string());
-    const double epoch_end = std::min(budget, seconds_since(t0) + epoch_seconds);
-    try {
-      do soak_call(*s, mega, rng, st);  // at least one call per shape, however slow the setup (sanitizers)
-      while (seconds_since(t0) < epoch_end && !HasFailure());
-    } catch (const PeerTimeout& e) {
-      ++st.timeouts;
-      ADD_FAILURE() << "hang after " << st.calls << " calls: " << e.what();
-      s->comm->reset_sync_state();
-    } catch (const Error& e) {  // a device-detected input error or a host check: the layers disagree on the input
-      ADD_FAILURE() << "error after " << st.calls << " calls: " << e.what();
+    progress.epoch = epoch;
+    progress.set_shape(shape.to_string());
+    progress.phase = "setup: weights and the composed layer";
+    const auto setup_t0 = std::chrono::steady_clock::now();
+    double setup_seconds = 0;
+    auto teardown_t0 = setup_t0;
+    {
+      auto s = make_setup(shape, /*from_host=*/false, alignment, clamp, /*all_experts=*/false, kWaitTimeoutMs);
+      MegaMoeOptions o;
+      o.clamp = clamp;
+      progress.phase = "setup: the fused layer";
+      MegaMoe mega(*s->comm, s->shape, s->store.views(), o);
+      setup_seconds = seconds_since(setup_t0);
+      st.shapes.insert(shape.to_string());
+      const double epoch_end = std::min(budget, seconds_since(t0) + epoch_seconds);
+      try {
+        do {  // at least one call per shape, however slow the setup (sanitizers)
+          const auto call_t0 = std::chrono::steady_clock::now();
+          soak_call(*s, mega, rng, st, progress, costs, left);
+          costs.call = std::max(costs.call, seconds_since(call_t0));
+        } while (seconds_since(t0) + costs.call < epoch_end && !HasFailure());
+      } catch (const PeerTimeout& e) {
+        ++st.timeouts;
+        ADD_FAILURE() << "hang after " << st.calls << " calls (in '" << progress.phase.load() << "'): " << e.what();
+        s->comm->reset_sync_state();
+      } catch (const Error& e) {  // a device-detected input error or a host check: the layers disagree on the input
+        ADD_FAILURE() << "error after " << st.calls << " calls (in '" << progress.phase.load() << "'): " << e.what();
+      }
+      progress.phase = "teardown: freeing the layers";  // at the end of this scope
+      teardown_t0 = std::chrono::steady_clock::now();
     }
+    costs.setup = std::max(costs.setup, setup_seconds + seconds_since(teardown_t0));  // a shape's fixed cost
   }
+  progress.phase = "summary";
   std::printf(
       "[soak] %.1f s: %ld fused calls (%ld composed full-batch, %ld composed on sampled tokens), %ld tokens / "
       "%ld values compared, %ld graph checks (%ld replays), %zu shapes; mismatches: %ld values in %ld calls; "
-      "timeouts: %ld\n",
+      "timeouts: %ld; slowest setup %.1f s, call %.2f s, graph check %.2f s%s\n",
       seconds_since(t0), st.calls, st.composed_full, st.composed_sampled, st.tokens_compared, st.values_compared,
-      st.graph_checks, st.graph_replays, st.shapes.size(), st.mismatched_values, st.mismatched_calls, st.timeouts);
+      st.graph_checks, st.graph_replays, st.shapes.size(), st.mismatched_values, st.mismatched_calls, st.timeouts,
+      costs.setup, costs.call, costs.graph, out_of_time ? " (no time left for another shape)" : "");
   EXPECT_GT(st.calls, 0);
   EXPECT_EQ(st.mismatched_values, 0);
   EXPECT_EQ(st.timeouts, 0);

@@ -20,9 +20,10 @@
 #include "cli_common/command.hpp"
 #include "cli_common/gpu_probe.hpp"
 #include "cli_common/limits.hpp"
+#include "cli_common/shape_flags.hpp"
 #include "cli/progress.hpp"
 #include "cli/run_gpu.hpp"
-#include "cli/shape_flags.hpp"
+#include "symmoe/activation_clamp.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/reference/mlp.hpp"
 #include "symmoe/shape.hpp"
@@ -36,7 +37,7 @@ struct RunOptions {
   std::string shape_name;
   ref::RoutingOptions routing;
   int alignment = 1;
-  float clamp = 0.f;
+  float clamp = 0.f;  // swiglu_weighted's (0: off), from --clamp (DeepGEMM's activation_clamp)
 };
 
 // Stage timings and checks, printed as one table at the end.
@@ -115,13 +116,18 @@ std::string first_difference(const std::vector<std::vector<uint16_t>>& a, const 
 // The kernel-faithful formula against the fp64 exact model (relative Frobenius error over every rank's y).
 void check_vs_exact(Report& report, const std::vector<std::vector<uint16_t>>& formula,
                     const std::vector<std::vector<double>>& exact) {
-  double num = 0, den = 0;
+  double num = 0, den = 0, values = 0, formula_sq = 0;
   for (size_t r = 0; r < exact.size(); ++r)
     for (size_t i = 0; i < exact[r].size(); ++i) {
-      const double d = double(fmt::bf16_to_float(formula[r][i])) - exact[r][i];
-      num += d * d, den += exact[r][i] * exact[r][i];
+      const double f = fmt::bf16_to_float(formula[r][i]), d = f - exact[r][i];
+      num += d * d, den += exact[r][i] * exact[r][i], formula_sq += f * f, ++values;
     }
-  const double err = den > 0 ? std::sqrt(num / den) : (num > 0 ? INFINITY : 0.0);
+  // An exact y below bf16's smallest subnormal (2^-133) everywhere is a zero layer in bf16 (--clamp 0: every
+  // activation is 0; the exact model's clamp at the smallest float leaves ~1e-46): the formula's y must be zero.
+  const bool zero_layer = den <= values * std::ldexp(1.0, -266);
+  const double err = zero_layer ? (formula_sq > 0 ? INFINITY : 0.0)
+                     : den > 0  ? std::sqrt(num / den)
+                                : (num > 0 ? INFINITY : 0.0);
   // NOTES: ~2.7% is the e4m3 re-quantisation of the L1 output (3 mantissa bits), see test_reference_mlp.cpp.
   report.check("faithful vs exact, rel. Frobenius < 5e-2", err < 5e-2,
                detail::concat(err, " (expected ~0.027 from e4m3 L2 input)"));
@@ -223,7 +229,7 @@ int run_layer(int argc, char** argv) {
   cli::Args args("run", "Run one MoE layer across R ranks and check it (the CPU golden model where no GPU is used).");
   cli::add_shape_flags(
       args, {.shape = "tiny",
-             .shape_help = "model shape (flash/pro/v3 on the CPU: use few tokens; GPU default flash)",
+             .shape_help = "model shape preset (the large ones on the CPU: use few tokens; GPU default flash)",
              .ranks = "4",
              .ranks_help = "number of (simulated) EP ranks R (GPU default: one per visible GPU; more = virtual ranks)",
              .tokens = "16",
@@ -242,7 +248,9 @@ int run_layer(int argc, char** argv) {
       .int_range(0, std::numeric_limits<int>::max())
       .option("alignment", "1", "expert alignment of the expand layout (GPU default 128)")
       .int_range(1, 1024)
-      .option("clamp", "0", "SwiGLU clamp (0 = off)")
+      .option("clamp", "",
+              "SwiGLU activation clamp c, DeepGEMM's activation_clamp: gate <= c, up in [-c, c] (0: every "
+              "activation 0); not given: no clamp")
       .real_range(0, 1e30)
       .option("check-tokens", "4", "GPU path: tokens per rank compared with the golden model")
       .int_range(1, cli::kMaxTokensPerRank)
@@ -262,9 +270,15 @@ int run_layer(int argc, char** argv) {
     return use_gpu && !args.has(name) ? gpu_default : args.integer(name);
   };
   RunOptions o;
-  o.shape_name = use_gpu && !args.has("shape") ? "flash" : args.str("shape");
-  o.shape = named_shape(o.shape_name, pick("ranks", num_gpus), pick("tokens", 512));
-  o.shape.validate();
+  const cli::ModelShape model =
+      cli::read_model_shape(args, use_gpu ? "flash" : "tiny", pick("ranks", num_gpus), pick("tokens", 512));
+  o.shape = model.shape, o.shape_name = model.name;
+  if (use_gpu) {  // before any GPU work: the composed layer always runs (the fused one's bitwise reference)
+    const int num_sms = cli::gpu_limits().num_sms;
+    cli::require_layer_plans("symmoe run", model, cli::Layer::kComposed, plan::GemmWeights::kFp8, num_sms);
+    if (layer == "fused")
+      cli::require_layer_plans("symmoe run --layer fused", model, cli::Layer::kFused, plan::GemmWeights::kFp8, num_sms);
+  }
   o.routing.kind = ref::parse_routing_kind(args.str("routing"));
   o.routing.mask_prob = args.real("mask");
   o.routing.zipf_s = args.real("zipf-s");
@@ -272,14 +286,15 @@ int run_layer(int argc, char** argv) {
   o.routing.hot_fraction = args.real("hot-fraction");
   o.routing.seed = uint64_t(args.integer("seed"));
   o.alignment = pick("alignment", 128);
-  o.clamp = float(args.real("clamp"));
+  o.clamp = args.has("clamp") ? swiglu_clamp_for_activation_clamp(float(args.real("clamp"))) : 0.f;
   SYMMOE_CHECK(o.routing.hot_expert < o.shape.num_experts, "cli",
                "symmoe run: --hot-expert must be < E = ", o.shape.num_experts, " of shape ", o.shape_name, ", got ",
                o.routing.hot_expert);
 
-  std::printf("symmoe run: shape %s (%s), routing %s, mask %g, seed %llu, alignment %d, clamp %g\n",
+  std::printf("symmoe run: shape %s (%s), routing %s, mask %g, seed %llu, alignment %d, clamp %s\n",
               o.shape_name.c_str(), o.shape.to_string().c_str(), ref::routing_kind_name(o.routing.kind),
-              o.routing.mask_prob, (unsigned long long)o.routing.seed, o.alignment, o.clamp);
+              o.routing.mask_prob, (unsigned long long)o.routing.seed, o.alignment,
+              args.has("clamp") ? args.str("clamp").c_str() : "none");
   if (!use_gpu && o.shape.hidden > 1024)
     std::printf("  note: %s on the CPU costs ~%.0f M multiply-adds per routed pair and mode; keep --tokens small\n",
                 o.shape_name.c_str(), 3.0 * o.shape.hidden * o.shape.intermediate / 1e6);

@@ -20,6 +20,7 @@
 
 #include "cli_common/moe_inputs.hpp"
 #include "cli_common/timing.hpp"
+#include "moe/layer_check.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/mega_moe.hpp"
@@ -50,25 +51,6 @@ std::vector<int> sample_tokens(int T, int count) {
   return t;
 }
 
-// "bitwise equal", or the first differing value and how many differ.
-std::string compare_bitwise(const std::vector<std::vector<uint16_t>>& want,
-                            const std::vector<std::vector<uint16_t>>& got, int H) {
-  std::string first;
-  size_t count = 0, values = 0;
-  for (size_t r = 0; r < want.size(); ++r) {
-    values += want[r].size();
-    for (size_t i = 0; i < want[r].size(); ++i)
-      if (want[r][i] != got[r][i] && count++ == 0) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "first difference: local rank %zu token %zu col %zu: composed %g fused %g", r,
-                      i / H, i % H, fmt::bf16_to_float(want[r][i]), fmt::bf16_to_float(got[r][i]));
-        first = buf;
-      }
-  }
-  if (count == 0) return "bitwise equal (" + std::to_string(values) + " values)";
-  return first + " (" + std::to_string(count) + " of " + std::to_string(values) + " values differ)";
-}
-
 // The layer(s) on every local rank and the inputs they read: the composed layer always (it is the fused one's
 // bitwise reference), the fused one with options.fused, which reads its inputs from its workspace (staged once).
 struct LayerRun {
@@ -86,13 +68,12 @@ struct LayerRun {
   std::vector<const uint16_t*> forward() { return mega ? mega->forward(mega_args) : composed->forward(args); }
   void synchronize() { mega ? mega->synchronize() : composed->synchronize(); }
   std::vector<std::vector<uint16_t>> download(const std::vector<const uint16_t*>& y) const {
-    return download_y(*comm, y, T, H);
+    return moe::download_y(*comm, y, args, H);
   }
-  void poison_y() const {
-    for (size_t i = 0; i < args.size(); ++i) {
-      SYMMOE_CUDA_CHECK(cudaSetDevice(comm->local_ranks()[i].device));
-      SYMMOE_CUDA_CHECK(cudaMemset(args[i].y, 0xFF, size_t(T) * H * 2));
-    }
+  // The layer under test into poisoned y (moe/layer_check.hpp).
+  moe::LayerOutput forward_into_poisoned_y() {
+    return mega ? moe::forward_into_poisoned_y(*comm, *mega, mega_args, H)
+                : moe::forward_into_poisoned_y(*comm, *composed, args, H);
   }
 };
 
@@ -140,27 +121,24 @@ void make_inputs(const GpuRunOptions& o, LayerRun& run) {
               o.routing.mask_prob, seconds_since(t0));
 }
 
-// With the fused layer, first one reference call of the verified composed layer (then y poisoned); then the layer
-// under test twice (the second into poisoned y): bitwise the same. Returns the first call's y; y_ptrs: its pointers.
+// With the fused layer, the fused-vs-composed bitwise check (moe/layer_check.hpp); then the layer under test once
+// more into poisoned y: bitwise the same. Returns its y; y_ptrs: where it wrote.
 std::vector<std::vector<uint16_t>> check_eager(LayerRun& run, std::vector<const uint16_t*>& y_ptrs,
                                                std::vector<Check>& checks) {
-  std::vector<std::vector<uint16_t>> composed_y;
+  moe::LayerOutput first;
   if (run.mega) {
-    const auto c_ptrs = run.composed->forward(run.args);
-    run.composed->synchronize();
-    composed_y = run.download(c_ptrs);
-    run.poison_y();
+    const moe::LayerComparison c =
+        moe::compare_layers_bitwise(*run.comm, *run.composed, run.args, *run.mega, run.mega_args, run.H);
+    checks.push_back({"fused == composed (bitwise)", c.diff.equal(), c.diff.to_string()});
+    first = c.tested;
+  } else {
+    first = run.forward_into_poisoned_y();
   }
-  y_ptrs = run.forward();
-  run.synchronize();
-  const auto y = run.download(y_ptrs);
-  if (run.mega)
-    checks.push_back({"fused == composed (bitwise)", y == composed_y, compare_bitwise(composed_y, y, run.H)});
-  run.poison_y();
-  y_ptrs = run.forward();
-  run.synchronize();
-  checks.push_back({"repeated forward bitwise equal", run.download(y_ptrs) == y, "second call into poisoned y"});
-  return y;
+  const moe::LayerOutput again = run.forward_into_poisoned_y();
+  const moe::BitwiseDiff repeat = moe::compare_bitwise(*run.comm, first.values, again.values, run.H);
+  checks.push_back({"repeated forward bitwise equal", repeat.equal(), repeat.to_string("first call", "next call")});
+  y_ptrs = again.ptrs;
+  return first.values;
 }
 
 // The golden model's outputs for the sampled tokens of every rank (kernel-faithful bf16 and exact fp64).

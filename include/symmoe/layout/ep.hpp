@@ -1,4 +1,4 @@
-// EP buffer layout: the per-rank part of the symmetric allocation used by dispatch/combine (DESIGN.md 4.1, 4.2).
+// EP buffer layout: the per-rank part of the symmetric allocation used by dispatch/combine (docs/design.md §5.2).
 //
 // Every rank allocates the same EpLayout in its symmetric buffer; peers reach a region through
 // SymBuffer::map(local_ptr, rank). Regions, in order (T = T_max, R ranks, E experts, El = E/R, K top-k, H hidden):
@@ -33,7 +33,8 @@
 // placement) and the int32 src token global idx (src_rank * T_max + token), each field 16-byte aligned. x and the scale
 // row go to the row regions, the rest (from topk_idx_offset on, the "metadata record") to recv_meta: the sender knows
 // the output row (it reads the counts of earlier sources from the destination after the count exchange), so the
-// receiver never copies x in non-expand mode (DESIGN.md 4.1; measured: the copy epilogue was half of dispatch's time).
+// receiver never copies x in non-expand mode (docs/design.md §6.1; measured: the copy epilogue was half of
+// dispatch's time).
 // NOTES: combine_recv is indexed by (token, top-k lane): in expand mode one row per routed lane; in non-expand mode
 // one row per (token, destination rank) stored at the rank's master lane (the highest lane choosing that rank, as
 // in the handle's recv_src_metadata col 1). So T*K rows is the worst case of both modes; indexing by source rank

@@ -1,4 +1,5 @@
-// MegaMoE workspace layout: the per-rank part of the symmetric allocation used by the fused MoE kernel (seed 000).
+// MegaMoE workspace layout: the per-rank part of the symmetric allocation used by the fused MoE kernel
+// (docs/design.md §5.3).
 //
 // Regions, in order (T = T_max, R ranks, E experts, El = E/R, K top-k, H hidden, I intermediate, P pool rows):
 //   x                  T x H e4m3                 this rank's input tokens; peers pull rows from here
@@ -21,7 +22,7 @@
 //   combine            T x K bf16 rows of H       [token][topk lane]: L2 output rows written back by the peers
 //   sync                                          layout::SyncArea (runtime's): barrier slots, grid-sync state
 //   (timeout error records live in the runtime's host-mapped memory, not in this buffer)
-// NOTES: the pool (P rows) is sized for every BLOCK_M candidate and every routing (seed 000 7.1):
+// NOTES: the pool (P rows) is sized for every BLOCK_M candidate and every routing (docs/design.md §5.3):
 //   P = align(R*T * min(K, El) + El * (kMaxBlockM - 1), kBlockMLcm)
 // a token reaches at most min(K, El) local experts, and each expert segment wastes < kMaxBlockM rows of padding.
 // Counters are sized per block of the smallest candidate, so one allocation serves every plan.

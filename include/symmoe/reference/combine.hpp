@@ -1,4 +1,4 @@
-// Golden model of EP combine (DESIGN.md 4.2): all R ranks in one call, driven by the dispatch handles only.
+// Golden model of EP combine (docs/design.md §2.2): all R ranks in one call, driven by the dispatch handles only.
 //
 // Inputs on each rank d (as the destination of the dispatch):
 //   x             bf16 rows shaped like dispatch's recv_x: non-expand [num_recv_tokens, H], expand [num_expanded, H]
@@ -9,7 +9,7 @@
 //   element converted to fp32; DeepEP V2's order: the sum starts from the biases), then adds, in ASCENDING lane
 //   order k over lanes that are not -1:
 //     non-expand: the row rank d returns for the token, at d's master lane only (one row per destination rank);
-//     expand:     the expanded row of lane k (one row per lane) - exactly DESIGN.md 4.3's sum;
+//     expand:     the expanded row of lane k (one row per lane) - exactly docs/design.md §2.3's sum;
 //     expand + reduce_local_experts: rank d first sums its own lanes of the token in ascending k in fp32 and rounds
 //                 that partial ONCE to bf16 (halving traffic); the source adds the partial at d's master lane;
 //   then rounds once to bf16.

@@ -1,4 +1,4 @@
-// Golden model of EP dispatch (DESIGN.md 4.1, seed 002 = DeepEP's EPHandle): all R ranks in one call.
+// Golden model of EP dispatch (docs/design.md §2.1: DeepEP's EPHandle): all R ranks in one call.
 //
 // Notation: R ranks, E experts (E % R == 0), El = E / R, rank d owns experts [d*El, (d+1)*El), T_max max tokens per
 // rank, T_s <= T_max tokens on source rank s, K top-k. Index metadata is int32 except topk_idx (int64, as DeepEP).

@@ -1,6 +1,6 @@
 // Golden model of the FP8 GEMMs and the L1 (SwiGLU + FP8 re-quantisation) epilogue. Plain C++, no CUDA.
 //
-// Contract (shapes row major, names as in DESIGN.md 4.3/4.4):
+// Contract (shapes row major, names as in docs/design.md §2.3, §3.3):
 //   A: Fp8Activations [M, K], e4m3 data, one fp32 (or UE8M0-valued) scale per row per 128 columns (block 128).
 //   B: Fp8BlockWeights [N, K] (one expert's weights, "NT": D = A . B^T), e4m3 data, one fp32 scale per 128x128 block.
 //   D: [M, N] row major.  K must equal a.num_cols == b.num_cols and be a multiple of 128.
@@ -8,7 +8,7 @@
 // Two flavours of every GEMM:
 //   exact     fp64 over the dequantised values: D[m,n] = sum_k (double(a8)*double(sa)) * (double(b8)*double(sb)).
 //             No rounding except fp64's; this is "the math" the FP8 paths approximate.
-//   faithful  the Hopper kernel's arithmetic, bit for bit (src/kernels/gemm/math.cuh, DESIGN.md 4.4):
+//   faithful  the Hopper kernel's arithmetic, bit for bit (src/kernels/gemm/math.cuh, docs/design.md §3.3):
 //               acc = 0.f
 //               for each 128-wide K block kb (ascending):
 //                 partial = block_partial_faithful(a[m, kb], b[n, kb])   // four chained FP8 WGMMA k32 steps

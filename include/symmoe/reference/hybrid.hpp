@@ -1,4 +1,5 @@
-// Golden model of hybrid (scale-out) EP dispatch and combine: seed 002's hybrid mode, two hops per token.
+// Golden model of hybrid (scale-out) EP dispatch and combine: DeepEP's hybrid mode, two hops per token
+// (docs/scale-out.md §2, §3).
 //
 // Topology: R = N * G ranks, N nodes ("scale-out ranks") of G GPUs ("scale-up ranks"); rank r = node * G + local.
 // A source rank s = (n_s, l_s) sends each token ONCE per destination node n over the network (RDMA) to the
@@ -27,7 +28,7 @@
 //   different fp32 order: not bitwise the flat combine's (two bf16 roundings per node with more than one row).
 //   combined_topk_weights are unchanged. docs/scale-out.md quantifies the trade.
 //
-// Hybrid metadata (HybridHandle, names of seed 002 where it has one; one channel, so DeepEP's per-channel split
+// Hybrid metadata (HybridHandle, DeepEP's names where it has one; one channel, so DeepEP's per-channel split
 // of the same arrays is absent):
 //   source side      num_tokens_per_node [N]; dst_scaleout_slot_idx [T, K]: at the NODE-master lane (highest lane
 //                    whose expert lives on node n) n_s * T_max + slot (the record's place in forwarder (n, l_s)'s

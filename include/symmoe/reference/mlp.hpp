@@ -1,4 +1,4 @@
-// Golden model of the expert MLP and the whole expert-parallel MoE forward (DESIGN.md 4.3, seed 000).
+// Golden model of the expert MLP and the whole expert-parallel MoE forward (docs/design.md §2.3).
 //
 //   y[t] = bf16( sum over lanes k with topk_idx[t,k] >= 0, ascending k, in fp32 of
 //                bf16( W2[e] . Q8( w[t,k] * SwiGLU(W1[e] . x[t]) ) ) ),   e = topk_idx[t,k]

@@ -1,7 +1,7 @@
 // 64-bit packed counters: (arrivals << 32 | count). A producer adds (1 << 32) | n in one atomic, so a consumer
 // that sees the expected number of arrivals also sees the complete count sum (no second flag, no torn read).
 // NOTES: counts must stay below 2^32 per round; the consumer clears the counter in the same call, fenced by a
-// final barrier (DESIGN.md 5), so CUDA graphs can replay.
+// final barrier (docs/design.md §4.5), so CUDA graphs can replay.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Device view of a symmetric buffer (seed 000 section 3.1): every rank holds an allocation of the same size;
+// Device view of a symmetric buffer (docs/design.md §4.2): every rank holds an allocation of the same size;
 // `map(ptr, rank)` turns a pointer into this rank's allocation into the same offset of `rank`'s allocation.
 // NOTES: offsets[i] = base_i - base_self in this process's address space (peer memory mapped by peer access or
 // CUDA IPC). Kernels reach peers only through map(); they never index raw peer-pointer arrays.

@@ -1,6 +1,6 @@
 // The combine arithmetic, shared by EP combine (kernels/ep/reduce_epilogue.cuh, and the reduce_local_experts
 // partial of kernels/ep/combine.cuh) and the fused layer's combine (kernels/mega/combine.cuh). The fused layer is
-// bitwise equal to the composed one only because both sum with these routines (DESIGN.md 4.2, 4.3):
+// bitwise equal to the composed one only because both sum with these routines (docs/design.md §3.6):
 //   out = bf16_rne( fp32 sum from 0.f of the biases (if any), then the rows in ascending top-k lane order )
 // one 16-byte piece (8 bf16 channels) at a time. Every add is a plain fp32 add (no FMA), in the caller's order.
 #pragma once

@@ -9,13 +9,13 @@
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/common/input_error.hpp"
 #include "symmoe/layout/ep.hpp"
-#include "symmoe/layout/ep_roles.hpp"
+#include "layout/ep_roles.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/layout/sync.hpp"
 
 namespace symmoe::ep {
 
-// Warps per CTA of the dispatch and combine kernels: symmoe/layout/ep_roles.hpp (shared with the planner).
+// Warps per CTA of the dispatch and combine kernels: layout/ep_roles.hpp (shared with the planner).
 // NOTES: register copies (combine sends, expand epilogue) keep kCopyVecs 16-byte vectors per lane in flight (8 KB
 // per warp); dispatch moves its rows through per-warp bulk pipes (bulk_rows.cuh).
 constexpr int kNumWarps = layout::EpDispatchRoles::kNumWarps;

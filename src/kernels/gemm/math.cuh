@@ -1,6 +1,6 @@
 // Math role: one warpgroup computes a 64 x kWgN slice (kWgN = 128 or 256) of the CTA's tile with WGMMA
 // m64n128k32 (e4m3 -> fp32) and promotes per 128-wide K block into fp32 registers:
-// acc = fmaf(sa[row] * sb, partial, acc) (DESIGN.md 4.4; the golden model's ref::gemm_faithful).
+// acc = fmaf(sa[row] * sb, partial, acc) (docs/design.md §3.3; the golden model's ref::gemm_faithful).
 // Tile shapes (two math warpgroups):
 //   128 x 128: warpgroup w takes rows [64w, 64w + 64), all 128 columns;
 //    64 x 256 ("split N"): both take rows [0, 64), warpgroup w takes columns [128w, 128w + 128);

@@ -1,8 +1,8 @@
-// Dispatch role of the fused kernel (seed 000 section 4.2, pull dispatch), in three steps:
+// Dispatch role of the fused kernel (docs/design.md §8.3, pull dispatch), in three steps:
 //  1. count_and_publish (every thread of every CTA, before the first rank barrier): for each routed (token, lane)
 //     of this rank, one system-scope atomic on the OWNING rank's counter expert_recv_count[src = this rank][local
 //     expert] takes a slot, and the entry token * K + lane is written into that rank's list src_token_topk[local
-//     expert][src][slot]. No intra-rank pre-reduction (seed 000 does one; see NOTES).
+//     expert][src][slot]. No intra-rank pre-reduction (see NOTES).
 //  2. load_expert_counts (every CTA, after the barrier): per local expert its pool segment (start aligned to
 //     BLOCK_M, valid rows) and per (expert, source rank) its chunk of the segment, in shared memory — the
 //     scheduler's and the pull's one truth.
@@ -12,7 +12,7 @@
 //     l1_arrival_count (gpu scope) for the L1 TMA producer.
 // NOTES: the slot order depends on atomic arrival order, so a pool row's position varies between calls; results do
 // not (every row is computed independently, and combine sums in top-k lane order). Cost: one NVLink atomic per
-// routed pair (~K per token); the seed's per-CTA pre-reduction would save most of them: a later optimisation.
+// routed pair (~K per token); a per-CTA pre-reduction of the counts would save most of them.
 // NOTES: routing errors (an id outside [-1, E), an expert repeated within a token; kernels/common/input_error.hpp)
 // are found while counting: the entry is not published, the smallest (token, lane) key is kept in this rank's
 // workspace, and the source flag is set on every rank before rank barrier #1. Every rank then treats a flagged
@@ -27,7 +27,7 @@
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
-#include "symmoe/layout/mega_roles.hpp"
+#include "layout/mega_roles.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::mega::kernel {

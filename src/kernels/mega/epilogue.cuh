@@ -16,7 +16,7 @@
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
 #include "kernels/ptx/wgmma.cuh"
-#include "symmoe/layout/mega_roles.hpp"
+#include "layout/mega_roles.hpp"
 
 namespace symmoe::mega::kernel {
 

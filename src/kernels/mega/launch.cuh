@@ -9,7 +9,7 @@
 namespace symmoe::mega::kernel {
 
 template <int kIndex>
-void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& m, int num_ctas,
+void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& m, int num_ctas,
                        cudaStream_t stream) {
   constexpr plan::MegaKernelShape s = plan::kMegaKernels[kIndex];
   constexpr bool kFp4 = s.weights == plan::GemmWeights::kFp4;
@@ -19,19 +19,14 @@ void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, con
                smem_bytes, " B of shared memory with ", s.num_stages, " stages, the plan says ", plan.smem_bytes,
                " B with ", plan.num_stages, " (", plan::gemm_weights_name(plan.weights), ")");
   // The traced instantiation only for traced calls (trace.cuh).
-  if constexpr (kFp4) {
-    auto* kernel = params.trace ? mega_moe_fp4_kernel<s.block_m, s.block_n, s.num_stages, true>
-                                : mega_moe_fp4_kernel<s.block_m, s.block_n, s.num_stages, false>;
-    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  auto* kernel = params.trace ? mega_moe_kernel<s.block_m, s.block_n, s.num_stages, true, kFp4>
+                              : mega_moe_kernel<s.block_m, s.block_n, s.num_stages, false, kFp4>;
+  SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  if constexpr (kFp4)
     kernel<<<num_ctas, kNumThreads, smem_bytes, stream>>>(params, m);
-    SYMMOE_CUDA_CHECK_LAUNCH("mega_moe_fp4_kernel");
-  } else {
-    auto* kernel = params.trace ? mega_moe_kernel<s.block_m, s.block_n, s.num_stages, true>
-                                : mega_moe_kernel<s.block_m, s.block_n, s.num_stages, false>;
-    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  else
     kernel<<<num_ctas, kNumThreads, smem_bytes, stream>>>(params, m.gemm);
-    SYMMOE_CUDA_CHECK_LAUNCH("mega_moe_kernel");
-  }
+  SYMMOE_CUDA_CHECK_LAUNCH(kFp4 ? "mega_moe_kernel (fp4 weights)" : "mega_moe_kernel (fp8 weights)");
 }
 
 }  // namespace symmoe::mega::kernel

@@ -5,17 +5,17 @@
 #include <cuda_runtime.h>
 
 #include "kernels/mega/params.hpp"
-#include "symmoe/plan.hpp"
+#include "plan/mega_kernels.hpp"
 
 namespace symmoe::mega::kernel {
 
 // Launches `num_ctas` persistent CTAs (all must be co-resident: at most the rank's SM share) of the compiled
 // kernel with plan.block_m and plan.weights; throws symmoe::Error if none is compiled or the shared memory disagrees
 // with the plan. maps: the six phase maps (maps.gemm, all an FP8 kernel takes) and, for FP4 weights, the codes maps.
-void launch_mega_moe(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& maps, int num_ctas,
+void launch_mega_moe(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
                      cudaStream_t stream);
 // The FP4 entries (mega_kernel_fp4.cu); launch_mega_moe calls it for plan.weights kFp4.
-void launch_mega_moe_fp4(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& maps,
-                         int num_ctas, cudaStream_t stream);
+void launch_mega_moe_fp4(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
+                         cudaStream_t stream);
 
 }  // namespace symmoe::mega::kernel

@@ -8,7 +8,7 @@ static_assert(plan::kNumMegaKernels == 3 && plan::kMegaKernels[0].weights == pla
                   plan::kMegaKernels[1].weights == plan::GemmWeights::kFp8,
               "plan::kMegaKernels changed: update launch_mega_moe and launch_mega_moe_fp4");
 
-void launch_mega_moe(const plan::MegaPlan& plan, const MegaParams& params, const MegaTensorMapsFp4& maps, int num_ctas,
+void launch_mega_moe(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
                      cudaStream_t stream) {
   SYMMOE_CHECK(num_ctas >= 1, "mega", "num_ctas must be >= 1, got ", num_ctas);
   if (plan.weights == plan::GemmWeights::kFp4) return launch_mega_moe_fp4(plan, params, maps, num_ctas, stream);

@@ -1,4 +1,4 @@
-// The fused MoE kernel (MegaMoE, seed 000) on Hopper: one persistent launch per layer call wires the roles
+// The fused MoE kernel (MegaMoE, docs/design.md §8) on Hopper: one persistent launch per layer call wires the roles
 //   dispatch.cuh   count + publish (all warps), pull rows into the L1 pool (3 dispatch warps per CTA)
 //   producer.cuh   TMA producer (1 thread), the GEMM core's loads behind a wait on the arrival counter / mask
 //   math.cuh       the GEMM core's WGMMA mainloop (2 math warpgroups, per-128-K promotion), L1 then L2
@@ -15,8 +15,8 @@
 // which this rank reaches only after clearing. Arrival counters and masks are local and every GEMM of the rank is
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
-// Warp roles, register split and named barriers: symmoe/layout/mega_roles.hpp (MegaRoles), shared with the planner.
-// FP4 weights (mega_moe_fp4_kernel, kFp4; BLOCK_M 64 only, plan::mega_block_m_candidates): the FP4 grouped GEMM's
+// Warp roles, register split and named barriers: layout/mega_roles.hpp (MegaRoles), shared with the planner.
+// FP4 weights (mega_moe_kernel<..., kFp4 true>; BLOCK_M 64 only, plan::mega_block_m_candidates): the FP4 grouped GEMM's
 // math-warp conversion (kernels/gemm/math_fp4.cuh, kMixedPhases: the base codes from the B scales of the tile's
 // phase). Per K block j of the CTA's tile sequence:
 //   producer:   wait empty[j % R] -> arrive_expect_tx raw_full[j % R] -> TMA FP4 B + codes (+ A, A scales; early
@@ -42,8 +42,8 @@
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/mega/smem_layout.hpp"
 #include "kernels/mega/trace.cuh"
-#include "symmoe/layout/mega_roles.hpp"
-#include "symmoe/plan.hpp"
+#include "layout/mega_roles.hpp"
+#include "plan/mega_kernels.hpp"
 
 namespace symmoe::mega::kernel {
 
@@ -107,22 +107,141 @@ __device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
   }
 }
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
+// The fused kernel, both weight formats: stages 1-4 above. kernel_maps: MegaTensorMaps (FP8 weights) or
+// MegaRankMaps (FP4: with the code maps); `maps` are its six phase maps, `codes_maps` (kFp4 only) the W1 codes map,
+// W2's right after it.
+// NOTES: one __global__ template with the body in it, not a __device__ function called by two kernels: inlined
+// that way (nvcc 13.0) the shared-memory address arithmetic of the FP8 kernel came out rearranged and its
+// <128, 256, 4> instantiation spilled (44 B); this form compiles the FP8 kernel to the same PTX as before.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace, bool kFp4>
 __global__ void __launch_bounds__(kNumThreads, 1)
-    mega_moe_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMaps maps) {
-  constexpr bool kFp4 = false;
-  [[maybe_unused]] const CUtensorMap* codes_maps = nullptr;
-#include "kernels/mega/mega_kernel_body.inc"
-}
+    mega_moe_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaKernelMaps<kFp4> kernel_maps) {
+  const MegaTensorMaps& maps = gemm_maps(kernel_maps);
+  [[maybe_unused]] const CUtensorMap* codes_maps = code_maps(kernel_maps);
+  using namespace gemm::kernel;
+  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
+  static_assert(!kFp4 || Slice::kSplitN,
+                "FP4: the math warpgroups convert, so each must read only its own B rows (split-N tiles, BLOCK_M 64)");
+  extern __shared__ uint8_t smem_raw[];
+  const layout::MegaDims& d = p.ws.dims();
+  const int El = d.num_local_experts();
+  const MegaSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kFp4> shared(smem_raw, d.num_ranks, El);
+  const auto& smem = shared.core;  // the GEMM core's regions
+  const ExpertCounts counts = ExpertCounts::from(shared.counts);
+  const int wg = threadIdx.x / Roles::kThreadsPerWarpgroup, warp = threadIdx.x / Roles::kThreadsPerWarp;
+  const int lane = threadIdx.x % Roles::kThreadsPerWarp;
+  const layout::SyncArea area = p.ws.get_sync_area();
 
-// FP4 weights (the kernel of plan::kMegaKernels' kFp4 entries; mega_kernel_fp4.cu).
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
-__global__ void __launch_bounds__(kNumThreads, 1)
-    mega_moe_fp4_kernel(const __grid_constant__ MegaParams p, const __grid_constant__ MegaTensorMapsFp4 fp4_maps) {
-  constexpr bool kFp4 = true;
-  const MegaTensorMaps& maps = fp4_maps.gemm;
-  const CUtensorMap* codes_maps = &fp4_maps.l1_codes;
-#include "kernels/mega/mega_kernel_body.inc"
+  if (threadIdx.x == 0) {
+    trace_stamp<kTrace>(p, kTraceStart);
+    ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
+    ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
+    if constexpr (kFp4) {
+      ptx::prefetch_tensormap(codes_maps), ptx::prefetch_tensormap(codes_maps + 1);
+      smem.init_stage_barriers(Roles::kNumMathWarps, 0);  // one arrive per math warp, no converter warps
+    } else {
+      smem.init_stage_barriers(Roles::kNumMathWarps);  // one arrive per math warp
+    }
+  }
+  if constexpr (kFp4) {  // the upconversion tables (fp4_upconvert.hpp), one per thread of warp 1
+    if (threadIdx.x >= 32 && threadIdx.x < 32 + kFp4NumShifts) {
+      const int i = threadIdx.x - 32;
+      smem.fp4_tables()[i] = fp4_shift_table(i + fmt::kFoldExactMinShift);
+    }
+  }
+  __syncthreads();
+
+  // ---- 1. count + publish, then every rank's lists are complete ----
+  count_and_publish(p, blockIdx.x * kNumThreads + threadIdx.x, gridDim.x * kNumThreads);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTracePublished);
+  // One rank: no peer reads this rank's lists, so the grid sync alone (gpu scope) orders them. The barrier epoch and
+  // slots stay untouched, as in every 1-rank call, so the next cross-rank barrier on them finds them consistent.
+  const bool counted = p.sym.num_ranks == 1 ? comm::grid_sync(area.grid_sync_counter(), p.ctx) && !comm::aborted(p.ctx)
+                                            : comm::rank_barrier(p.sym, area, p.ctx);
+  load_expert_counts<BLOCK_M, BLOCK_N>(p, counts, counted);
+  // Read before finish_call's clear (CTA 0 clears after a grid sync that every CTA reaches after this read).
+  const bool routing_ok = *reinterpret_cast<volatile const uint32_t*>(p.ws.get_src_input_error(int(p.sym.rank))) == 0;
+  if (!routing_ok && blockIdx.x == 0 && threadIdx.x == 0) publish_input_error(p);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceCounted);
+  if (blockIdx.x == 0 && p.recv_counts != nullptr)
+    for (int e = threadIdx.x; e < El; e += kNumThreads) p.recv_counts[e] = counts.num_rows[e];
+
+  // ---- 2. roles ----
+  using Scheduler = MegaScheduler<BLOCK_M, BLOCK_N>;
+  if (wg == Roles::kDataWarpgroup) {
+    ptx::setmaxnreg_dec<Roles::kDataRegisters>();
+    if (Roles::is_producer_warp(warp)) {
+      if (lane == 0) {
+        Scheduler sched(p, counts, blockIdx.x);
+        if constexpr (kFp4)
+          run_mega_producer_fp4<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, codes_maps, sched);
+        else
+          run_mega_producer<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched);
+        trace_stamp<kTrace>(p, kTraceProducerDone);
+      }
+    } else {
+      pull_rows<BLOCK_M>(p, counts, blockIdx.x * Roles::kNumDispatchWarps + Roles::dispatch_warp_index(warp),
+                         gridDim.x * Roles::kNumDispatchWarps, lane);
+      if (lane == 0) trace_max_stamp<kTrace>(p, kTracePullDone);
+    }
+    __syncwarp();
+    ptx::setmaxnreg_inc<Roles::kCommonRegisters>();
+  } else {
+    ptx::setmaxnreg_inc<Roles::kMathRegisters>();
+    const Slice slice(wg);
+    const GemmParams& l1 = p.l1;
+    const GemmParams& l2 = p.l2;
+    PipelineState<kNumStages> pipe;
+    [[maybe_unused]] Fp4ConvState conv;  // kFp4: the E4M3 ring position
+    float acc[Slice::kNumAcc];
+    if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (issue turns, math.cuh)
+    const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
+    Scheduler sched(p, counts, blockIdx.x);
+    MegaTile t;
+    PendingL1Signal<BLOCK_N, Roles::defers_l1_signal(kFp4)> pending;
+    for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
+      if (t.l2) pending.flush(p, staging);  // this tile's inputs may include the pending one
+      // FP4: one mainloop for both phases (kMixedPhases: the tile's kind picks the B-scale layout at run time).
+      if constexpr (kFp4) {
+        math_mainloop_fp4<BLOCK_M, BLOCK_N, kNumStages, EpilogueKind::kSwigluFp8, Roles::kFp4ConvertBarrier0, true>(
+            t.l2 ? l2 : l1, smem, t.tile, slice, wg, pipe, conv, acc, t.l2);
+        if constexpr (kTrace)
+          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
+        if (!t.l2) {
+          pending.flush(p, staging);
+          epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
+          pending.stored(p, t, staging);
+        } else {
+          epilogue_l2_writeback(p, t.tile, slice, acc, staging);
+        }
+      } else if (!t.l2) {
+        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe,
+                                                                                 acc);
+        if constexpr (kTrace)
+          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
+        pending.flush(p, staging);
+        epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
+        pending.stored(p, t, staging);
+      } else {
+        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kBf16>(l2, smem, t.tile, slice, wg, pipe, acc);
+        if constexpr (kTrace)
+          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
+        epilogue_l2_writeback(p, t.tile, slice, acc, staging);
+      }
+      if constexpr (kTrace)
+        if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMathDone, ptx::globaltimer_ns());
+    }
+    pending.flush(p, staging);
+    if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
+    // Every write-back to a peer complete and ordered before rank_barrier #2's release.
+    staging.drain();
+    ptx::fence_proxy_async_global();
+    ptx::fence_acq_rel_sys();
+    if (wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
+    ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
+  }
+
+  finish_call<kTrace>(p, routing_ok);
 }
 
 }  // namespace symmoe::mega::kernel

@@ -23,13 +23,32 @@ struct MegaTensorMaps {
 };
 static_assert(sizeof(CUtensorMap) == 128, "MegaTensorMaps: the phase's maps are consecutive");
 
-// FP4 weights: l1_b / l2_b map the packed E2M1 weights (rows of K/2 bytes, boxes of 64 B x 256 rows, unswizzled:
-// the math warpgroups read them to convert) and the codes maps the UE8M0 code words (int32 [El * K/128, N], boxes
-// of 256 words of one K block). The FP8 kernels take `gemm` alone (their parameter is unchanged).
-struct MegaTensorMapsFp4 {
+// Every TMA descriptor of one rank's fused layer, for either weight format: `gemm`, the maps both kernels read (the
+// FP8 kernels take it alone), and the FP4 code maps. FP4 weights: gemm.l1_b / l2_b map the packed E2M1 weights
+// (rows of K/2 bytes, boxes of 64 B x 256 rows, unswizzled: the math warpgroups read them to convert) and the codes
+// maps the UE8M0 code words (int32 [El * K/128, N], boxes of 256 words of one K block); FP8 weights leave the code
+// maps empty.
+struct MegaRankMaps {
   MegaTensorMaps gemm;
   CUtensorMap l1_codes, l2_codes;  // W1 codes [El * H/128, 2I], W2 codes [El * I/128, H]
 };
+
+// The maps parameter of the fused kernel (mega_kernel.cuh): MegaTensorMaps for FP8 weights, MegaRankMaps for FP4;
+// gemm_maps / code_maps read the six phase maps and the code maps (FP8: none) out of either.
+template <bool kFp4>
+struct MegaKernelMapsOf {
+  using type = MegaTensorMaps;
+};
+template <>
+struct MegaKernelMapsOf<true> {
+  using type = MegaRankMaps;
+};
+template <bool kFp4>
+using MegaKernelMaps = typename MegaKernelMapsOf<kFp4>::type;
+__host__ __device__ inline const MegaTensorMaps& gemm_maps(const MegaTensorMaps& m) { return m; }
+__host__ __device__ inline const MegaTensorMaps& gemm_maps(const MegaRankMaps& m) { return m.gemm; }
+__host__ __device__ inline const CUtensorMap* code_maps(const MegaTensorMaps&) { return nullptr; }
+__host__ __device__ inline const CUtensorMap* code_maps(const MegaRankMaps& m) { return &m.l1_codes; }
 
 struct MegaParams {
   layout::MegaLayout ws;    // this rank's workspace (local base); peers' copies through sym.map

@@ -67,11 +67,20 @@ __device__ __forceinline__ void wait_tile_inputs_traced(const MegaParams& p, con
 // calls are slower (the measured counts: docs/notes/mega.md).
 constexpr int kEarlyWeightStages = 3;
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
-__device__ __forceinline__ void run_mega_producer(
-    const MegaParams& p, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
-    const MegaTensorMaps& maps, MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
-  using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+// The producer loop of both weight formats. `stages` gives a stage's protocol:
+//   uint64_t* begin(const PipelineState&)  waits for the stage to be free, announces all of its bytes on its full
+//                                          barrier and returns that barrier;
+//   uint64_t* full(int stage)              the stage's full barrier;
+//   void weights(const PipelineState&, uint64_t* full, const MegaTile&, const CUtensorMap* b_map, int kb, int b_row,
+//                int num_k_blocks)         loads the stage's weights (B, and what else the format needs);
+//   kWeightsFirst                          a stage loaded after the row wait issues its weights before A (else
+//                                          after A's scales).
+// Every stage the math warps wait on gets its arrive and all of its bytes: after a timed-out row wait the loads
+// happen anyway (garbage rows), so the kernel ends and the host raises the recorded error.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace, typename Smem, typename Stages>
+__device__ __forceinline__ void run_mega_producer_loop(const MegaParams& p, const Smem& smem,
+                                                       const MegaTensorMaps& maps,
+                                                       MegaScheduler<BLOCK_M, BLOCK_N>& sched, const Stages& stages) {
   const layout::MegaDims& d = p.ws.dims();
   gemm::kernel::PipelineState<kNumStages> pipe;
   MegaTile t;
@@ -87,33 +96,57 @@ __device__ __forceinline__ void run_mega_producer(
     const int num_early = min(kEarlyWeightStages < kNumStages ? kEarlyWeightStages : kNumStages, num_k_blocks);
     gemm::kernel::PipelineState<kNumStages> early = pipe;  // the stages that get their weights before the wait
     for (int kb = 0; kb < num_early; ++kb) {
-      ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-      uint64_t* full = smem.full(pipe.stage);
-      ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);  // A, its scales and B: complete after the A loads
-      ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
+      stages.weights(pipe, stages.begin(pipe), t, phase_maps + 2, kb, b_row, num_k_blocks);
       pipe.advance();
     }
     wait_tile_inputs_traced<BLOCK_N, kTrace>(p, t);
     const int sfa_row = t.tile.row_begin & ~(gemm::kernel::kSfaBoxPad - 1);
     for (int kb = 0; kb < num_k_blocks; ++kb) {
-      uint64_t* full;
       if (kb < num_early) {
-        full = smem.full(early.stage);
+        uint64_t* full = stages.full(early.stage);
         ptx::tma_load_2d(smem.a(early.stage), phase_maps, full, kb * 128, t.tile.row_begin);
         ptx::tma_load_2d(smem.sfa(early.stage), phase_maps + 1, full, sfa_row, kb);
         early.advance();
       } else {
-        ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
-        full = smem.full(pipe.stage);
-        ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);
+        uint64_t* full = stages.begin(pipe);
+        if constexpr (Stages::kWeightsFirst) stages.weights(pipe, full, t, phase_maps + 2, kb, b_row, num_k_blocks);
         ptx::tma_load_2d(smem.a(pipe.stage), phase_maps, full, kb * 128, t.tile.row_begin);
         ptx::tma_load_2d(smem.sfa(pipe.stage), phase_maps + 1, full, sfa_row, kb);
-        ptx::tma_load_2d(smem.b(pipe.stage), phase_maps + 2, full, kb * 128, b_row);
+        if constexpr (!Stages::kWeightsFirst) stages.weights(pipe, full, t, phase_maps + 2, kb, b_row, num_k_blocks);
         pipe.advance();
       }
     }
     if constexpr (kTrace) trace_tile(p, trace_read(p, kTraceNumTiles) - 1, kTileLoadsIssued, ptx::globaltimer_ns());
   }
+}
+
+// FP8 weights: per stage one full barrier for A, its scales and the B tile.
+template <int BLOCK_M, int BLOCK_N, int kNumStages>
+struct Fp8ProducerStages {
+  using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
+  using Pipe = gemm::kernel::PipelineState<kNumStages>;
+  static constexpr bool kWeightsFirst = false;
+  const Layout& smem;
+
+  __device__ __forceinline__ uint64_t* begin(const Pipe& pipe) const {
+    ptx::mbarrier_wait_parity(smem.empty(pipe.stage), pipe.phase ^ 1);
+    uint64_t* full = smem.full(pipe.stage);
+    ptx::mbarrier_arrive_expect_tx(full, Layout::kStageTxBytes);  // A, its scales and B
+    return full;
+  }
+  __device__ __forceinline__ uint64_t* full(int stage) const { return smem.full(stage); }
+  __device__ __forceinline__ void weights(const Pipe& pipe, uint64_t* full, const MegaTile&, const CUtensorMap* b_map,
+                                          int kb, int b_row, int) const {
+    ptx::tma_load_2d(smem.b(pipe.stage), b_map, full, kb * 128, b_row);
+  }
+};
+
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
+__device__ __forceinline__ void run_mega_producer(
+    const MegaParams& p, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
+    const MegaTensorMaps& maps, MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
+  run_mega_producer_loop<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched,
+                                                               Fp8ProducerStages<BLOCK_M, BLOCK_N, kNumStages>{smem});
 }
 
 }  // namespace symmoe::mega::kernel

@@ -1,6 +1,6 @@
 // Tile scheduler of the fused kernel: waves of experts, within a wave first every L1 tile of its experts, then
 // every L2 tile. Wave w holds the experts whose actual L1 tiles start in [w, w + 1) x MegaParams::wave_l1_tiles
-// (load_expert_counts computes the wave ends from the received counts) (seed 000 section 5: L2 of wave w overlaps L1
+// (load_expert_counts computes the wave ends from the received counts) (docs/design.md §8.4: L2 of wave w overlaps L1
 // of wave w + 1 on other SMs). Within an expert the m-blocks are outer and the n-blocks inner, so the n-blocks that
 // complete one pool block's L2 input (the L2 arrival mask) run at about the same time, and one pulled block feeds
 // all its L1 tiles at once.
@@ -19,7 +19,7 @@
 
 #include "kernels/gemm/scheduler.cuh"
 #include "kernels/mega/params.hpp"
-#include "symmoe/layout/mega_smem.hpp"
+#include "layout/mega_smem.hpp"
 
 namespace symmoe::mega::kernel {
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "kernels/gemm/smem_layout.hpp"
-#include "symmoe/layout/mega_smem.hpp"
-#include "symmoe/plan.hpp"
+#include "layout/mega_smem.hpp"
+#include "plan/mega_kernels.hpp"
 
 namespace symmoe::mega::kernel {
 

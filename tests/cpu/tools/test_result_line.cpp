@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "result_line.hpp"
@@ -70,4 +72,17 @@ TEST(ResultLine, InvalidUtf8IsReplacedNotThrown) {
   line.add("command", std::string("symmoe bench \xff\xfe"));
   const auto j = parse(line);
   EXPECT_NE(j["command"].get<std::string>().find("symmoe bench"), std::string::npos);
+}
+
+// The "gpu" field: SYMMOE_GPU_KIND when set, else the GPUs' own names (cudaGetDeviceProperties), counted.
+TEST(ResultLine, GpuKindFromTheGpusNamesUnlessOverridden) {
+  using symmoe::bench::gpu_kind;
+  EXPECT_EQ(gpu_kind("", {"NVIDIA H200"}), "nvidia-h200");
+  EXPECT_EQ(gpu_kind("", {"NVIDIA H200", "NVIDIA H200"}), "nvidia-h200-x2");
+  EXPECT_EQ(gpu_kind("", std::vector<std::string>(8, "NVIDIA H100 80GB HBM3")), "nvidia-h100-80gb-hbm3-x8");
+  EXPECT_EQ(gpu_kind("", {"NVIDIA H100 PCIe", "NVIDIA H200", "NVIDIA H100 PCIe"}), "nvidia-h100-pcie-x2+nvidia-h200");
+  EXPECT_EQ(gpu_kind("", {" (GPU) "}), "gpu");
+  EXPECT_EQ(gpu_kind("", {"***"}), "unnamed");
+  EXPECT_EQ(gpu_kind("", {}), "unknown");
+  EXPECT_EQ(gpu_kind("nvidia-h200-x2", {"NVIDIA H100 PCIe"}), "nvidia-h200-x2");  // the variable overrides
 }

@@ -16,7 +16,7 @@
 
 #include "symmoe/layout/common.hpp"
 #include "symmoe/layout/ep.hpp"
-#include "symmoe/layout/ep_roles.hpp"
+#include "layout/ep_roles.hpp"
 
 namespace symmoe::layout {
 

@@ -1,7 +1,8 @@
 // Shared memory of the fused MoE kernel after the GEMM core's regions (src/kernels/mega/smem_layout.hpp stacks the
 // two): the per-local-expert counts of one call, written by load_expert_counts after rank barrier #1 and read by
 // the scheduler (both copies: producer and math) and the dispatch warps. One description for the planner
-// (plan::mega_smem_bytes, via num_bytes) and the kernel (the pointers). R ranks, El local experts, int32 words:
+// (plan::mega_smem_bytes in src/plan/mega_kernels.hpp, via num_bytes) and the kernel (the pointers). R ranks, El local
+// experts, int32 words:
 //   chunk_start  [El][R]        first pool row of the pairs source s sent to local expert e (index e * R + s);
 //                               nondecreasing over the index, so a pool row's (expert, source) is a binary search
 //   seg_start    [El + 1]       first pool row of expert e's segment (a multiple of BLOCK_M); [El] = rows used
@@ -9,7 +10,7 @@
 //   wave_last    [ceil(El/32)]  bit e % 32 of word e / 32: expert e is the last of its wave
 // NOTES: seg_start, num_rows and wave_last are consecutive, so the scheduler reaches all three from one pointer
 // (seg_start; num_rows_from_seg_start / wave_last_from_seg_start) and keeps one register for them.
-// Plain integer math, no CUDA headers: g++ compiles this too.
+// Plain integer math, no CUDA headers: g++ compiles this too. Internal (src/): not installed.
 #pragma once
 
 #include <cstdint>

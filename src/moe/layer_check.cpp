@@ -1,0 +1,69 @@
+#include "moe/layer_check.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "symmoe/cuda_check.hpp"
+#include "symmoe/formats.hpp"
+
+namespace symmoe::moe {
+
+namespace {
+size_t y_values(const std::vector<MoeForwardArgs>& args, size_t i, int hidden) {
+  return size_t(args[i].num_tokens) * size_t(hidden);
+}
+}  // namespace
+
+std::vector<std::vector<uint16_t>> download_y(const Communicator& comm, const std::vector<const uint16_t*>& y,
+                                              const std::vector<MoeForwardArgs>& args, int hidden) {
+  SYMMOE_CHECK(y.size() == args.size(), "moe", "download_y: ", y.size(), " y pointers for ", args.size(), " ranks");
+  std::vector<std::vector<uint16_t>> out;
+  for (size_t i = 0; i < y.size(); ++i) {
+    out.emplace_back(y_values(args, i, hidden));
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
+    if (!out.back().empty())
+      SYMMOE_CUDA_CHECK(cudaMemcpy(out.back().data(), y[i], out.back().size() * 2, cudaMemcpyDeviceToHost));
+  }
+  return out;
+}
+
+void poison_y(const Communicator& comm, const std::vector<const uint16_t*>& y, const std::vector<MoeForwardArgs>& args,
+              int hidden) {
+  SYMMOE_CHECK(y.size() == args.size(), "moe", "poison_y: ", y.size(), " y pointers for ", args.size(), " ranks");
+  for (size_t i = 0; i < y.size(); ++i) {
+    SYMMOE_CUDA_CHECK(cudaSetDevice(comm.local_ranks()[i].device));
+    SYMMOE_CUDA_CHECK(cudaMemset(const_cast<uint16_t*>(y[i]), 0xFF, y_values(args, i, hidden) * 2));
+    SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());  // done before the next call on the rank's (non-blocking) stream
+  }
+}
+
+BitwiseDiff compare_bitwise(const Communicator& comm, const std::vector<std::vector<uint16_t>>& want,
+                            const std::vector<std::vector<uint16_t>>& got, int hidden) {
+  SYMMOE_CHECK(want.size() == got.size(), "moe", "compare_bitwise: ", want.size(), " ranks vs ", got.size());
+  BitwiseDiff d;
+  for (size_t r = 0; r < want.size(); ++r) {
+    SYMMOE_CHECK(want[r].size() == got[r].size(), "moe", "compare_bitwise: local rank ", r, " has ", want[r].size(),
+                 " values vs ", got[r].size());
+    d.num_values += want[r].size();
+    for (size_t i = 0; i < want[r].size(); ++i)
+      if (want[r][i] != got[r][i] && d.num_different++ == 0) {
+        d.rank = comm.local_ranks()[r].rank;
+        d.token = i / size_t(hidden), d.col = i % size_t(hidden);
+        d.want = want[r][i], d.got = got[r][i];
+      }
+  }
+  return d;
+}
+
+std::string BitwiseDiff::to_string(const std::string& want_name, const std::string& got_name) const {
+  if (equal()) return "bitwise equal (" + std::to_string(num_values) + " values)";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "first difference: rank %d token %zu col %zu: %s 0x%04x (%g) %s 0x%04x (%g)", rank,
+                token, col, want_name.c_str(), want, double(fmt::bf16_to_float(want)), got_name.c_str(), got,
+                double(fmt::bf16_to_float(got)));
+  return std::string(buf) + " (" + std::to_string(num_different) + " of " + std::to_string(num_values) +
+         " values differ)";
+}
+
+}  // namespace symmoe::moe

@@ -1,0 +1,48 @@
+// The compiled fused MoE kernels (internal: src/, not installed). plan_mega_moe picks one (MegaPlan::block_m,
+// num_stages, smem_bytes), src/kernels/mega/launch.cuh launches it; a retune changes this table, not the API.
+#pragma once
+
+#include "layout/mega_smem.hpp"
+#include "symmoe/plan.hpp"
+
+namespace symmoe::plan {
+
+// The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
+// the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
+// L2 alike (one stage ring, one tile shape): FP8 weights at every mega_block_m_candidates BLOCK_M, then FP4 weights
+// (num_stages counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped
+// GEMM; the math warpgroups convert). Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts
+// (layout::MegaSmemCounts): mega_smem_bytes below; src/kernels/mega/smem_layout.hpp stacks the two.
+struct MegaKernelShape {
+  int block_m, block_n, num_stages;
+  GemmWeights weights = GemmWeights::kFp8;
+};
+inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}, {64, 256, 5, GemmWeights::kFp4}};
+inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
+// kMegaKernels is FP8 then FP4, each over mega_block_m_candidates in order.
+constexpr bool mega_kernels_follow_candidates() {
+  const GemmWeights formats[] = {GemmWeights::kFp8, GemmWeights::kFp4};
+  int i = 0;
+  for (const GemmWeights w : formats) {
+    const MegaBlockMs c = mega_block_m_candidates(w);
+    for (int j = 0; j < c.count; ++j, ++i)
+      if (i >= kNumMegaKernels || kMegaKernels[i].block_m != c.values[j] || kMegaKernels[i].weights != w) return false;
+  }
+  return i == kNumMegaKernels;
+}
+static_assert(mega_kernels_follow_candidates(),
+              "the fused kernels: FP8 then FP4, each over mega_block_m_candidates in order");
+// Index in kMegaKernels of the fused kernel with BLOCK_M block_m and these weights (-1: none compiled).
+constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
+  for (int i = 0; i < kNumMegaKernels; ++i)
+    if (kMegaKernels[i].block_m == block_m && kMegaKernels[i].weights == weights) return i;
+  return -1;
+}
+// Dynamic shared memory of a fused kernel: the GEMM core's (gemm_smem_bytes) + the per-expert counts.
+constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
+                              GemmWeights weights = GemmWeights::kFp8) {
+  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true)) +
+         layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
+}
+
+}  // namespace symmoe::plan
