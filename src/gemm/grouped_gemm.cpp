@@ -62,8 +62,9 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                                                               : double(in.num_rows) / in.num_experts;
   const int num_sms = opt.num_sms > 0 ? opt.num_sms : device_sm_count();
   const bool fp4 = in.weights == WeightFormat::kFp4;
-  const PlanKey key{expected,        in.n, in.k, in.num_experts,     num_sms, swiglu, opt.block_m, opt.block_n,
-                    opt.tile_buffer, fp4,  opt.cluster_size, opt.core};
+  const PlanKey key{expected,         in.n,        in.k,        in.num_experts,  num_sms,
+                    swiglu,           opt.block_m, opt.block_n, opt.tile_buffer, fp4,
+                    opt.cluster_size, opt.core};
   {
     std::lock_guard<std::mutex> lock(plan_cache_mutex);
     const auto it = plan_cache.find(key);
@@ -78,9 +79,8 @@ Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions&
                               swiglu ? plan::GemmEpilogue::kSwigluFp8 : plan::GemmEpilogue::kBf16, overrides_once(),
                               pins, fp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
   const plan::GemmPlan& p = launch.plan;
-  launch.kernel =
-      plan::GemmKernelShape{p.block_m,     p.block_n, p.num_stages, p.cluster_size,
-                            p.epilogue,    p.tile_buffer, p.weights, p.core};
+  launch.kernel = plan::GemmKernelShape{p.block_m,  p.block_n,     p.num_stages, p.cluster_size,
+                                        p.epilogue, p.tile_buffer, p.weights,    p.core};
   launch.num_ctas = p.num_sms;
   std::lock_guard<std::mutex> lock(plan_cache_mutex);
   if (plan_cache.size() >= kMaxCachedPlans) plan_cache.clear();

@@ -37,8 +37,7 @@ bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m,
          (!core || static_cast<int>(kernel.core) + 1 == core);
 }
 
-bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0,
-                int core = 0) {
+bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0, int core = 0) {
   for (const GemmKernelShape& kernel : kGemmKernels)
     if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer, core)) return true;
   return false;
@@ -80,8 +79,7 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
   p.b_scales_smem = gemm_b_scales_in_smem(p.weights, false);
   p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
-  p.smem_bytes =
-      gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
+  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
   p.num_tiles_expected =
       static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
@@ -153,7 +151,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // cluster 1; even counts 0.98-1.0x); the two-halves core runs single CTAs (its cluster-2 kernels were 6-10% slower,
   // docs/notes/plan.md).
   const long long m_blocks = expected_m_blocks(m_per_expert_expected, block_m);
-  const int cluster = pins.cluster_size                          ? pins.cluster_size
+  const int cluster = pins.cluster_size ? pins.cluster_size
                       : core == 2 && m_blocks % 2 == 0 && num_sms >= 2 &&
                               any_kernel(kind, block_m, pins.block_n, 2, stages, pins.tile_buffer, core)
                           ? 2
@@ -175,8 +173,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   }
   SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind), " block_m=", block_m,
                " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages, " tile_buffer=", pins.tile_buffer,
-               " core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
-               " (compiled:", compiled_list(kind), ")");
+               " core=", gemm_core_name(static_cast<GemmCore>(core - 1)), " (compiled:", compiled_list(kind), ")");
   best.validate();
   return best;
 }
@@ -247,11 +244,10 @@ std::string GemmPlan::to_string() const {
      << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
      << " core=" << gemm_core_name(core) << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "")
-     << (b_scales_smem ? " b_scales_smem" : "")
-     << " | regs math " << math_registers << " (need ~" << math_registers_needed << ") producer " << producer_registers
-     << " threads=" << num_threads << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed
-     << " fixed + " << smem_per_stage << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~"
-     << num_waves_expected;
+     << (b_scales_smem ? " b_scales_smem" : "") << " | regs math " << math_registers << " (need ~"
+     << math_registers_needed << ") producer " << producer_registers << " threads=" << num_threads
+     << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
+     << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~" << num_waves_expected;
   return os.str();
 }
 

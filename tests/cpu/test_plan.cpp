@@ -50,9 +50,8 @@ void check_gemm(const plan::GemmPlan& p) {
   ASSERT_TRUE(compiled) << p.to_string();
   // B scales in shared memory exactly for the standalone FP8 kernels (plan::gemm_b_scales_in_smem), counted.
   ASSERT_EQ(p.b_scales_smem, p.weights == plan::GemmWeights::kFp8) << p.to_string();
-  ASSERT_EQ(p.smem_bytes,
-            plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem,
-                                  p.core))
+  ASSERT_EQ(p.smem_bytes, plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights,
+                                                p.b_scales_smem, p.core))
       << p.to_string();
   // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
   ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
@@ -151,7 +150,8 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
       for (const int cluster : {1, 2}) {
         plan::GemmPins pins;
         pins.core = 2, pins.cluster_size = cluster;
-        const plan::GemmPlan p = plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins);
+        const plan::GemmPlan p =
+            plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins);
         EXPECT_EQ(p.core, plan::GemmCore::kOneBatch) << p.to_string();
         check_gemm(p);
         mark(p);
@@ -194,7 +194,8 @@ TEST(Plan, BlockMLadder) {
   // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
   // bf16 at 128-row tiles: the one-batch core, 128 x 192, clusters of 2 for an even m-block count per expert (12),
   // single CTAs for an odd one (3).
-  const plan::GemmPlan bf16 = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+  const plan::GemmPlan bf16 =
+      plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
   EXPECT_EQ(bf16.core, plan::GemmCore::kOneBatch) << bf16.to_string();
   EXPECT_EQ(bf16.block_n, 192) << bf16.to_string();
   EXPECT_EQ(bf16.cluster_size, 2) << bf16.to_string();

@@ -192,8 +192,8 @@ TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
   // One hot expert, Zipf-like tail, an empty last expert; segments aligned to 64 only.
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {700, 150, 40, 9, 3, 1, 0}, 64, 256, 640,
                               fmt::ScaleFormat::kUe8m0, seed);
-  for (const auto& c : with_one_batch({Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3, 0, 0, 1},
-                                       Config{128, 256, 3, 1}}))
+  for (const auto& c : with_one_batch(
+           {Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3, 0, 0, 1}, Config{128, 256, 3, 1}}))
     check_bf16(p, c);
 }
 

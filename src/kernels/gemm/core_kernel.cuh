@@ -46,8 +46,7 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
   if (wg == 2) {
     ptx::setmaxnreg_dec<kCoreProducerRegisters>();
     if (threadIdx.x == 256)
-      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b, sched,
-                                                            cta_rank);
+      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b, sched, cta_rank);
   } else {
     ptx::setmaxnreg_inc<kCoreMathRegisters>();
     PipelineState<kNumStages> pipe;

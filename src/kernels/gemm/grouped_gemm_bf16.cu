@@ -41,11 +41,10 @@ void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& p
       index = i;
   }
   SYMMOE_CHECK(index >= 0, "gemm", "no compiled kernel for ", kernel_name(shape));
-  const bool launched = launch_bf16_narrow(index, params, maps, num_ctas, stream) ||
-                        launch_bf16_wide(index, params, maps, num_ctas, stream) ||
-                        launch_swiglu(index, params, maps, num_ctas, stream) ||
-                        launch_fp4(index, params, maps, num_ctas, stream) ||
-                        launch_core(index, params, maps, num_ctas, stream);
+  const bool launched =
+      launch_bf16_narrow(index, params, maps, num_ctas, stream) ||
+      launch_bf16_wide(index, params, maps, num_ctas, stream) || launch_swiglu(index, params, maps, num_ctas, stream) ||
+      launch_fp4(index, params, maps, num_ctas, stream) || launch_core(index, params, maps, num_ctas, stream);
   SYMMOE_CHECK(launched, "gemm", "plan::kGemmKernels entry ", index, " (", kernel_name(shape),
                ") is compiled in no file");
 }

@@ -59,8 +59,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   if (wg == kNumMathWarpgroups) {
     ptx::setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == kNumMathWarpgroups * 128)
-      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b,
-                                                                         sched, cta_rank);
+      run_producer<BLOCK_M, BLOCK_N, kNumStages, kClusterM>(params, smem, &tmap_a, &tmap_sfa, &tmap_b, sched, cta_rank);
   } else {
     ptx::setmaxnreg_inc<kMathRegisters>();
     const WarpgroupSlice<BLOCK_M, BLOCK_N> slice(wg);

@@ -133,7 +133,6 @@ __device__ __forceinline__ void wgmma_m64n192k32_e4m3_overwrite(float (&d)[96], 
       : "l"(desc_a), "l"(desc_b));
 }
 
-
 // m64nNk32 (and its overwriting form) for the N a tile needs (the one-batch core: N = its BLOCK_N).
 template <int N>
 __device__ __forceinline__ void wgmma_m64nk32_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
