@@ -74,112 +74,14 @@ const char* gemm_epilogue_name(GemmEpilogue e);
 enum class GemmWeights : int { kFp8 = 0, kFp4 = 1 };
 constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights::kFp4 ? "fp4" : "fp8"; }
 
-// The grouped-GEMM kernels that exist: src/kernels/gemm/*.cu instantiate exactly these entries (and nothing else),
-// and plan_grouped_gemm picks among them (each is its choice for some problem or pin: tests/cpu/test_plan.cpp).
-// Two math warpgroups + one producer warpgroup each, cluster 1:
-//   128 x 128: the warpgroups split the token rows (64 x 128 each)
-//    64 x 256: they split the channels (64 x 128 each)
-//   128 x 256: they split the token rows (64 x 256 each, two m64n128 WGMMA passes sharing one partial accumulator)
-// Stages: as many as fit next to the epilogue staging (gemm_smem_bytes). The kernels keep a cluster template
-// parameter (TMA multicast of the weight tile to 2 CTAs); no clustered kernel is compiled because none was faster
-// (docs/notes/gemm.md).
-// tile_buffer: the epilogue stages the warp's whole slice (16 rows x block_n bf16) in shared memory and bulk-stores
-// it while the warps go on with the next tile, instead of 64-column slabs through 16 staging rows (each slab waits
-// for the previous slab's stores to read the rows); it costs a pipeline stage (kernels/gemm/epilogue_tile_buffer.cuh).
-// weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
-// second ring of kGemmFp4ConvStages tiles, written at BLOCK_M 64 by the math warpgroups one K block ahead
-// (kernels/gemm/math_fp4.cuh), at BLOCK_M 128 by converter warps (kernels/gemm/fp4_converter.cuh; grouped GEMM
-// only: the fused kernel exists with FP4 weights at BLOCK_M 64 only, mega_block_m_candidates).
-// How a kernel's math warpgroups run the K loop and store the tile:
-//   kTwoHalves: the tiles above; a 64 x 256 warpgroup tile is two m64n128 passes sharing one partial accumulator,
-//               the warpgroups take issue turns, the epilogue goes through staging rows and bulk stores
-//               (kernels/gemm/math.cuh, epilogue_*.cuh).
-//   kOneBatch:  BLOCK_M 128, bf16 output; each warpgroup's 64 x block_n (128 or 192) in one m64nN batch per K block
-//               into its own partial accumulator, no issue turns; the tile's B scales staged in shared memory once
-//               per tile; the epilogue writes the tile with stmatrix into one 128B-swizzled shared-memory tile and
-//               stores it with one TMA store per 64 columns (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs
-//               take neighbouring m-blocks of one n-block and each multicasts half of the weight tile to both.
+// How a grouped-GEMM kernel's math warpgroups run the K loop and store the tile (src/plan/gemm_kernels.hpp has the
+// compiled kernels of each):
+//   kTwoHalves: 64 x 256 warpgroup tiles as two m64n128 passes sharing one partial accumulator, issue turns, epilogue
+//               through staging rows and bulk stores (kernels/gemm/math.cuh, epilogue_*.cuh)
+//   kOneBatch:  128-row tiles, bf16 output; one m64nN batch per K block per warpgroup, no issue turns, the tile's B
+//               scales staged once per tile, stmatrix + TMA-store epilogue (kernels/gemm/core_*.cuh)
 enum class GemmCore : int { kTwoHalves = 0, kOneBatch = 1 };
 constexpr const char* gemm_core_name(GemmCore c) { return c == GemmCore::kOneBatch ? "one-batch" : "two-halves"; }
-
-struct GemmKernelShape {
-  int block_m, block_n, num_stages, cluster_size;
-  GemmEpilogue epilogue;
-  bool tile_buffer = false;
-  GemmWeights weights = GemmWeights::kFp8;
-  GemmCore core = GemmCore::kTwoHalves;
-};
-inline constexpr GemmKernelShape kGemmKernels[] = {
-    {128, 128, 6, 1, GemmEpilogue::kBf16},
-    {64, 256, 5, 1, GemmEpilogue::kBf16},
-    {128, 256, 4, 1, GemmEpilogue::kBf16},
-    {128, 256, 3, 1, GemmEpilogue::kBf16, true},
-    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8},
-    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8},
-    {64, 256, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
-    {128, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4},
-    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
-    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4},
-    {128, 192, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
-    {128, 192, 4, 2, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
-    {128, 128, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
-    {128, 128, 5, 2, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
-};
-inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
-
-// Shared memory of one grouped-GEMM kernel (src/kernels/gemm/smem_layout.hpp places the regions and
-// static_asserts that its total equals gemm_smem_bytes).
-//   per stage: A tile block_m x 128 B + B tile block_n x 128 B + A scales (block_m + 4 fp32, TMA box padded to
-//              128 B) + full/empty mbarriers (16 B)
-//   fixed:     L1 amax exchange (1 KiB) + epilogue staging (8 warps x 16 rows x 144 B: 64 bf16 / 128 e4m3 per row +
-//              16 B pad against bank conflicts; with tile_buffer 8 warps x 16 rows x (2 block_n + 16) B: the warp's
-//              whole bf16 slice) + with b_scales_smem the tile's B-scale chunk (gemm_sfb_smem_bytes) + 1 KiB to
-//              align the base to 1024 B (128B swizzle)
-//   FP4 weights, per stage: the A tile, its scales, the packed B tile block_n x 64 B and its scale codes
-//              block_n x 4 B, 2 mbarriers (no E4M3 B tile: the upconversion writes it into a separate ring of
-//              kGemmFp4ConvStages E4M3 tiles + 2 mbarriers each, counted as fixed); fixed also the upconversion
-//              tables and the converter warps' per-stage slots, 8 B per raw stage (kGemmFp4TableBytes)
-constexpr int kGemmSfaBoxPad = 4;
-constexpr int kGemmFp4TableBytes = 256;
-constexpr int kGemmFp4ConvStages = 2;
-constexpr int gemm_stage_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
-  return block_m * 128 + ((block_m + kGemmSfaBoxPad) * 4 + 127) / 128 * 128 + 16 +
-         (weights == GemmWeights::kFp4 ? block_n * 64 + block_n * 4 : block_n * 128);
-}
-constexpr int kGemmStagingRowBytes = 144;
-constexpr int kGemmStagingBytes = 8 * 16 * kGemmStagingRowBytes;
-constexpr int gemm_tile_buffer_row_bytes(int block_n) { return 2 * block_n + 16; }
-constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
-  return tile_buffer ? 8 * 16 * gemm_tile_buffer_row_bytes(block_n) : kGemmStagingBytes;
-}
-// Where the math warps read the weight tile's B block scales. The standalone FP8 grouped GEMM kernels stage them in
-// shared memory (kernels/gemm/math.cuh): per tile, chunks of kGemmSfbChunkKBlocks K blocks, one float2 (gate, up;
-// bf16: (s, s)) per K block and 128-column block of the tile, one float per math thread for block_n 256; the K loop
-// reads them with ld.shared. The FP4 kernels and the fused kernel load them per K block from global memory: the fused
-// BLOCK_M 64 kernel has no room for the buffer next to 384 experts' counts, and staging spilled the FP4 kernels
-// (docs/notes/gemm.md). The one place that decides: the kernel entries' shared-memory layouts and the planner ask it.
-constexpr bool gemm_b_scales_in_smem(GemmWeights weights, bool fused) { return weights == GemmWeights::kFp8 && !fused; }
-constexpr int kGemmSfbChunkKBlocks = 64;
-constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
-  return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
-}
-// One-batch core (GemmCore::kOneBatch), fixed: the bf16 output tile (128 x block_n x 2 B, TMA store source) + the
-// tile's B scales for every K block, two per K block (the 128-column scale blocks a 192-column tile spans), up to
-// kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
-constexpr int kGemmCoreMaxKBlocks = 128;
-constexpr int gemm_core_fixed_smem_bytes(int block_n) { return 128 * block_n * 2 + 2 * kGemmCoreMaxKBlocks * 4 + 1024; }
-constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
-                                    bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves) {
-  if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n);
-  return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
-         1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
-}
-constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
-                              GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false,
-                              GemmCore core = GemmCore::kTwoHalves) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core) +
-         num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
-}
 
 struct GemmPlan {
   // Problem

@@ -10,6 +10,7 @@
 #include "kernels/gemm/launch.hpp"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/gemm.hpp"
+#include "plan/gemm_kernels.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::gemm {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "plan/gemm_kernels.hpp"
 #include "plan/model.hpp"
 #include "symmoe/plan.hpp"
 

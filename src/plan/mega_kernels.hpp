@@ -3,6 +3,7 @@
 #pragma once
 
 #include "layout/mega_smem.hpp"
+#include "plan/gemm_kernels.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::plan {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "layout/mega_roles.hpp"
+#include "plan/gemm_kernels.hpp"
 #include "plan/mega_kernels.hpp"
 #include "symmoe/plan.hpp"
 #include "test_plan_sweep.hpp"

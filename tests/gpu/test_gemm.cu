@@ -19,6 +19,7 @@
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/gemm.hpp"
+#include "plan/gemm_kernels.hpp"
 #include "symmoe/plan.hpp"
 #include "symmoe/quant.hpp"
 #include "symmoe/reference/gemm.hpp"
@@ -139,13 +140,23 @@ const std::vector<Config> kL1Configs = {{64, 256, 0}, {128, 256, 0}, {64, 256, 4
 
 // Runs the bf16 GEMM with config c into a poisoned D and returns D; a second call into a fresh poisoned buffer must
 // give it bitwise (deterministic, no state left between calls).
+// The bf16 GEMM's device inputs (the problem's FP8 weights as given) and a poisoned D.
+struct Bf16Device {
+  DeviceInputs dev;
+  DeviceArray<uint16_t> d;
+  static DeviceInputs inputs(const Problem& p) {
+    std::vector<uint8_t> b_data;
+    std::vector<float> b_scales;
+    concat_weights(p, b_data, b_scales);
+    return DeviceInputs(p, b_data, b_scales);
+  }
+  explicit Bf16Device(const Problem& p) : dev(inputs(p)), d(size_t(p.total_rows()) * p.n) { d.poison(); }
+};
+
 std::vector<uint16_t> run_bf16(const Problem& p, const Config& c) {
-  std::vector<uint8_t> b_data;
-  std::vector<float> b_scales;
-  concat_weights(p, b_data, b_scales);
-  DeviceInputs dev(p, b_data, b_scales);
-  DeviceArray<uint16_t> d(size_t(p.total_rows()) * p.n);
-  d.poison();
+  Bf16Device device(p);
+  DeviceInputs& dev = device.dev;
+  DeviceArray<uint16_t>& d = device.d;
   const gemm::LaunchOptions opt = launch_options(c);
   gemm::grouped_gemm_bf16(dev.input(p), d.ptr, nullptr, opt);
   sync_kernels();
@@ -280,21 +291,16 @@ TEST(GroupedGemm, OneBatchCoreAtItsLargestK) {
   check_bf16_configs_agree(p, with_one_batch({{128, 128, 0, 0, 0, 1}}), true);
   const auto q = make_problem(gemm::GroupLayout::kContiguous, {1}, 128, 256, kMaxK + 128, fmt::ScaleFormat::kFp32,
                               seed + 1, Data::kSmallIntegers);
-  std::vector<uint8_t> b_data;
-  std::vector<float> b_scales;
-  concat_weights(q, b_data, b_scales);
-  DeviceInputs dev(q, b_data, b_scales);
-  DeviceArray<uint16_t> d(size_t(q.total_rows()) * q.n);
-  d.poison();
-  const auto poisoned = d.download();
+  Bf16Device device(q);
+  const auto poisoned = device.d.download();
   try {
-    gemm::grouped_gemm_bf16(dev.input(q), d.ptr, nullptr, launch_options({128, 192, 0, 0, 1, 2}));
+    gemm::grouped_gemm_bf16(device.dev.input(q), device.d.ptr, nullptr, launch_options({128, 192, 0, 0, 1, 2}));
     ADD_FAILURE() << "k " << kMaxK + 128 << " was accepted by the one-batch core";
   } catch (const symmoe::Error& e) {
     EXPECT_NE(std::string(e.what()).find("k="), std::string::npos) << e.what();
   }
   sync_kernels();
-  EXPECT_TRUE(symmoe::test::bitwise_equal(poisoned, d.download(), "D after a refused call"));
+  EXPECT_TRUE(symmoe::test::bitwise_equal(poisoned, device.d.download(), "D after a refused call"));
 }
 
 // FP8 value of code q at scale s and its ulp (one step of the e4m3 grid at that magnitude).

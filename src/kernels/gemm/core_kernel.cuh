@@ -35,12 +35,7 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
     ptx::prefetch_tensormap(&tmap_d);
     smem.init_stage_barriers(2 * 4 * kClusterM);
   }
-  if constexpr (kClusterM > 1) {
-    ptx::cluster_arrive_release();
-    ptx::cluster_wait_acquire();
-  } else {
-    __syncthreads();
-  }
+  ptx::cluster_or_cta_sync<kClusterM>();
 
   TileScheduler<BLOCK_M, BLOCK_N, kClusterM> sched(params);
   if (wg == 2) {

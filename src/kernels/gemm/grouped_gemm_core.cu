@@ -1,7 +1,5 @@
 // Compiled one-batch core kernels (core_kernel.cuh; entries 10-13 of plan::kGemmKernels): 128 x 192 and 128 x 128
 // tiles, bf16 output, clusters of 1 and 2.
-#include <algorithm>
-
 #include "kernels/gemm/core_kernel.cuh"
 #include "kernels/gemm/launch.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -18,29 +16,10 @@ void launch_core_entry(const GemmParams& params, const GemmTensorMaps& maps, int
   static_assert(is_core(s) && s.block_m == 128 && s.epilogue == EpilogueKind::kBf16 &&
                     s.weights == plan::GemmWeights::kFp8 && !s.tile_buffer,
                 "a one-batch core entry: 128 x block_n, bf16 output, FP8 weights");
-  auto* kernel = grouped_gemm_core_kernel<s.block_n, s.num_stages, s.cluster_size>;
-  constexpr int kSmemBytes = CoreSmemLayout<s.block_n, s.num_stages>::kDynamicBytes;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(num_ctas);
-  config.blockDim = dim3(kCoreNumThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = s.cluster_size;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  if constexpr (s.cluster_size > 1) {
-    // Persistent grid: every CTA must be resident at once; a GPC with an odd SM count leaves one SM unpaired.
-    int max_clusters = 0;
-    SYMMOE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config));
-    if (max_clusters > 0) config.gridDim.x = std::min(num_ctas, max_clusters * s.cluster_size);
-  }
-  SYMMOE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params, maps.a, maps.sfa, maps.b, maps.d));
-  SYMMOE_CUDA_CHECK_LAUNCH("grouped_gemm_core_kernel");
+  PersistentLaunch launch(num_ctas, kCoreNumThreads, CoreSmemLayout<s.block_n, s.num_stages>::kDynamicBytes,
+                          s.cluster_size, stream);
+  launch.run(grouped_gemm_core_kernel<s.block_n, s.num_stages, s.cluster_size>, "grouped_gemm_core_kernel", params,
+             maps.a, maps.sfa, maps.b, maps.d);
 }
 
 template <int... kIndices>

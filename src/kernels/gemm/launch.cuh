@@ -18,37 +18,13 @@ void launch_config(const GemmParams& params, const GemmTensorMaps& maps, int num
   constexpr int kSmemBytes =
       std::conditional_t<kFp4, GroupedGemmFp4SmemLayout<BLOCK_M, BLOCK_N, kNumStages>,
                          GroupedGemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer>>::kDynamicBytes;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(num_ctas);
-  config.blockDim = dim3(kNumThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = kClusterM;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  if constexpr (kFp4) {
-    auto* kernel = grouped_gemm_fp4_kernel<BLOCK_M, BLOCK_N, kNumStages, kEpilogue>;
-    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    SYMMOE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params, maps.a, maps.sfa, maps.b, maps.b_codes));
-    SYMMOE_CUDA_CHECK_LAUNCH("grouped_gemm_fp4_kernel");
-  } else {
-    auto* kernel = grouped_gemm_kernel<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue, kTileBuffer>;
-    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    if constexpr (kClusterM > 1) {
-      // Persistent grid: every CTA must be resident at once. Clusters need kClusterM free SMs in one GPC, so
-      // fewer than num_sms / kClusterM clusters may fit (GPCs with an odd SM count); launching more would run the
-      // extra clusters as a second wave.
-      int max_clusters = 0;
-      SYMMOE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config));
-      if (max_clusters > 0) config.gridDim.x = std::min(num_ctas, max_clusters * kClusterM);
-    }
-    SYMMOE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, params, maps.a, maps.sfa, maps.b));
-    SYMMOE_CUDA_CHECK_LAUNCH("grouped_gemm_kernel");
-  }
+  PersistentLaunch launch(num_ctas, kNumThreads, kSmemBytes, kClusterM, stream);
+  if constexpr (kFp4)
+    launch.run(grouped_gemm_fp4_kernel<BLOCK_M, BLOCK_N, kNumStages, kEpilogue>, "grouped_gemm_fp4_kernel", params,
+               maps.a, maps.sfa, maps.b, maps.b_codes);
+  else
+    launch.run(grouped_gemm_kernel<BLOCK_M, BLOCK_N, kNumStages, kClusterM, kEpilogue, kTileBuffer>,
+               "grouped_gemm_kernel", params, maps.a, maps.sfa, maps.b);
 }
 
 // Entry kIndex of plan::kGemmKernels.

@@ -6,9 +6,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/gemm/params.hpp"
+#include "symmoe/cuda_check.hpp"
 
 namespace symmoe::gemm::kernel {
 
@@ -21,6 +23,46 @@ std::string kernel_name(const plan::GemmKernelShape& shape);
 // 64 columns x 128 rows.
 struct GemmTensorMaps {
   CUtensorMap a, sfa, b, b_codes, d;
+};
+
+// One launch of a persistent grouped-GEMM kernel: num_ctas CTAs of `threads` threads in clusters of cluster_size,
+// smem_bytes of dynamic shared memory. Every CTA must be resident at once: a cluster needs cluster_size free SMs in
+// one GPC, so fewer than num_ctas / cluster_size clusters may fit (GPCs with an odd SM count), and run() cuts the
+// grid to the clusters that fit rather than run the rest as a second wave.
+class PersistentLaunch {
+ public:
+  PersistentLaunch(int num_ctas, int threads, int smem_bytes, int cluster_size, cudaStream_t stream)
+      : smem_bytes_(smem_bytes), cluster_size_(cluster_size) {
+    config_.gridDim = dim3(num_ctas);
+    config_.blockDim = dim3(threads);
+    config_.dynamicSmemBytes = smem_bytes;
+    config_.stream = stream;
+    attr_.id = cudaLaunchAttributeClusterDimension;
+    attr_.val.clusterDim.x = cluster_size;
+    attr_.val.clusterDim.y = 1;
+    attr_.val.clusterDim.z = 1;
+    config_.attrs = &attr_;
+    config_.numAttrs = 1;
+  }
+  PersistentLaunch(const PersistentLaunch&) = delete;
+  PersistentLaunch& operator=(const PersistentLaunch&) = delete;
+
+  template <typename... KernelArgs, typename... Args>
+  void run(void (*kernel)(KernelArgs...), const char* name, const Args&... args) {
+    SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes_));
+    if (cluster_size_ > 1) {
+      int max_clusters = 0;
+      SYMMOE_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config_));
+      if (max_clusters > 0) config_.gridDim.x = std::min<unsigned>(config_.gridDim.x, max_clusters * cluster_size_);
+    }
+    SYMMOE_CUDA_CHECK(cudaLaunchKernelEx(&config_, kernel, args...));
+    SYMMOE_CUDA_CHECK_LAUNCH(name);
+  }
+
+ private:
+  cudaLaunchConfig_t config_{};
+  cudaLaunchAttribute attr_{};
+  int smem_bytes_, cluster_size_;
 };
 
 // Launches `num_ctas` persistent CTAs (a multiple of the cluster size) of the compiled kernel `shape`; throws

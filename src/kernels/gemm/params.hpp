@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "plan/gemm_kernels.hpp"
 #include "symmoe/plan.hpp"
 
 namespace symmoe::gemm::kernel {

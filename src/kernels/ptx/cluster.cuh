@@ -19,4 +19,16 @@ __device__ __forceinline__ void cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// The kernel's start: every thread of every CTA of the cluster meets (barrier and mbarrier inits visible cluster-wide);
+// without a cluster, the CTA's threads.
+template <int kClusterSize>
+__device__ __forceinline__ void cluster_or_cta_sync() {
+  if constexpr (kClusterSize > 1) {
+    cluster_arrive_release();
+    cluster_wait_acquire();
+  } else {
+    __syncthreads();
+  }
+}
+
 }  // namespace symmoe::ptx
