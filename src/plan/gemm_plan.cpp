@@ -136,12 +136,17 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                  " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
-  // Core: the one-batch core wherever one of its kernels fits the block and the pins (bf16 output at BLOCK_M 128:
-  // 0.88-0.96x the two-halves core's time on every bench gemm shape, H200; docs/notes/gemm.md), the two-halves core
-  // elsewhere (64-row tiles, the SwiGLU epilogue, FP4 weights), unless pinned.
+  // Core: the one-batch core for bf16 128-row tiles when an expert's last m-block is expected to be partial (the
+  // expected rows per expert are no multiple of 128, as with real routing): its warpgroup without valid rows issues
+  // no WGMMA, where the two-halves core computes the whole 128 x 256 tile (each kernel alone, H200: 0.88-0.91x the
+  // two-halves core's time at 192 and 386 rows per expert). With full tiles only (a multiple of 128 rows) the
+  // two-halves core (one-batch 0.98-1.08x its time, e128 1.08x; docs/notes/gemm.md). Elsewhere (64-row tiles, the
+  // SwiGLU epilogue, FP4 weights) the two-halves core; pins override.
+  const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool one_batch_fits = k <= kGemmCoreMaxKBlocks * hopper::kBlockK &&
                               any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
-  const int core = pins.core ? pins.core : one_batch_fits ? 2 : 1;
+  const bool two_halves_fits = any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1);
+  const int core = pins.core ? pins.core : one_batch_fits && (partial_tiles_expected || !two_halves_fits) ? 2 : 1;
   SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", core == 2 ? "one-batch" : "two-halves",
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(core != 2 || k <= kGemmCoreMaxKBlocks * hopper::kBlockK, "plan",

@@ -193,20 +193,22 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
   // The grouped GEMM goes to 128-row tiles for large batches (SwiGLU: 128 x 256), 64-row tiles when an expert holds
   // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
-  // bf16 at 128-row tiles: the one-batch core, 128 x 192, clusters of 2 for an even m-block count per expert (12),
-  // single CTAs for an odd one (3).
+  // bf16 at 128-row tiles with a partial last m-block per expert: the one-batch core, 128 x 192, clusters of 2 for an
+  // even m-block count per expert (1500 rows: 12), single CTAs for an odd one (300: 3); full tiles only (1536 rows):
+  // the two-halves core.
   const plan::GemmPlan bf16 =
-      plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+      plan::plan_grouped_gemm(1500, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
   EXPECT_EQ(bf16.core, plan::GemmCore::kOneBatch) << bf16.to_string();
   EXPECT_EQ(bf16.block_n, 192) << bf16.to_string();
   EXPECT_EQ(bf16.cluster_size, 2) << bf16.to_string();
-  EXPECT_EQ(plan::plan_grouped_gemm(384, 4096, 4096, 128, 132, plan::GemmEpilogue::kBf16, kNoOverrides).cluster_size,
+  EXPECT_EQ(plan::plan_grouped_gemm(300, 4096, 4096, 128, 132, plan::GemmEpilogue::kBf16, kNoOverrides).cluster_size,
             1);
   for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
     const plan::GemmPlan big = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, epilogue, kNoOverrides);
     EXPECT_EQ(big.block_m, 128);
-    EXPECT_EQ(big.block_n, epilogue == plan::GemmEpilogue::kBf16 ? 192 : 256);
-    EXPECT_EQ(big.cluster_size, epilogue == plan::GemmEpilogue::kBf16 ? 2 : 1);
+    EXPECT_EQ(big.core, plan::GemmCore::kTwoHalves);
+    EXPECT_EQ(big.block_n, 256);
+    EXPECT_EQ(big.cluster_size, 1);
     const plan::GemmPlan decode = plan::plan_grouped_gemm(16, 4096, 7168, 128, 132, epilogue, kNoOverrides);
     EXPECT_EQ(decode.block_m, 64);
     EXPECT_EQ(decode.block_n, 256);

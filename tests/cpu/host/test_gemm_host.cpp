@@ -45,16 +45,17 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   in.num_experts = 32, in.n = 4096, in.k = 7168, in.num_rows = 32 * 1536, in.sfa_stride = sfa_stride_for(32 * 1536);
   LaunchOptions opt;
   opt.num_sms = 132;  // no device query
-  // bf16: the one-batch core, 128 x 192, clusters of 2 (12 m-blocks per expert); the two-halves core when pinned.
-  EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 128x192x128, stages 4, cluster 2, epilogue bf16, one-batch core} x 132 CTAs");
-  opt.core = 1;
+  // bf16 with full tiles only (1536 rows per expert): the two-halves core's tile-buffer kernel (3 stages) unless pinned
+  // off; a partial last m-block expected (1500 rows per expert): the one-batch core, 128 x 192, clusters of 2.
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x256x128, stages 3, cluster 1, epilogue bf16, tile buffer} x 132 CTAs");
   opt.tile_buffer = -1;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16} x 132 CTAs");
-  opt.tile_buffer = 0, opt.core = 0;
+  opt.tile_buffer = 0, opt.expected_rows_per_expert = 1500;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 128x192x128, stages 4, cluster 2, epilogue bf16, one-batch core} x 132 CTAs");
+  opt.expected_rows_per_expert = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
   opt = {};
