@@ -4,9 +4,8 @@
 // acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). The two
 // warpgroups issue independently: while one promotes, the other's batch runs.
 // B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
-// chunk takes which). The 256 math threads stage the
-// tile's scales of every K block in shared memory (CoreSmemLayout::sfb) before its K loop; the loop reads them with
-// ld.shared ahead of the stage's full-barrier wait.
+// chunk takes which). The 256 math threads stage the tile's scales of every K block in shared memory
+// (CoreSmemLayout::sfb) before its K loop; the loop reads them with ld.shared ahead of the stage's full-barrier wait.
 // NOTES: registers per math thread: BLOCK_N / 2 partial + BLOCK_N / 2 accumulators (96 + 96 for BLOCK_N 192).
 #pragma once
 
