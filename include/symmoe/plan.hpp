@@ -111,6 +111,9 @@ struct GemmPlan {
   int num_sms = 0;  // persistent CTAs (a multiple of cluster_size)
   long long num_tiles_expected = 0;
   int num_waves_expected = 0;
+  // The BLOCK_N choice as made: each candidate kernel's expected waves, last-wave use and cost (waves x (block_n +
+  // the per-tile overhead in columns)); printed by to_string (`symmoe plan`).
+  std::string block_n_candidates;
 
   std::string to_string() const;
   void validate() const;

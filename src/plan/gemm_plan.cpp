@@ -168,10 +168,16 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   GemmPlan best;
   bool have_best = false;
   long long best_cost = 0;
+  std::ostringstream candidates;
   for (const GemmKernelShape& kernel : kGemmKernels) {
     if (!kernel_matches(kernel, kind, block_m, pins.block_n, cluster, stages, pins.tile_buffer, core)) continue;
     GemmPlan p = make_plan(m_per_expert_expected, n, k, num_experts, num_sms, kernel);
     const long long cost = static_cast<long long>(p.num_waves_expected) * (p.block_n + kTileOverheadColumns);
+    const long long last_wave_tiles =
+        p.num_tiles_expected - static_cast<long long>(p.num_waves_expected - 1) * p.num_sms;
+    candidates << (candidates.tellp() > 0 ? "; " : "") << p.block_m << "x" << p.block_n << "/s" << p.num_stages
+               << (p.tile_buffer ? "/tb" : "") << ": waves " << p.num_waves_expected << ", last wave "
+               << (p.num_sms > 0 ? 100 * last_wave_tiles / p.num_sms : 0) << "%, cost " << cost;
     const bool same_tile_preferred = cost == best_cost && p.block_n == best.block_n &&
                                      p.tile_buffer == kPreferTileBuffer && best.tile_buffer != kPreferTileBuffer;
     if (!have_best || cost < best_cost || (cost == best_cost && p.block_n > best.block_n) || same_tile_preferred)
@@ -180,6 +186,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(have_best, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind), " block_m=", block_m,
                " block_n=", pins.block_n, " cluster=", cluster, " stages=", stages, " tile_buffer=", pins.tile_buffer,
                " core=", gemm_core_name(static_cast<GemmCore>(core - 1)), " (compiled:", compiled_list(kind), ")");
+  best.block_n_candidates = candidates.str();
   best.validate();
   return best;
 }
@@ -254,6 +261,8 @@ std::string GemmPlan::to_string() const {
      << math_registers_needed << ") producer " << producer_registers << " threads=" << num_threads
      << " | stages=" << num_stages << " smem=" << smem_bytes << " B (" << smem_fixed << " fixed + " << smem_per_stage
      << "/stage) | grid=" << num_sms << " tiles~" << num_tiles_expected << " waves~" << num_waves_expected;
+  if (!block_n_candidates.empty())
+    os << " | block_n candidates (cost = waves x (block_n + " << kTileOverheadColumns << ")): " << block_n_candidates;
   return os.str();
 }
 
