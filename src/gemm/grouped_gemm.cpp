@@ -103,8 +103,6 @@ kernel::GemmParams make_params(const GroupedGemmInput& in) {
 }
 
 void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const Launch& l, cudaStream_t stream) {
-  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x 128 rows.
-  const bool tma_store = l.kernel.core == plan::GemmCore::kOneBatch;
   const plan::GemmKernelShape& c = l.kernel;
   const uint64_t rows = uint64_t(in.num_total_rows());
   const uint64_t weight_rows = uint64_t(in.num_experts) * in.n;
@@ -124,7 +122,8 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
     maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
                                 c.block_n / c.cluster_size, true, "b");
   }
-  if (tma_store)
+  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x block_m rows.
+  if (c.core == plan::GemmCore::kOneBatch)
     maps.d = make_tensor_map_2d(params.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, in.n, rows, uint64_t(in.n) * 2, 64,
                                 c.block_m, true, "d");
   kernel::launch_grouped_gemm(c, params, maps, l.num_ctas, stream);

@@ -143,13 +143,14 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // two-halves core (one-batch 0.98-1.08x its time, e128 1.08x; docs/notes/gemm.md). Elsewhere (64-row tiles, the
   // SwiGLU epilogue, FP4 weights) the two-halves core; pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
-  const bool one_batch_fits = k <= kGemmCoreMaxKBlocks * hopper::kBlockK &&
-                              any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
+  const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
+  const bool one_batch_fits =
+      k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
   const bool two_halves_fits = any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1);
   const int core = pins.core ? pins.core : one_batch_fits && (partial_tiles_expected || !two_halves_fits) ? 2 : 1;
   SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", core == 2 ? "one-batch" : "two-halves",
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
-  SYMMOE_CHECK(core != 2 || k <= kGemmCoreMaxKBlocks * hopper::kBlockK, "plan",
+  SYMMOE_CHECK(core != 2 || k_fits_one_batch, "plan",
                "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
                " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
   // Cluster: the one-batch core pairs neighbouring m-blocks of an expert (B multicast) when the expected m-blocks
