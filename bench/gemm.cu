@@ -214,7 +214,9 @@ struct Case {
   float act_scale = 1.f / 64;
 };
 
-// One comparison variant of --alt (planner pins of compiled kernels): "block_n=128,no_tile_buffer".
+// One comparison variant of --alt (planner pins of compiled kernels): "block_n=128,no_tile_buffer". A row (case and
+// weight format) whose kernels the pins match none of (e.g. one_batch with FP4 weights or the SwiGLU epilogue) runs
+// without that variant: its column shows "-", the JSON line its alt<i>_error.
 struct AltVariant {
   std::string spec;
   gemm::LaunchOptions opt;
@@ -242,9 +244,11 @@ AltVariant parse_alt(const std::string& spec, const gemm::LaunchOptions& base) {
       v.opt.core = 2;
     else if (key == "two_halves")
       v.opt.core = 1;
+    else if (key == "swap_ab")
+      v.opt.core = 3;
     else
       SYMMOE_FAIL("bench", "--alt: unknown item '", item, "' in '", spec,
-                  "' (block_n=N, block_m=N, cluster=N, tile_buffer, no_tile_buffer, one_batch, two_halves)");
+                  "' (block_n=N, block_m=N, cluster=N, tile_buffer, no_tile_buffer, one_batch, two_halves, swap_ab)");
     pos = end + 1;
   }
   return v;
@@ -278,8 +282,8 @@ void declare_gemm_args(cli::Args& args) {
               "an nvidia-smi clock/power log)")
       .option("alt", "",
               "';'-separated variants timed in the same run, e.g. 'block_n=128;no_tile_buffer' (items: "
-              "block_n=N, block_m=N, cluster=N, tile_buffer, no_tile_buffer, one_batch, two_halves); columns "
-              "alt/ours = variant time / ours")
+              "block_n=N, block_m=N, cluster=N, tile_buffer, no_tile_buffer, one_batch, two_halves, swap_ab); "
+              "columns alt/ours = variant time / ours, '-' where the pins match no kernel of the row")
       .option("variant", "default", "name of this variant in the JSON lines (field 'variant')")
       .option("weights", "fp8",
               "comma list of weight formats, one row each per case in the same run: fp8, fp4 (E2M1 "
@@ -482,18 +486,18 @@ JsonLine result_line(const cli::Args& args, int argc, char** argv, const Case& c
   return line;
 }
 
-// --solo-ms: each timed function alone in turn (ours, the --alt variants, cuBLASLt), recorded in `line`.
+// --solo-ms: each timed function alone in turn (ours, the --alt variants that run on this row, cuBLASLt), recorded in
+// `line` under its label ("ours", "alt<i>", "baseline").
 void time_solo(cudaStream_t stream, const Case& c, const std::vector<std::function<void()>>& timed,
-               const std::vector<AltVariant>& alts, double solo_ms, JsonLine& line) {
+               const std::vector<std::string>& labels, const std::vector<std::string>& specs, double solo_ms,
+               JsonLine& line) {
   const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
   for (size_t f = 0; f < timed.size(); ++f) {
-    const std::string who = f == 0 ? "ours" : f <= alts.size() ? "alt" + std::to_string(f - 1) : "baseline";
     std::string begin, end;
     const double us = solo_mean_us(stream, timed[f], solo_ms, begin, end);
-    std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), who.c_str(),
-                f >= 1 && f <= alts.size() ? (" " + alts[f - 1].spec).c_str() : "", us, flops / us * 1e-6,
-                begin.c_str(), end.c_str());
-    line.add("solo_" + who + "_time_us", us).add("solo_" + who + "_utc", begin + "-" + end);
+    std::printf("[solo] %s %s%s: %.1f us (%.1f TFLOPS) UTC %s-%s\n", c.name.c_str(), labels[f].c_str(),
+                specs[f].empty() ? "" : (" " + specs[f]).c_str(), us, flops / us * 1e-6, begin.c_str(), end.c_str());
+    line.add("solo_" + labels[f] + "_time_us", us).add("solo_" + labels[f] + "_utc", begin + "-" + end);
   }
 }
 
@@ -512,10 +516,26 @@ void measure_row(GemmBench& bench, const cli::Args& args, int argc, char** argv,
       gemm::grouped_gemm_bf16(win, data.d.ptr, stream, o_opt);
   };
   std::vector<std::function<void()>> timed{[&] { run_ours(opt); }};
-  for (const AltVariant& v : alts) timed.push_back([&run_ours, &v] { run_ours(v.opt); });
+  std::vector<std::string> labels{"ours"}, specs{""};
+  // Each variant's kernel on this row, or why it has none (then it is not timed: slot -1).
+  std::vector<std::string> alt_kernel(alts.size()), alt_error(alts.size());
+  std::vector<int> alt_slot(alts.size(), -1);
+  for (size_t i = 0; i < alts.size(); ++i) {
+    try {
+      alt_kernel[i] = gemm::describe_launch(win, data.swiglu, alts[i].opt);
+    } catch (const Error& e) {
+      alt_error[i] = e.what();
+      std::printf("[bench gemm] --alt '%s' has no kernel for %s/%s: %s\n", alts[i].spec.c_str(), c.name.c_str(),
+                  format.c_str(), e.what());
+      continue;
+    }
+    alt_slot[i] = int(timed.size());
+    timed.push_back([&run_ours, &v = alts[i]] { run_ours(v.opt); });
+    labels.push_back("alt" + std::to_string(i)), specs.push_back(alts[i].spec);
+  }
   int lt_rows = c.tokens;
   const std::unique_ptr<LtGemm> lt_gemm = baseline_gemm(bench, c, data, lt_rows);
-  if (lt_gemm)
+  if (lt_gemm) {
     timed.push_back([&] {
       for (int e = 0; e < c.experts; ++e)
         lt_gemm->run(*bench.lt, data.b.ptr + size_t(e) * c.n * c.k, data.sfb.ptr,
@@ -523,10 +543,11 @@ void measure_row(GemmBench& bench, const cli::Args& args, int argc, char** argv,
                      data.d.ptr + size_t(e) * data.rows_per_expert * c.n, bench.workspace.ptr,
                      GemmBench::kWorkspaceBytes, stream);
     });
+    labels.push_back("baseline"), specs.push_back("");
+  }
   const std::vector<double> times = interleaved_median_us(stream, timed, 3, args.integer("reps"));
   const double t_ours = times[0];
-  const std::vector<double> t_alt(times.begin() + 1, times.begin() + 1 + alts.size());
-  const double t_lt = times.size() > alts.size() + 1 ? times.back() : 0.0;
+  const double t_lt = lt_gemm ? times.back() : 0.0;
   SYMMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
   JsonLine line = result_line(args, argc, argv, c, format, config, t_ours, t_lt, lt_rows);
   const double flops = 2.0 * double(c.experts) * c.tokens * c.n * c.k;
@@ -537,14 +558,19 @@ void measure_row(GemmBench& bench, const cli::Args& args, int argc, char** argv,
                           c.k, t_ours, flops / t_ours * 1e-6, weight_bytes / t_ours * 1e-3, t_lt,
                           t_lt > 0 ? flops / t_lt * 1e-6 : 0, t_lt > 0 ? t_lt / t_ours : 0.0);
   for (size_t i = 0; i < alts.size() && len < int(sizeof row) - 16; ++i)
-    len += std::snprintf(row + len, sizeof row - len, " | %6.3f", t_alt[i] / t_ours);
+    len += alt_slot[i] < 0 ? std::snprintf(row + len, sizeof row - len, " | %6s", "-")
+                           : std::snprintf(row + len, sizeof row - len, " | %6.3f", times[alt_slot[i]] / t_ours);
   std::printf("%s   %s\n", row, config.c_str());
   table.push_back(row);
-  if (args.real("solo-ms") > 0) time_solo(stream, c, timed, alts, args.real("solo-ms"), line);
-  for (size_t i = 0; i < alts.size(); ++i)
-    line.add("alt" + std::to_string(i), alts[i].spec)
-        .add("alt" + std::to_string(i) + "_time_us", t_alt[i])
-        .add("alt" + std::to_string(i) + "_kernel", gemm::describe_launch(win, data.swiglu, alts[i].opt));
+  if (args.real("solo-ms") > 0) time_solo(stream, c, timed, labels, specs, args.real("solo-ms"), line);
+  for (size_t i = 0; i < alts.size(); ++i) {
+    const std::string key = "alt" + std::to_string(i);
+    line.add(key, alts[i].spec);
+    if (alt_slot[i] < 0)
+      line.add(key + "_error", alt_error[i]);
+    else
+      line.add(key + "_time_us", times[alt_slot[i]]).add(key + "_kernel", alt_kernel[i]);
+  }
   append_result(args.str("out"), "gemm", line);
 }
 
@@ -555,8 +581,6 @@ int run_gemm_bench(int argc, char** argv) {
   const std::vector<std::string> formats = args.str_list("weights");
   for (const std::string& f : formats)
     SYMMOE_CHECK(f == "fp8" || f == "fp4", "bench", "--weights: unknown format '", f, "' (fp8, fp4)");
-  SYMMOE_CHECK(args.str("alt").empty() || formats == std::vector<std::string>{"fp8"}, "bench",
-               "--alt variants are FP8 kernel pins: use them with --weights fp8 only");
   std::vector<AltVariant> alts = alt_variants(args);  // --alt errors before the GPU check too
   const std::vector<Case> cases = selected_cases(args);
   if (!require_hopper_gpu()) return 1;

@@ -74,15 +74,16 @@ struct SwigluFp8Output {
 };
 
 // Launch choices; 0 = let the planner choose (plan::plan_grouped_gemm over the compiled kernels
-// plan::kGemmKernels; block_m / block_n / tile_buffer are pins that must name a compiled kernel). The SYMMOE_
-// planner overrides (plan::PlanOverrides) are read once per process, on the first launch.
+// plan::kGemmKernels; block_m / block_n / tile_buffer / cluster_size / core are pins that must name a compiled
+// kernel). The SYMMOE_ planner overrides (plan::PlanOverrides) are read once per process, on the first launch.
+// core 3, the swap-AB core (tokens on WGMMA N, for few rows per expert), runs only when pinned.
 struct LaunchOptions {
   int num_sms = 0;                   // persistent CTAs (default: all SMs of the current device)
-  int block_m = 0;                   // 64 or 128
-  int block_n = 0;                   // 128 or 256 (128 only with block_m 128 and the bf16 epilogue)
+  int block_m = 0;                   // 64 or 128; with core 3: 16, 32 or 64
+  int block_n = 0;                   // 128 or 256 (128 only with the bf16 epilogue and block_m 128 or core 3)
   int tile_buffer = 0;               // 1: whole-slice epilogue buffer kernel, -1: not (plan::GemmKernelShape)
   int cluster_size = 0;              // 1 or 2 (TMA multicast of the weight tile), 0: the planner's choice
-  int core = 0;                      // 1: two-halves, 2: one-batch core (plan::GemmCore), 0: the planner's choice
+  int core = 0;                      // 1: two-halves, 2: one-batch, 3: swap-AB (plan::GemmCore), 0: planner's choice
   int expected_rows_per_expert = 0;  // hint for the planner (default: contiguous num_rows / E, masked max_m / 2)
 };
 

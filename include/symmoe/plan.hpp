@@ -80,8 +80,13 @@ constexpr const char* gemm_weights_name(GemmWeights w) { return w == GemmWeights
 //               through staging rows and bulk stores (kernels/gemm/math.cuh, epilogue_*.cuh)
 //   kOneBatch:  128-row tiles, bf16 output; one m64nN batch per K block per warpgroup, no issue turns, the tile's B
 //               scales staged once per tile, stmatrix + TMA-store epilogue (kernels/gemm/core_*.cuh)
-enum class GemmCore : int { kTwoHalves = 0, kOneBatch = 1 };
-constexpr const char* gemm_core_name(GemmCore c) { return c == GemmCore::kOneBatch ? "one-batch" : "two-halves"; }
+//   kSwapAB:    the operands swapped for few tokens per expert: the weights are the WGMMA's M operand (block_n =
+//               128 weight rows per tile for bf16 output, 256 for SwiGLU + FP8; FP4 weights converted to E4M3 in
+//               registers), the tokens its N operand (block_m = 16 / 32 / 64) (kernels/gemm/swap_ab_*.cuh)
+enum class GemmCore : int { kTwoHalves = 0, kOneBatch = 1, kSwapAB = 2 };
+constexpr const char* gemm_core_name(GemmCore c) {
+  return c == GemmCore::kOneBatch ? "one-batch" : c == GemmCore::kSwapAB ? "swap-ab" : "two-halves";
+}
 
 struct GemmPlan {
   // Problem
@@ -92,7 +97,8 @@ struct GemmPlan {
   // Tiles: one entry of kGemmKernels. block_m counts tokens, block_n output channels (weight rows).
   int block_m = 0, block_n = 0, block_k = hopper::kBlockK;
   // Accumulator tile of one math warpgroup, in WGMMA terms (M = rows of the A operand, N = columns), and whether
-  // the two warpgroups split the block's output channels (64 x 256 tiles) or its token rows (128-row tiles).
+  // the two warpgroups split the block's output channels (64 x 256 tiles; swap-AB: M = block_n / 2 weight rows in
+  // 64-row WGMMAs, N = block_m tokens) or its token rows (128-row tiles).
   int wg_tile_m = 0, wg_tile_n = 0;
   bool wg_split_channels = false;
   int num_math_warpgroups = 2;
@@ -124,13 +130,14 @@ struct GemmPlan {
 struct GemmPins {
   int block_m = 0, block_n = 0, cluster_size = 0;
   int tile_buffer = 0;  // 1: a tile_buffer kernel, -1: not one, 0: planner's choice
-  int core = 0;         // 1: GemmCore::kTwoHalves, 2: GemmCore::kOneBatch, 0: planner's choice
+  int core = 0;         // 1: GemmCore::kTwoHalves, 2: GemmCore::kOneBatch, 3: GemmCore::kSwapAB, 0: planner's choice
 };
 
-// Picks one of kGemmKernels: BLOCK_M from the ladder over the compiled block_m values (the smallest holding
-// kImbalanceFactor x the expected tokens, else the largest), BLOCK_N by the fewest waves x tile cost, cluster 1
-// unless pinned (src/plan/gemm_plan.cpp says why). Throws symmoe::Error naming the override or pin when no
-// compiled kernel matches it.
+// Picks one of kGemmKernels: BLOCK_M from the ladder over the core's compiled block_m values (the smallest holding
+// kImbalanceFactor x the expected tokens, else the largest; two-halves / one-batch: 64, 128; swap-AB: 16, 32, 64),
+// BLOCK_N by the fewest waves x tile cost, cluster 1 unless pinned (src/plan/gemm_plan.cpp says why). Without a core
+// pin the choice is the two-halves or the one-batch core; the swap-AB core only with core 3 pinned. Throws
+// symmoe::Error naming the override or pin when no compiled kernel matches it.
 GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_experts, int num_sms,
                            GemmEpilogue epilogue, const PlanOverrides& overrides, const GemmPins& pins = {},
                            GemmWeights weights = GemmWeights::kFp8);

@@ -20,15 +20,33 @@ def _deepgemm_fp4(rng, experts, rows, cols, lo=110, hi=124):
 
 
 def _packed_here(data):
-    """E2M1 bytes (column 2j in the low nibble) -> the kernels' word layout (src/kernels/gemm/fp4_word_layout.hpp):
-    per little-endian 32-bit word of 8 elements the magnitudes stay, the sign of element i < 4 moves to bit 8i + 7,
-    that of element 4 + i to bit 8i + 3."""
-    w = np.ascontiguousarray(data).view("<u4")
+    """E2M1 bytes [E, rows, K/2] (column 2j in the low nibble) -> the kernels' layout (src/kernels/gemm/fp4_word_layout.hpp):
+    in each 128-column K block of row r, slot 4 (t ^ (r / 2 % 4)) + s (a 32-bit word of 8 elements) holds columns
+    32 s + 4 t + i (element i < 4) and 32 s + 16 + 4 t + i (element 4 + i); per word the magnitudes stay, the sign of
+    element i < 4 moves to bit 8i + 7, that of element 4 + i to bit 8i + 3."""
+    data = np.ascontiguousarray(data)
+    E, rows, half = data.shape
+    cols = 2 * half
+    nib = np.empty((E, rows, cols), np.uint32)
+    nib[..., 0::2] = data & 0xF
+    nib[..., 1::2] = data >> 4
+    pos = np.arange(128)  # position slot * 8 + element within the K block -> source column
+    slot, elem = pos // 8, pos % 8
+    src = np.empty((rows, cols), np.int64)
+    for r in range(rows):
+        t, s_ = (slot // 4) ^ (r // 2 % 4), slot % 4
+        col = 32 * s_ + np.where(elem < 4, 0, 16) + 4 * t + elem % 4
+        src[r] = (np.arange(cols) // 128 * 128).reshape(-1) + np.tile(col, cols // 128)
+    ordered = np.take_along_axis(nib, np.broadcast_to(src, nib.shape), axis=2)
+    words = ordered.reshape(E, rows, cols // 8, 8)
+    w = np.zeros((E, rows, cols // 8), np.uint32)
+    for i in range(8):
+        w |= words[..., i] << np.uint32(4 * i)
     out = w & np.uint32(0x77777777)
     for i in range(8):
         dst = 8 * i + 7 if i < 4 else 8 * (i - 4) + 3
         out |= ((w >> np.uint32(4 * i + 3)) & np.uint32(1)) << np.uint32(dst)
-    return out.view(np.uint8)
+    return out.astype("<u4").view(np.uint8).reshape(E, rows, half)
 
 
 def _bases_here(codes, rows, cols):

@@ -44,17 +44,43 @@ void scales_mn_major(const uint32_t* in, int rows, int k, SrcRow src_row, uint32
     for (int r = 0; r < rows; ++r) out[b * rows + r] = in[size_t(src_row(r)) * kb + b];
 }
 
-// Copies `rows` rows of row_bytes E2M1 bytes (row src_row(r) for output row r), every word packed into the kernels'
-// bit layout (fp4_word_layout.hpp; row_bytes % 4 == 0).
+// Copies `rows` rows of row_bytes E2M1 bytes (row src_row(r) for output row r) into the kernels' layout
+// (fp4_word_layout.hpp): the columns of each 128-column K block reordered into fragment slots of output row r, every
+// word's bits packed (row_bytes % 64 == 0).
 template <typename SrcRow>
 void pack_rows(const uint8_t* in, int rows, size_t row_bytes, SrcRow src_row, uint8_t* out) {
-  for (int r = 0; r < rows; ++r)
-    for (size_t b = 0; b < row_bytes; b += 4) {
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* src = in + size_t(src_row(r)) * row_bytes;
+    std::memset(out + size_t(r) * row_bytes, 0, row_bytes);
+    for (size_t kb = 0; kb < row_bytes / 64; ++kb)
+      for (int c = 0; c < 128; c += 4) {  // 4 columns at a time: they share one slot (fp4_column_position)
+        const int pos = kernel::fp4_column_position(r, c);
+        uint32_t standard = 0;
+        uint8_t* word = out + size_t(r) * row_bytes + kb * 64 + pos / 8 * 4;
+        std::memcpy(&standard, word, 4);
+        for (int j = 0; j < 4; ++j) {
+          const size_t col = kb * 128 + c + j;
+          const uint32_t nibble = (src[col / 2] >> (4 * (col % 2))) & 0xFu;
+          standard |= nibble << (4 * (pos % 8 + j));
+        }
+        std::memcpy(word, &standard, 4);
+      }
+    for (size_t b = 0; b < row_bytes; b += 4) {  // every element placed (unpacked): now move the sign bits
+      uint8_t* word = out + size_t(r) * row_bytes + b;
       uint32_t w;
-      std::memcpy(&w, in + size_t(src_row(r)) * row_bytes + b, 4);
+      std::memcpy(&w, word, 4);
       w = kernel::fp4_pack_word(w);
-      std::memcpy(out + size_t(r) * row_bytes + b, &w, 4);
+      std::memcpy(word, &w, 4);
     }
+  }
+}
+
+// Element (r, c) of a transformed row of k columns: its E2M1 code (fp4_word_layout.hpp).
+uint8_t transformed_element(const uint8_t* data, int r, int k, int c) {
+  const int pos = kernel::fp4_column_position(r, c % 128);
+  uint32_t word;
+  std::memcpy(&word, data + size_t(r) * (k / 2) + size_t(c / 128) * 64 + pos / 8 * 4, 4);
+  return kernel::fp4_word_element(word, pos % 8);
 }
 
 // Expands one expert from the transformed layout; base_of(r, kb) gives row r's base scale in K block kb.
@@ -63,9 +89,7 @@ void expand_rows(const uint8_t* data, const uint32_t* scales_mn, int rows, int k
   const uint8_t* codes = codes_of(scales_mn);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < k; ++c) {
-      uint32_t word;
-      std::memcpy(&word, data + (size_t(r) * k + c) / 2 / 4 * 4, 4);
-      const uint8_t nibble = kernel::fp4_word_element(word, c % 8);
+      const uint8_t nibble = transformed_element(data, r, k, c);
       const uint8_t code = codes[(size_t(c / 128) * rows + r) * 4 + (c % 128) / 32];
       out[size_t(r) * k + c] = fold_fp4_element(nibble, code, base_of(r, c / 128));
     }

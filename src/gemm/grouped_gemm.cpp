@@ -54,9 +54,9 @@ std::mutex plan_cache_mutex;
 std::map<PlanKey, Launch> plan_cache;
 
 // The launch is the planner's choice (plan::plan_grouped_gemm over the compiled kernels plan::kGemmKernels), with
-// LaunchOptions' block_m / block_n / tile_buffer as pins. Expected rows per expert: the caller's hint, else
-// num_rows / E (contiguous: the padded average); masked: max_m already bounds every expert (the caller sized it
-// with the imbalance headroom), so the planner gets max_m / kImbalanceFactor and a 64-row max_m keeps 64-row tiles.
+// LaunchOptions' block_m / block_n / tile_buffer / cluster_size / core as pins. Expected rows per expert: the caller's
+// hint, else num_rows / E (contiguous: the padded average); masked: max_m already bounds every expert (the caller sized
+// it with the imbalance headroom), so the planner gets max_m / kImbalanceFactor and a 64-row max_m keeps 64-row tiles.
 Launch plan_launch(const GroupedGemmInput& in, bool swiglu, const LaunchOptions& opt) {
   const double expected = opt.expected_rows_per_expert > 0    ? double(opt.expected_rows_per_expert)
                           : in.layout == GroupLayout::kMasked ? double(in.num_rows) / plan::kImbalanceFactor
@@ -122,7 +122,8 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
     maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
                                 c.block_n / c.cluster_size, true, "b");
   }
-  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x block_m rows.
+  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x block_m rows (the
+  // other cores store without a map).
   if (c.core == plan::GemmCore::kOneBatch)
     maps.d = make_tensor_map_2d(params.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, in.n, rows, uint64_t(in.n) * 2, 64,
                                 c.block_m, true, "d");

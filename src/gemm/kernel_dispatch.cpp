@@ -8,15 +8,15 @@
 
 namespace symmoe::gemm::kernel {
 
-// The five files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5), 4 FP4 (6-9),
-// 4 one-batch core (10-13).
-static_assert(plan::kNumGemmKernels == 14, "plan::kGemmKernels changed: update the launch_one_of index lists");
+// The six files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5), 4 FP4 (6-9),
+// 4 one-batch core (10-13), 12 swap-AB core (14-25).
+static_assert(plan::kNumGemmKernels == 26, "plan::kGemmKernels changed: update the launch_one_of index lists");
 
 std::string kernel_name(const plan::GemmKernelShape& s) {
   return "GemmKernel{block " + std::to_string(s.block_m) + "x" + std::to_string(s.block_n) + "x128, stages " +
          std::to_string(s.num_stages) + ", cluster " + std::to_string(s.cluster_size) + ", epilogue " +
          plan::gemm_epilogue_name(s.epilogue) + (s.tile_buffer ? ", tile buffer" : "") +
-         (s.core == plan::GemmCore::kOneBatch ? ", one-batch core" : "") +
+         (s.core != plan::GemmCore::kTwoHalves ? std::string(", ") + plan::gemm_core_name(s.core) + " core" : "") +
          (s.weights == plan::GemmWeights::kFp4 ? ", fp4 weights" : "") + "}";
 }
 
@@ -36,7 +36,8 @@ void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& p
   const bool launched =
       launch_bf16_narrow(index, params, maps, num_ctas, stream) ||
       launch_bf16_wide(index, params, maps, num_ctas, stream) || launch_swiglu(index, params, maps, num_ctas, stream) ||
-      launch_fp4(index, params, maps, num_ctas, stream) || launch_core(index, params, maps, num_ctas, stream);
+      launch_fp4(index, params, maps, num_ctas, stream) || launch_core(index, params, maps, num_ctas, stream) ||
+      launch_swap_ab(index, params, maps, num_ctas, stream);
   SYMMOE_CHECK(launched, "gemm", "plan::kGemmKernels entry ", index, " (", kernel_name(shape),
                ") is compiled in no file");
 }

@@ -32,6 +32,11 @@ namespace symmoe::plan {
 //               per tile; the epilogue writes the tile with stmatrix into one 128B-swizzled shared-memory tile and
 //               stores it with one TMA store per 64 columns (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs
 //               take neighbouring m-blocks of one n-block and each multicasts half of the weight tile to both.
+//   kSwapAB:    block_m tokens (16 / 32 / 64, the WGMMA's N) x block_n weight rows (the WGMMA's M: 128 for bf16
+//               output, 64 per math warpgroup, stored straight from the accumulators; 256 for the SwiGLU tile, two
+//               64-row WGMMA tiles per warpgroup, 128 channels: one output scale block per token); FP8 weights are read
+//               by the WGMMA from shared memory, FP4 weights are loaded by each thread in its A-fragment order
+//               (kernels/gemm/fp4_word_layout.hpp) and converted to E4M3 in registers. As many stages as fit.
 struct GemmKernelShape {
   int block_m, block_n, num_stages, cluster_size;
   GemmEpilogue epilogue;
@@ -54,6 +59,18 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 192, 4, 2, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
     {128, 128, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
     {128, 128, 5, 2, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {16, 128, 12, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {32, 128, 11, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {64, 128, 9, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {16, 128, 21, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {32, 128, 17, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {64, 128, 13, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {16, 256, 6, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {32, 256, 6, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {16, 256, 11, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {32, 256, 10, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {64, 256, 8, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -98,9 +115,21 @@ constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
 // kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
 constexpr int kGemmCoreMaxKBlocks = 128;
 constexpr int gemm_core_fixed_smem_bytes(int block_n) { return 128 * block_n * 2 + 2 * kGemmCoreMaxKBlocks * 4 + 1024; }
+// Swap-AB core (GemmCore::kSwapAB), per stage: as gemm_stage_smem_bytes (the token tile block_m x 128 B + its
+// scales + 2 mbarriers + the weight tile of block_n rows: FP8 block_n x 128 B; FP4 block_n x 64 B + its scale codes
+// block_n x 4 B); fixed: the FP4 upconversion tables + 1 KiB to align the base + the SwiGLU tile's (block_n 256)
+// per-token amax exchange, 2 parities x 8 math warps x kGemmSwapAbMaxBlockM fp32.
+constexpr int kGemmSwapAbMaxBlockM = 64;
+constexpr int gemm_swap_ab_fixed_smem_bytes(int block_n) {
+  return kGemmFp4TableBytes + 1024 + (block_n == 256 ? 2 * 8 * kGemmSwapAbMaxBlockM * 4 : 0);
+}
+constexpr int gemm_swap_ab_smem_bytes(int block_m, int block_n, int num_stages, GemmWeights weights) {
+  return gemm_swap_ab_fixed_smem_bytes(block_n) + num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
+}
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
                                     bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves) {
   if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n);
+  if (core == GemmCore::kSwapAB) return gemm_swap_ab_fixed_smem_bytes(block_n);
   return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
          1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }

@@ -28,14 +28,16 @@ std::string kind_name(const KernelKind& kind) {
   return std::string(gemm_epilogue_name(kind.epilogue)) + "/" + gemm_weights_name(kind.weights);
 }
 
-// tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer; core: 1 / 2 / 0 as GemmPins::core.
+// tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer; core: 1 / 2 / 3 / 0 as GemmPins::core. core 0 (the planner's
+// choice) is the two-halves and one-batch cores: the swap-AB core runs only when pinned.
+constexpr int kSwapAbPin = static_cast<int>(GemmCore::kSwapAB) + 1;
 bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m, int block_n, int cluster, int stages,
                     int tile_buffer = 0, int core = 0) {
   return kernel.epilogue == kind.epilogue && kernel.weights == kind.weights &&
          (!block_m || kernel.block_m == block_m) && (!block_n || kernel.block_n == block_n) &&
          (!cluster || kernel.cluster_size == cluster) && (!stages || kernel.num_stages == stages) &&
          (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0)) &&
-         (!core || static_cast<int>(kernel.core) + 1 == core);
+         (core ? static_cast<int>(kernel.core) + 1 == core : kernel.core != GemmCore::kSwapAB);
 }
 
 bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0, int core = 0) {
@@ -49,8 +51,15 @@ std::string compiled_list(KernelKind kind) {
   for (const GemmKernelShape& kernel : kGemmKernels)
     if (kernel.epilogue == kind.epilogue && kernel.weights == kind.weights)
       os << " " << kernel.block_m << "x" << kernel.block_n << "/s" << kernel.num_stages << "/c" << kernel.cluster_size
-         << (kernel.tile_buffer ? "/tb" : "") << (kernel.core == GemmCore::kOneBatch ? "/one-batch" : "");
+         << (kernel.tile_buffer ? "/tb" : "")
+         << (kernel.core != GemmCore::kTwoHalves ? std::string("/") + gemm_core_name(kernel.core) : "");
   return os.str();
+}
+
+// Which cores a pin check looked among: " (core=swap-ab)", or for no core pin the planner's own two.
+std::string core_scope(int core) {
+  return core ? std::string(" (core=") + gemm_core_name(static_cast<GemmCore>(core - 1)) + ")"
+              : " (two-halves and one-batch cores; swap-ab only with core=3)";
 }
 
 long long expected_m_blocks(double m_expected, int block_m) {
@@ -63,15 +72,21 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.n = n, p.k = k, p.num_experts = num_experts, p.epilogue = kernel.epilogue, p.weights = kernel.weights;
   p.block_m = kernel.block_m, p.block_n = kernel.block_n;
   p.core = kernel.core;
-  p.wg_split_channels = kernel.block_m == hopper::kWgmmaM;
-  p.wg_tile_m = hopper::kWgmmaM;
-  p.wg_tile_n = p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
+  const bool swap_ab = kernel.core == GemmCore::kSwapAB;
+  // Swap-AB: each warpgroup's WGMMA M is half the tile's weight rows (one or two 64-row WGMMA tiles), its N the
+  // block_m tokens.
+  p.wg_split_channels = swap_ab || kernel.block_m == hopper::kWgmmaM;
+  p.wg_tile_m = swap_ab ? kernel.block_n / 2 : hopper::kWgmmaM;
+  p.wg_tile_n = swap_ab ? kernel.block_m : p.wg_split_channels ? kernel.block_n / 2 : kernel.block_n;
   p.num_math_warpgroups = 2;
   p.producer_registers = 40;  // FP8 and FP4 alike (kernels/gemm/grouped_gemm_fp4_kernel.cuh)
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
-  // One-batch core: a partial accumulator as wide as the warpgroup tile (kernels/gemm/core_math.cuh).
-  p.math_registers_needed = kernel.core == GemmCore::kOneBatch ? 2 * p.wg_tile_m * p.wg_tile_n / 128 + 40
-                                                               : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
+  // One-batch core: a partial accumulator as wide as the warpgroup tile (kernels/gemm/core_math.cuh). Swap-AB: the
+  // same (kernels/gemm/swap_ab_math.cuh) + 32 for the FP4 weights' A fragments converted in registers.
+  const int partial_and_final = 2 * p.wg_tile_m * p.wg_tile_n / hopper::kThreadsPerWarpgroup;
+  p.math_registers_needed = swap_ab ? partial_and_final + (kernel.weights == GemmWeights::kFp4 ? 32 : 0) + 40
+                            : kernel.core == GemmCore::kOneBatch ? partial_and_final + 40
+                                                                 : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
   p.cluster_size = kernel.cluster_size;
   p.tile_buffer = kernel.tile_buffer;
@@ -103,37 +118,45 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(!swiglu || n % 256 == 0, "plan",
                "grouped GEMM: the SwiGLU epilogue needs n = 2 * intermediate a multiple of 256, got n=", n);
 
-  // Pins and overrides: each must name a compiled kernel (the one place they apply).
+  // Pins and overrides: each must name a compiled kernel of the pinned core, or of the planner's cores (the one place
+  // they apply).
+  SYMMOE_CHECK(pins.core >= 0 && pins.core <= kSwapAbPin, "plan",
+               "core must be 1 (two-halves), 2 (one-batch), 3 (swap-ab) or 0 (planner's choice), got ", pins.core);
+  SYMMOE_CHECK(!swiglu || pins.core != kSwapAbPin || any_kernel(kind, 0, 0, 0, 0, 0, kSwapAbPin), "plan",
+               "core=3 (swap-ab): no swap-AB kernel with the SwiGLU epilogue is compiled (bf16 output only); pin core "
+               "1, 2 or 0");
   const int stages = detail::forced_stages(overrides);
-  SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages), "plan", "SYMMOE_NUM_STAGES=", stages,
-               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
-  const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
-  SYMMOE_CHECK(!forced_block_m || any_kernel(kind, forced_block_m, 0, 0, 0), "plan",
-               pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
-               " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
-  SYMMOE_CHECK(!pins.block_n || any_kernel(kind, forced_block_m, pins.block_n, 0, stages), "plan",
-               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
+  SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages, 0, pins.core), "plan", "SYMMOE_NUM_STAGES=", stages,
+               " matches no compiled grouped-GEMM kernel", core_scope(pins.core), " (", kind_name(kind), ":",
                compiled_list(kind), ")");
+  const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
+  SYMMOE_CHECK(!forced_block_m || any_kernel(kind, forced_block_m, 0, 0, 0, 0, pins.core), "plan",
+               pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
+               " matches no compiled grouped-GEMM kernel", core_scope(pins.core), " (", kind_name(kind), ":",
+               compiled_list(kind), ")");
+  SYMMOE_CHECK(!pins.block_n || any_kernel(kind, forced_block_m, pins.block_n, 0, stages, 0, pins.core), "plan",
+               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel", core_scope(pins.core), " (",
+               kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
                "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
-  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0), "plan",
-               "cluster_size=", pins.cluster_size, " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":",
-               compiled_list(kind), ")");
+  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0, 0, pins.core), "plan",
+               "cluster_size=", pins.cluster_size, " matches no compiled grouped-GEMM kernel", core_scope(pins.core),
+               " (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
   SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
                "tile_buffer must be 1 (on), -1 (off) or 0 (planner's choice), got ", pins.tile_buffer);
-  SYMMOE_CHECK(pins.core >= 0 && pins.core <= 2, "plan",
-               "core must be 1 (two-halves), 2 (one-batch) or 0 (planner's choice), got ", pins.core);
-  // BLOCK_M: the ladder (model.hpp) over the compiled values, smallest first.
+  // BLOCK_M: the ladder (model.hpp) over the block_m values compiled for the pinned core (swap-AB: 16, 32, 64), or
+  // for the planner's cores (64, 128), smallest first.
   int block_m = forced_block_m;
   if (!block_m) {
     int ladder[kNumGemmKernels];
     int num_ladder = 0;
-    for (const int candidate : {64, 128})
+    for (const int candidate : {16, 32, 64, 128})
       if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, pins.core))
         ladder[num_ladder++] = candidate;
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
-                 " with block_n=", pins.block_n, " stages=", stages, " (compiled:", compiled_list(kind), ")");
+                 " with block_n=", pins.block_n, " cluster_size=", pins.cluster_size, " stages=", stages,
+                 " tile_buffer=", pins.tile_buffer, core_scope(pins.core), " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
   // Core: the one-batch core for bf16 128-row tiles when an expert's last m-block is expected to be partial (the
@@ -141,14 +164,14 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // no WGMMA, where the two-halves core computes the whole 128 x 256 tile (each kernel alone, H200: 0.88-0.91x the
   // two-halves core's time at 192 and 386 rows per expert). With full tiles only (a multiple of 128 rows) the
   // two-halves core (one-batch 0.98-1.08x its time, e128 1.08x; docs/notes/gemm.md). Elsewhere (64-row tiles, the
-  // SwiGLU epilogue, FP4 weights) the two-halves core; pins override.
+  // SwiGLU epilogue, FP4 weights) the two-halves core; the swap-AB core only when pinned; pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
       k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
   const bool two_halves_fits = any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1);
   const int core = pins.core ? pins.core : one_batch_fits && (partial_tiles_expected || !two_halves_fits) ? 2 : 1;
-  SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", core == 2 ? "one-batch" : "two-halves",
+  SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(core != 2 || k_fits_one_batch, "plan",
                "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
@@ -203,13 +226,19 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(compiled, "plan", "block ", block_m, "x", block_n, " stages ", num_stages, " cluster ", cluster_size,
                " is not a compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")", where());
   // The two warpgroup tiles cover the block exactly, are WGMMA shapes, and hold at most one 64 x 256 fp32
-  // accumulator (128 registers per thread) next to the 64-register partial accumulator.
-  const bool cover = wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
-                                       : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
-  SYMMOE_CHECK(cover && wg_tile_m == hopper::kWgmmaM && wg_tile_n % 8 == 0 && wg_tile_n >= 8 &&
-                   wg_tile_n <= hopper::kMaxWgmmaN && num_math_warpgroups == 2,
+  // accumulator (128 registers per thread) next to the 64-register partial accumulator. Swap-AB: WGMMA M is the
+  // weight rows (channels; 64 or 2 x 64 per warpgroup), N the tokens.
+  const bool swap_ab = core == GemmCore::kSwapAB;
+  const bool cover = swap_ab             ? (wg_split_channels && 2 * wg_tile_m == block_n && wg_tile_n == block_m)
+                     : wg_split_channels ? (wg_tile_m == block_m && 2 * wg_tile_n == block_n)
+                                         : (2 * wg_tile_m == block_m && wg_tile_n == block_n);
+  const bool wgmma_m =
+      swap_ab ? wg_tile_m % hopper::kWgmmaM == 0 && wg_tile_m <= 2 * hopper::kWgmmaM : wg_tile_m == hopper::kWgmmaM;
+  SYMMOE_CHECK(cover && wgmma_m && wg_tile_n % 8 == 0 && wg_tile_n >= 8 && wg_tile_n <= hopper::kMaxWgmmaN &&
+                   num_math_warpgroups == 2,
                "plan", "the two math warpgroup tiles (", wg_tile_m, " x ", wg_tile_n,
-               ") must be WGMMA shapes (M = 64, N multiple of 8 in [8, 256]) that cover the block exactly", where());
+               ") must be WGMMA shapes (M = 64, swap-AB 64 or 128; N a multiple of 8 in [8, 256]) covering the block",
+               where());
   SYMMOE_CHECK(epilogue != GemmEpilogue::kSwigluFp8 || block_n == 256, "plan",
                "the SwiGLU epilogue needs block_n 256 (128 intermediate channels), got ", block_n, where());
   SYMMOE_CHECK(math_registers % 8 == 0 && producer_registers % 8 == 0 &&
@@ -254,8 +283,8 @@ std::string GemmPlan::to_string() const {
   std::ostringstream os;
   os << "gemm m_expected=" << m_per_expert_expected << " n=" << n << " k=" << k << " experts=" << num_experts
      << " epilogue=" << gemm_epilogue_name(epilogue) << " weights=" << gemm_weights_name(weights) << " | "
-     << "tokens on WGMMA M BLOCK_M=" << block_m << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k
-     << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
+     << (core == GemmCore::kSwapAB ? "tokens on WGMMA N (weights on M)" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
+     << " BLOCK_N=" << block_n << " BLOCK_K=" << block_k << " wg_tile=" << wg_tile_m << "x" << wg_tile_n
      << (wg_split_channels ? " (warpgroups split channels)" : " (warpgroups split tokens)")
      << " core=" << gemm_core_name(core) << " cluster=" << cluster_size << (tile_buffer ? " tile_buffer" : "")
      << (b_scales_smem ? " b_scales_smem" : "") << " | regs math " << math_registers << " (need ~"

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layout/mega_roles.hpp"
 #include "plan/gemm_kernels.hpp"
@@ -175,6 +177,21 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
             mark(fp4);
           }
         }
+  // The swap-AB core (core 3 pinned only): each of its kernels from the ladder (16 / 32 / 64 tokens for 8 / 16 / 100
+  // expected rows, x2 imbalance) and from a block_m pin, FP8 and FP4 weights, both epilogues.
+  for (const auto weights : {plan::GemmWeights::kFp8, plan::GemmWeights::kFp4})
+    for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})
+      for (const double m : {8.0, 16.0, 100.0})
+        for (const int block_m : {0, 16, 32, 64}) {
+          plan::GemmPins pins;
+          pins.core = 3, pins.block_m = block_m;
+          const plan::GemmPlan p =
+              plan::plan_grouped_gemm(m, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins, weights);
+          EXPECT_EQ(p.core, plan::GemmCore::kSwapAB) << p.to_string();
+          EXPECT_EQ(p.block_m, block_m ? block_m : m == 8.0 ? 16 : m == 16.0 ? 32 : 64) << p.to_string();
+          check_gemm(p);
+          mark(p);
+        }
   for (int i = 0; i < plan::kNumGemmKernels; ++i)
     EXPECT_TRUE(planned[i]) << "kGemmKernels[" << i << "] (block " << plan::kGemmKernels[i].block_m << "x"
                             << plan::kGemmKernels[i].block_n << ", stages " << plan::kGemmKernels[i].num_stages
@@ -262,6 +279,89 @@ TEST(Plan, BlockMLadder) {
         prev = bm;
       }
     }
+}
+
+// The swap-AB core (plan::GemmCore::kSwapAB, GemmPins::core 3): never the planner's own choice, so its 16- and
+// 32-row kernels change no unpinned plan; pinned, BLOCK_M from the ladder over 16 / 32 / 64 (the smallest holding
+// 2x the expected rows, else 64), the weight rows on WGMMA M (128 per tile with bf16 output, 256 with the SwiGLU
+// epilogue), cluster 1.
+TEST(Plan, SwapAbCoreOnlyWhenPinned) {
+  for (const double m : {0.0, 0.25, 1.0, 4.0, 8.0, 16.0, 31.0, 32.0, 64.0, 1000.0})
+    for (const auto weights : {plan::GemmWeights::kFp8, plan::GemmWeights::kFp4})
+      for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
+        const plan::GemmPlan p = plan::plan_grouped_gemm(m, 4096, 7168, 32, 132, epilogue, kNoOverrides, {}, weights);
+        EXPECT_NE(p.core, plan::GemmCore::kSwapAB) << p.to_string();
+        EXPECT_TRUE(p.block_m == 64 || p.block_m == 128) << p.to_string();
+      }
+  plan::GemmPins pins;
+  pins.block_n = 128;  // a tile only the two-halves / one-batch cores have at BLOCK_M 128 is still chosen
+  EXPECT_EQ(plan::plan_grouped_gemm(1, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).block_m, 128);
+  const std::pair<double, int> ladder[] = {{0, 16},  {1, 16},    {8, 16},  {8.5, 32},
+                                           {16, 32}, {16.5, 64}, {32, 64}, {1000, 64}};
+  for (const auto weights : {plan::GemmWeights::kFp8, plan::GemmWeights::kFp4})
+    for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})
+      for (const auto& [m, block_m] : ladder) {
+        pins = {};
+        pins.core = 3;
+        const plan::GemmPlan p =
+            plan::plan_grouped_gemm(m, 4096, 7168, 128, 132, epilogue, kNoOverrides, pins, weights);
+        SCOPED_TRACE(p.to_string());
+        check_gemm(p);
+        const int block_n = epilogue == plan::GemmEpilogue::kBf16 ? 128 : 256;
+        EXPECT_EQ(p.core, plan::GemmCore::kSwapAB);
+        EXPECT_EQ(p.weights, weights);
+        EXPECT_EQ(p.block_m, block_m);
+        EXPECT_EQ(p.block_n, block_n);
+        EXPECT_EQ(p.cluster_size, 1);
+        EXPECT_TRUE(p.wg_split_channels);
+        EXPECT_EQ(p.wg_tile_m, block_n / 2);  // weight rows: one or two 64-row WGMMA tiles
+        EXPECT_EQ(p.wg_tile_n, block_m);      // tokens
+        // Partial + final accumulators (block_n / 2 x block_m / 128 each) + FP4 fragments + 40.
+        EXPECT_EQ(p.math_registers_needed,
+                  block_n / 128 * block_m + (weights == plan::GemmWeights::kFp4 ? 32 : 0) + 40);
+        EXPECT_NE(p.to_string().find("core=swap-ab"), std::string::npos);
+        EXPECT_NE(p.to_string().find("tokens on WGMMA N"), std::string::npos);
+      }
+  // Pins and overrides within the swap-AB core.
+  pins = {};
+  pins.core = 3, pins.block_m = 32;
+  EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).block_m,
+            32);
+  plan::PlanOverrides o;
+  o.block_m = 16;
+  pins.block_m = 0;
+  EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, o, pins).block_m, 16);
+  o.num_stages = 11;  // the FP8 32-row kernel's
+  o.block_m = 0;
+  EXPECT_EQ(plan::plan_grouped_gemm(1, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, o, pins).block_m, 32);
+  auto refused = [&](const plan::GemmPins& bad, plan::GemmEpilogue epilogue, const std::string& needle) {
+    expect_error([&] { plan::plan_grouped_gemm(8, 4096, 7168, 8, 132, epilogue, kNoOverrides, bad); }, needle);
+  };
+  pins = {};
+  pins.core = 3;
+  pins.block_m = 128;
+  refused(pins, plan::GemmEpilogue::kBf16, "block_m=128 matches no compiled grouped-GEMM kernel (core=swap-ab)");
+  pins.block_m = 0, pins.block_n = 256;  // the SwiGLU tile's
+  refused(pins, plan::GemmEpilogue::kBf16, "block_n=256");
+  pins.block_n = 128;
+  refused(pins, plan::GemmEpilogue::kSwigluFp8, "block_n=128");
+  pins.block_n = 0, pins.cluster_size = 2;
+  refused(pins, plan::GemmEpilogue::kBf16, "cluster_size=2");
+  pins.cluster_size = 0, pins.tile_buffer = 1;
+  refused(pins, plan::GemmEpilogue::kBf16, "tile_buffer=1");
+  pins = {};
+  pins.core = 4;
+  refused(pins, plan::GemmEpilogue::kBf16, "3 (swap-ab)");
+  pins = {};
+  pins.block_m = 16;  // a swap-AB tile without the core pin
+  refused(pins, plan::GemmEpilogue::kBf16, "swap-ab only with core=3");
+  // validate(): the swap-AB warpgroup tile is 64 weight rows x block_m tokens.
+  pins = {};
+  pins.core = 3;
+  plan::GemmPlan g = plan::plan_grouped_gemm(8, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins);
+  EXPECT_NO_THROW(g.validate());
+  g.wg_tile_n = 2 * g.block_m;
+  expect_error([&] { g.validate(); }, "math warpgroup tiles");
 }
 
 // MegaMoe::forward plans each call for its own token count: the workspace (layout, pool) must be the T_max plan's
@@ -460,7 +560,7 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   o.block_m = 64;
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 64);
-  // No kernel with 32-row tiles is compiled.
+  // 32-row tiles are compiled for the swap-AB core only, which takes a core pin.
   o.block_m = 32;
   expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
                "SYMMOE_BLOCK_M");

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/compare.hpp"
@@ -102,13 +103,16 @@ struct Config {
   int block_m, block_n, num_sms;  // 0: planner's choice (num_sms 0: all SMs)
   int tile_buffer = 0;            // 1: whole-slice epilogue buffer kernel, -1: not, 0: planner's choice
   int cluster = 0;                // 1 or 2, 0: planner's choice
-  int core = 0;                   // 1: two-halves, 2: one-batch (plan::GemmCore), 0: planner's choice
+  int core = 0;                   // 1: two-halves, 2: one-batch, 3: swap-AB (plan::GemmCore), 0: planner's choice
 };
 std::string name(const Config& c) {
   return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + " sms " + std::to_string(c.num_sms) +
          (c.tile_buffer ? c.tile_buffer > 0 ? " tile-buffer" : " no-tile-buffer" : "") +
          (c.cluster ? " cluster " + std::to_string(c.cluster) : "") +
-         (c.core ? c.core == 2 ? " one-batch" : " two-halves" : "");
+         (c.core == 1   ? " two-halves"
+          : c.core == 2 ? " one-batch"
+          : c.core == 3 ? " swap-ab"
+                        : "");
 }
 gemm::LaunchOptions launch_options(const Config& c) {
   gemm::LaunchOptions opt;
@@ -126,17 +130,31 @@ std::vector<Config> with_one_batch(std::vector<Config> configs) {
   configs.insert(configs.end(), kOneBatchConfigs.begin(), kOneBatchConfigs.end());
   return configs;
 }
+// The swap-AB core's kernels (plan::GemmCore::kSwapAB; the bf16 and the SwiGLU tests take its kernels of their
+// epilogue): 16, 32 and 64 tokens per tile on all SMs, its own BLOCK_M ladder (block_m 0), and few CTAs (the stage
+// ring wraps across tiles).
+const std::vector<Config> kSwapAbConfigs = {{16, 0, 0, 0, 0, 3}, {32, 0, 0, 0, 0, 3}, {64, 0, 0, 0, 0, 3},
+                                            {0, 0, 0, 0, 0, 3},  {16, 0, 3, 0, 0, 3}, {32, 0, 2, 0, 0, 3},
+                                            {64, 0, 5, 0, 0, 3}};
+std::vector<Config> with_swap_ab(std::vector<Config> configs) {
+  configs.insert(configs.end(), kSwapAbConfigs.begin(), kSwapAbConfigs.end());
+  return configs;
+}
+// Both other cores' configurations after `configs`.
+std::vector<Config> with_cores(std::vector<Config> configs) { return with_swap_ab(with_one_batch(std::move(configs))); }
 // Every compiled bf16 configuration, plus few-CTA runs (many tiles per CTA: the stage ring wraps across tiles).
-const std::vector<Config> kAllConfigs = with_one_batch({{128, 128, 0, 0, 0, 1},
-                                                        {64, 256, 0},
-                                                        {128, 256, 0, -1},
-                                                        {128, 256, 6, -1},
-                                                        {64, 256, 5},
-                                                        {128, 128, 3, 0, 0, 1},
-                                                        {128, 256, 0, 1},
-                                                        {128, 256, 5, 1},
-                                                        {0, 0, 0}});
-const std::vector<Config> kL1Configs = {{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}};
+const std::vector<Config> kAllConfigs = with_cores({{128, 128, 0, 0, 0, 1},
+                                                    {64, 256, 0},
+                                                    {128, 256, 0, -1},
+                                                    {128, 256, 6, -1},
+                                                    {64, 256, 5},
+                                                    {128, 128, 3, 0, 0, 1},
+                                                    {128, 256, 0, 1},
+                                                    {128, 256, 5, 1},
+                                                    {0, 0, 0}});
+// The L1 (SwiGLU + FP8) kernels: the two-halves core's and the swap-AB core's (256 interleaved weight rows per tile).
+const std::vector<Config> kL1Configs =
+    with_swap_ab({{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}});
 
 // Runs the bf16 GEMM with config c into a poisoned D and returns D; a second call into a fresh poisoned buffer must
 // give it bitwise (deterministic, no state left between calls).
@@ -203,8 +221,8 @@ TEST(GroupedGemm, ContiguousSkewedUe8m0ScalesAlignment64) {
   // One hot expert, Zipf-like tail, an empty last expert; segments aligned to 64 only.
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {700, 150, 40, 9, 3, 1, 0}, 64, 256, 640,
                               fmt::ScaleFormat::kUe8m0, seed);
-  for (const auto& c : with_one_batch(
-           {Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3, 0, 0, 1}, Config{128, 256, 3, 1}}))
+  for (const auto& c :
+       with_cores({Config{128, 256, 0, -1}, Config{64, 256, 0}, Config{128, 128, 3, 0, 0, 1}, Config{128, 256, 3, 1}}))
     check_bf16(p, c);
 }
 
@@ -234,15 +252,52 @@ TEST(GroupedGemm, MaskedOneTokenPerExpert) {
   const uint64_t seed = printed_seed();
   const auto p =
       make_problem(gemm::GroupLayout::kMasked, std::vector<int>(16, 1), 1, 512, 768, fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}, Config{128, 192, 0, 0, 2, 2}}) check_bf16(p, c);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 7}, Config{128, 192, 0, 0, 2, 2},
+                        Config{16, 0, 0, 0, 0, 3}, Config{64, 0, 0, 0, 0, 3}})
+    check_bf16(p, c);
 }
 
 TEST(GroupedGemm, MaskedDecodeSizes) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 256,
                               fmt::ScaleFormat::kFp32, seed);
-  for (const auto& c : with_one_batch({Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0, 0, 0, 1}}))
+  for (const auto& c : with_cores({Config{64, 256, 0}, Config{64, 256, 3}, Config{128, 128, 0, 0, 0, 1}}))
     check_bf16(p, c);
+}
+
+// The swap-AB core (tokens on WGMMA N) at decode row counts: experts of 0 and 1 rows, partial token tiles, several
+// token tiles (70 rows: 5 / 3 / 2 tiles of 16 / 32 / 64), n 384 (three 128-row weight tiles); contiguous with
+// segments at any row and at multiples of 16, masked with max_m 64 and random counts in [0, 64]. Exact-accumulation
+// data bitwise against the model, normal data bitwise against the faithful model (as GroupedGemmFaithful).
+TEST(GroupedGemm, SwapAbDecodeRowCounts) {
+  const uint64_t seed = printed_seed();
+  for (const int alignment : {1, 16}) {
+    SCOPED_TRACE("alignment " + std::to_string(alignment));
+    const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 5, 16, 17, 32, 33, 70, 64, 0, 129}, alignment,
+                                384, 640, fmt::ScaleFormat::kFp32, seed + alignment, Data::kSmallIntegers);
+    for (const auto& c : kSwapAbConfigs) check_bf16(p, c, true);
+  }
+  std::mt19937_64 rng(seed + 100);
+  std::vector<int> counts = {0, 64, 1, 63};
+  while (counts.size() < 16) counts.push_back(rnd::uniform_below(rng, 65));
+  const auto m = make_problem(gemm::GroupLayout::kMasked, counts, 64, 256, 512, fmt::ScaleFormat::kUe8m0, seed + 101,
+                              Data::kSmallIntegers);
+  for (const auto& c : kSwapAbConfigs) check_bf16(m, c, true);
+  const auto normal =
+      make_problem(gemm::GroupLayout::kMasked, counts, 64, 384, 512, fmt::ScaleFormat::kFp32, seed + 102);
+  for (const auto& c : kSwapAbConfigs) check_bf16(normal, c, true);
+}
+
+// The swap-AB core at a layer's K (7168: 56 K blocks) and n 2048 (16 weight tiles per expert), masked decode
+// (max_m 64): bitwise equal to the two-halves core's 64 x 256 kernel, which is held to the model first
+// (exact-accumulation data).
+TEST(GroupedGemm, SwapAbAtLayerShape) {
+  const uint64_t seed = printed_seed();
+  const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 0, 17, 33, 64}, 64, 2048, 7168,
+                              fmt::ScaleFormat::kUe8m0, seed, Data::kSmallIntegers);
+  std::vector<Config> configs = {{64, 256, 0}};
+  configs.insert(configs.end(), kSwapAbConfigs.begin(), kSwapAbConfigs.end());
+  check_bf16_configs_agree(p, configs, true);
 }
 
 // Every K the planner accepts against the B scales' shared-memory chunks of the standalone FP8 kernels
@@ -252,8 +307,8 @@ TEST(GroupedGemm, MaskedDecodeSizes) {
 TEST(GroupedGemm, KAcrossBScaleChunks) {
   const uint64_t seed = printed_seed();
   constexpr int kChunk = symmoe::plan::kGemmSfbChunkKBlocks;
-  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0},      {128, 128, 0, 0, 0, 1},
-                                       {128, 256, 0, 1},  {128, 256, 5, -1}, {64, 256, 3}};
+  const std::vector<Config> configs = {{128, 256, 0, -1}, {64, 256, 0}, {128, 128, 0, 0, 0, 1}, {128, 256, 0, 1},
+                                       {128, 256, 5, -1}, {64, 256, 3}, {16, 0, 0, 0, 0, 3},    {64, 0, 3, 0, 0, 3}};
   for (const int kb : {kChunk + 1, 2 * kChunk + 3}) {
     SCOPED_TRACE("K blocks " + std::to_string(kb));
     const auto c = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 129, 3}, 128, 384, 128 * kb,
@@ -270,7 +325,7 @@ TEST(GroupedGemm, KAcrossBScaleChunks) {
 TEST(GroupedGemm, ContiguousRowCountsAtLayerK) {
   const uint64_t seed = printed_seed();
   const std::vector<Config> configs =
-      with_one_batch({{128, 256, 0, -1}, {64, 256, 0}, {128, 128, 0, 0, 0, 1}, {128, 256, 0, 1}, {0, 0, 0}});
+      with_cores({{128, 256, 0, -1}, {64, 256, 0}, {128, 128, 0, 0, 0, 1}, {128, 256, 0, 1}, {0, 0, 0}});
   for (const int k : {2048, 7168}) {
     SCOPED_TRACE("K " + std::to_string(k));
     const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386}, 128, 384, k,
@@ -439,10 +494,24 @@ TEST(GroupedGemmL1, SwigluFp8KAcrossBScaleChunks) {
   const int k = 128 * (2 * symmoe::plan::kGemmSfbChunkKBlocks + 3);
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 129, 3}, 64, 512, k, fmt::ScaleFormat::kFp32, seed,
                               Data::kSmallIntegers);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}}) check_l1(p, 0.f, c, true);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}, Config{16, 0, 0, 0, 0, 3}}) check_l1(p, 0.f, c, true);
   const auto m = make_problem(gemm::GroupLayout::kMasked, {1, 0, 5}, 8, 512, k, fmt::ScaleFormat::kUe8m0, seed + 1,
                               Data::kSmallIntegers);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 3}}) check_l1(m, 2.f, c, true);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 3}, Config{32, 0, 3, 0, 0, 3}}) check_l1(m, 2.f, c, true);
+}
+
+// The swap-AB core's L1 tiles at decode row counts (as GroupedGemm.SwapAbDecodeRowCounts): contiguous with segments
+// at any row, masked with max_m 64 and random counts in [0, 64], n 512 (two 256-row L1 tiles).
+TEST(GroupedGemmL1, SwapAbDecodeRowCounts) {
+  const uint64_t seed = printed_seed();
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 5, 16, 17, 32, 33, 70, 64, 0, 129}, 1, 512, 640,
+                              fmt::ScaleFormat::kFp32, seed, Data::kSmallIntegers);
+  for (const auto& c : kSwapAbConfigs) check_l1(p, 0.f, c, true);
+  std::mt19937_64 rng(seed + 100);
+  std::vector<int> counts = {0, 64, 1, 63};
+  while (counts.size() < 16) counts.push_back(rnd::uniform_below(rng, 65));
+  const auto m = make_problem(gemm::GroupLayout::kMasked, counts, 64, 512, 512, fmt::ScaleFormat::kUe8m0, seed + 1);
+  for (const auto& c : kSwapAbConfigs) check_l1(m, 0.75f, c, false);
 }
 
 // The golden model's FP8 accumulation (ref::gemm_faithful over reference/wgmma.hpp: the tensor core's 13-bit
@@ -452,18 +521,22 @@ TEST(GroupedGemmL1, SwigluFp8KAcrossBScaleChunks) {
 TEST(GroupedGemmFaithful, Bf16BitwiseOnNormalData) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 64}, 128, 384, 512,
                               fmt::ScaleFormat::kFp32, fresh_seed());
-  for (const auto& c : {Config{128, 256, 0, -1}, Config{64, 256, 5}, Config{128, 128, 3}, Config{0, 0, 0}})
+  for (const auto& c : {Config{128, 256, 0, -1}, Config{64, 256, 5}, Config{128, 128, 3}, Config{0, 0, 0},
+                        Config{16, 0, 0, 0, 0, 3}, Config{32, 0, 0, 0, 0, 3}, Config{64, 0, 0, 0, 0, 3}})
     check_bf16(p, c, /*expect_bitwise=*/true);
   const auto m = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fmt::ScaleFormat::kUe8m0,
                               fresh_seed());
-  for (const auto& c : {Config{128, 256, 0}, Config{0, 0, 0}}) check_bf16(m, c, /*expect_bitwise=*/true);
+  for (const auto& c : {Config{128, 256, 0}, Config{0, 0, 0}, Config{16, 0, 0, 0, 0, 3}, Config{32, 0, 0, 0, 0, 3},
+                        Config{64, 0, 0, 0, 0, 3}})
+    check_bf16(m, c, /*expect_bitwise=*/true);
 }
 
 TEST(GroupedGemmFaithful, L1CodesOnNormalData) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 64, 300, 0}, 64, 512, 384,
                               fmt::ScaleFormat::kFp32, fresh_seed());
   for (float clamp : {0.f, 0.75f})
-    for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}, Config{0, 0, 0}})
+    for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}, Config{0, 0, 0}, Config{16, 0, 0, 0, 0, 3},
+                          Config{64, 0, 0, 0, 0, 3}})
       check_l1(p, clamp, c, /*exact_acc=*/true);
 }
 

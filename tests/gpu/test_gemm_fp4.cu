@@ -143,18 +143,31 @@ struct DeviceInputs {
 
 struct Config {
   int block_m, num_sms;  // 0: planner's choice / all SMs
+  int core = 0;          // 3: the swap-AB core (plan::GemmCore::kSwapAB), 0: planner's choice
 };
 std::string name(const Config& c) {
-  return "block_m " + std::to_string(c.block_m) + " sms " + std::to_string(c.num_sms);
+  return "block_m " + std::to_string(c.block_m) + " sms " + std::to_string(c.num_sms) +
+         (c.core == 3 ? " swap-ab"
+          : c.core    ? " core " + std::to_string(c.core)
+                      : "");
 }
 gemm::LaunchOptions launch_options(const Config& c) {
   gemm::LaunchOptions opt;
-  opt.block_m = c.block_m, opt.num_sms = c.num_sms;
+  opt.block_m = c.block_m, opt.num_sms = c.num_sms, opt.core = c.core;
   return opt;
 }
-// Both FP4 tile shapes, the planner's choice, and few-CTA runs (the stage ring wraps across tiles, the stop-marked
-// stage lands on every stage index).
-const std::vector<Config> kConfigs = {{64, 0}, {128, 0}, {0, 0}, {128, 5}, {64, 3}, {128, 1}, {64, 2}};
+// The swap-AB core's FP4 kernels (the FP8 comparison runs its FP8 kernel of the same block_m and epilogue): 16, 32
+// and 64 tokens per tile, its own BLOCK_M ladder (block_m 0), and few CTAs.
+const std::vector<Config> kSwapAbConfigs = {{16, 0, 3}, {32, 0, 3}, {64, 0, 3}, {0, 0, 3},
+                                            {16, 3, 3}, {32, 2, 3}, {64, 5, 3}};
+// Both FP4 tile shapes of the two-halves core, the planner's choice, and few-CTA runs (the stage ring wraps across
+// tiles, the stop-marked stage lands on every stage index), then the swap-AB core's.
+std::vector<Config> all_configs() {
+  std::vector<Config> configs = {{64, 0}, {128, 0}, {0, 0}, {128, 5}, {64, 3}, {128, 1}, {64, 2}};
+  configs.insert(configs.end(), kSwapAbConfigs.begin(), kSwapAbConfigs.end());
+  return configs;
+}
+const std::vector<Config> kConfigs = all_configs();
 
 // bf16 epilogue: FP4 kernel == FP8 kernel on the expanded weights (bitwise), tolerances vs faithful and exact
 // (expect_bitwise: == bf16(faithful) bit for bit), poison kept outside the valid rows.
@@ -202,16 +215,43 @@ TEST(GroupedGemmFp4, MaskedOddAndEmptyExperts) {
 TEST(GroupedGemmFp4, MaskedDecodeSizes) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 16, 0, 5, 16, 3, 12}, 16, 512, 768, seed);
-  for (const auto& c : {Config{64, 0}, Config{0, 0}, Config{64, 3}}) check_bf16(p, c);
+  for (const auto& c :
+       {Config{64, 0}, Config{0, 0}, Config{64, 3}, Config{16, 0, 3}, Config{32, 0, 3}, Config{0, 0, 3}})
+    check_bf16(p, c);
+}
+
+// The swap-AB core at decode row counts: experts of 0 and 1 rows, partial token tiles, several token tiles (70 rows:
+// 5 / 3 / 2 tiles of 16 / 32 / 64), contiguous with segments at any row, masked with max_m 64 and random counts in
+// [0, 64]; n 384 (three 128-row weight tiles). FP4 == FP8 kernel on the expanded weights, and the model.
+TEST(GroupedGemmFp4, SwapAbDecodeRowCounts) {
+  const uint64_t seed = printed_seed();
+  const auto p =
+      make_problem(gemm::GroupLayout::kContiguous, {0, 1, 5, 16, 17, 32, 33, 70, 64, 0, 129}, 1, 384, 640, seed);
+  for (const auto& c : kSwapAbConfigs) check_bf16(p, c);
+  std::mt19937_64 rng(seed + 100);
+  std::vector<int> counts = {0, 64, 1, 63};
+  while (counts.size() < 16) counts.push_back(rnd::uniform_below(rng, 65));
+  const auto m = make_problem(gemm::GroupLayout::kMasked, counts, 64, 384, 512, seed + 101);
+  for (const auto& c : kSwapAbConfigs) check_bf16(m, c);
+}
+
+// The swap-AB core at a layer's K (7168: 56 K blocks of codes) and n 1024, masked decode (max_m 64).
+TEST(GroupedGemmFp4, SwapAbAtLayerK) {
+  const uint64_t seed = printed_seed();
+  const auto p = make_problem(gemm::GroupLayout::kMasked, {1, 8, 0, 17, 33, 64}, 64, 1024, 7168, seed);
+  for (const auto& c : {Config{16, 0, 3}, Config{32, 0, 3}, Config{64, 0, 3}}) check_bf16(p, c);
 }
 
 // The golden model's FP8 accumulation on FP4-valued weights: bf16 D bitwise equal to bf16(ref::gemm_faithful) on
 // the folded weights, contiguous and masked.
 TEST(GroupedGemmFp4Faithful, Bf16BitwiseOnNormalData) {
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386, 64}, 128, 384, 512, fresh_seed());
-  for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{0, 0}}) check_bf16(p, c, /*expect_bitwise=*/true);
+  for (const auto& c :
+       {Config{64, 0}, Config{128, 0}, Config{0, 0}, Config{16, 0, 3}, Config{32, 0, 3}, Config{64, 0, 3}})
+    check_bf16(p, c, /*expect_bitwise=*/true);
   const auto m = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, fresh_seed());
-  for (const auto& c : {Config{64, 0}, Config{0, 0}}) check_bf16(m, c, /*expect_bitwise=*/true);
+  for (const auto& c : {Config{64, 0}, Config{0, 0}, Config{16, 0, 3}, Config{32, 0, 3}, Config{64, 0, 3}})
+    check_bf16(m, c, /*expect_bitwise=*/true);
 }
 
 // L1 (SwiGLU + FP8) epilogue: FP4 kernel == FP8 kernel on expand_l1_fp4, outputs and scales bitwise (the FP8 L1
@@ -254,13 +294,30 @@ TEST(GroupedGemmFp4L1, ContiguousSwigluFp8) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386, 0}, 64, 512, 384, seed);
   for (float clamp : {0.f, 0.75f})
-    for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{0, 0}, Config{128, 3}}) check_l1(p, clamp, c);
+    for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{0, 0}, Config{128, 3}, Config{16, 0, 3},
+                          Config{32, 2, 3}, Config{64, 0, 3}})
+      check_l1(p, clamp, c);
 }
 
 TEST(GroupedGemmFp4L1, MaskedSwigluFp8) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, seed);
-  for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{64, 2}}) check_l1(p, 0.5f, c);
+  for (const auto& c :
+       {Config{64, 0}, Config{128, 0}, Config{64, 2}, Config{16, 0, 3}, Config{32, 0, 3}, Config{64, 3, 3}})
+    check_l1(p, 0.5f, c);
+}
+
+// The swap-AB core's FP4 L1 tiles at decode row counts (as GroupedGemmFp4.SwapAbDecodeRowCounts), n 512.
+TEST(GroupedGemmFp4L1, SwapAbDecodeRowCounts) {
+  const uint64_t seed = printed_seed();
+  const auto p =
+      make_problem(gemm::GroupLayout::kContiguous, {0, 1, 5, 16, 17, 32, 33, 70, 64, 0, 129}, 1, 512, 640, seed);
+  for (const auto& c : kSwapAbConfigs) check_l1(p, 0.f, c);
+  std::mt19937_64 rng(seed + 100);
+  std::vector<int> counts = {0, 64, 1, 63};
+  while (counts.size() < 16) counts.push_back(rnd::uniform_below(rng, 65));
+  const auto m = make_problem(gemm::GroupLayout::kMasked, counts, 64, 512, 512, seed + 101);
+  for (const auto& c : kSwapAbConfigs) check_l1(m, 0.75f, c);
 }
 
 // Bad FP4 arguments raise symmoe::Error naming the argument, before any kernel writes the (poisoned) output.

@@ -22,9 +22,9 @@
 // (bf16) tiles in one ring and has no registers to spare for the base-scale loads, so its slot carries the stage's
 // descriptor (Fp4StageDesc: phase, K block, expert, n_begin) and the converters load the base codes themselves
 // (load_base_codes of the phase's GemmParams), issued before their conv_empty wait; the protocol is the same.
-// NOTES: a warp converts 4 rows x 8 chunks per step: 256 contiguous bytes of FP4 (u64 per lane) in, 512 bytes of
-// E4M3 out (16 B per lane; each row's 8 chunks fill one 128-byte line): no bank conflicts. Per chunk: one code word
-// (broadcast), one 8-byte table, 4 x 2 PRMT.
+// NOTES: a warp converts 8 rows x 4 scale groups per step: per lane the four words of its group (fp4_word_layout.hpp:
+// the warp's loads hit 32 different banks), one code word (broadcast within 4 lanes), one 8-byte table, 4 x 2 PRMT,
+// and two 16-byte E4M3 chunks out (4 wavefronts per warp and chunk pair).
 #pragma once
 
 #include "kernels/gemm/fp4_upconvert.hpp"
@@ -89,7 +89,7 @@ template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue, bool
 __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
                                               int converter, int lane,
                                               [[maybe_unused]] const GemmParams* phases = nullptr) {
-  const int chunk = lane % 8, row_in_step = lane / 8, group = chunk / 2;  // group: 32-column scale group
+  const int group = lane % 4, row_in_step = lane / 4;  // group: 32-column scale group
   const Fp4ShiftTable* tables = smem.fp4_tables();
   PipelineState<kNumStages> pipe;
   PipelineState<plan::kGemmFp4ConvStages> conv;
@@ -111,19 +111,23 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
     const uint32_t* codes = smem.codes(pipe.stage);
     uint8_t* dst = smem.b(conv.stage);
 #pragma unroll 1
-    for (int step = converter; step < BLOCK_N / 4; step += kNumConverterWarps) {
-      const int r = 4 * step + row_in_step;
+    for (int step = converter; step < BLOCK_N / 8; step += kNumConverterWarps) {
+      const int r = 8 * step + row_in_step;
       const int code = int((codes[r] >> (8 * group)) & 0xFFu);
       int base_code;
       if constexpr (kMixedPhases)
         base_code = base_code_of_row(base, r, swiglu);
       else
         base_code = base_code_of_row<kEpilogue>(base, r);
-      const Fp4ShiftTable t = tables[fp4_table_index(code - base_code)];
-      const uint2 raw = *reinterpret_cast<const uint2*>(src + r * 64 + chunk * 8);
-      const Fp4E4m3x8 a = fp4x8_to_e4m3x8(raw.x, t), b = fp4x8_to_e4m3x8(raw.y, t);
-      const uint4 out = make_uint4(a.lo, a.hi, b.lo, b.hi);
-      *reinterpret_cast<uint4*>(dst + r * 128 + ((chunk ^ (r % 8)) * 16)) = out;
+      const Fp4ShiftTable table = tables[fp4_table_index(code - base_code)];
+      Fp4E4m3x8 e[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        e[t] = fp4x8_to_e4m3x8(*reinterpret_cast<const uint32_t*>(src + r * 64 + 4 * fp4_slot(r, t, group)), table);
+      uint8_t* row = dst + r * 128;
+      *reinterpret_cast<uint4*>(row + ((2 * group) ^ (r % 8)) * 16) = make_uint4(e[0].lo, e[1].lo, e[2].lo, e[3].lo);
+      *reinterpret_cast<uint4*>(row + ((2 * group + 1) ^ (r % 8)) * 16) =
+          make_uint4(e[0].hi, e[1].hi, e[2].hi, e[3].hi);
     }
     ptx::fence_proxy_async_shared_cta();  // this thread's E4M3 stores -> visible to the WGMMA (async proxy)
     __syncwarp();

@@ -20,7 +20,7 @@ std::string kernel_name(const plan::GemmKernelShape& shape);
 // 128 x block_n; FP4: packed [E n, k/2], unswizzled boxes of 64 B x block_n) and, FP4 only, B's scale codes
 // (int32 [E k/128, n], boxes of block_n x 1).
 // The one-batch core (plan::GemmCore::kOneBatch) also stores D through a map: bf16 [rows, n], 128B-swizzled boxes of
-// 64 columns x 128 rows.
+// 64 columns x 128 rows. The swap-AB core (plan::GemmCore::kSwapAB) stores D straight to params.d (no D map).
 struct GemmTensorMaps {
   CUtensorMap a, sfa, b, b_codes, d;
 };
@@ -71,7 +71,8 @@ void launch_grouped_gemm(const plan::GemmKernelShape& shape, const GemmParams& p
                          int num_ctas, cudaStream_t stream);
 
 // This file's share of plan::kGemmKernels (grouped_gemm_bf16.cu, grouped_gemm_bf16_wide.cu, grouped_gemm_swiglu.cu,
-// grouped_gemm_fp4.cu, grouped_gemm_core.cu): launches entry `index` and returns true if the file compiled it.
+// grouped_gemm_fp4.cu, grouped_gemm_core.cu, grouped_gemm_swap_ab.cu): launches entry `index` and returns true if the
+// file compiled it.
 bool launch_bf16_narrow(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
                         cudaStream_t stream);
 bool launch_bf16_wide(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas,
@@ -79,5 +80,6 @@ bool launch_bf16_wide(int index, const GemmParams& params, const GemmTensorMaps&
 bool launch_swiglu(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream);
 bool launch_fp4(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream);
 bool launch_core(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream);
+bool launch_swap_ab(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream);
 
 }  // namespace symmoe::gemm::kernel

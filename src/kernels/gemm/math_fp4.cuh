@@ -48,43 +48,40 @@ __device__ __forceinline__ int2 load_fp4_base_codes(const GemmParams& p, const T
   return make_int2(fmt::fold_base_code(s.x), fmt::fold_base_code(s.y));
 }
 
-// Converts steps [first, first + kCount) of this thread's kStepsPerWarp over the warpgroup's 16 kStepsPerWarp rows
-// from row0: thread t takes the 16-column chunk t % 8 of rows row0 + 4 kStepsPerWarp (t / 32) + 4 i + (t % 32) / 8
-// (i: the step), all in one 32-column scale group.
-// NOTES: per step a warp reads 256 contiguous bytes of FP4 (8 B per lane) and writes 4 full 128-byte rows of the
-// swizzled E4M3 tile (16 B per lane, chunk c of row r at r * 128 + ((c ^ r % 8) * 16)): no bank conflicts; the
-// code word is a broadcast within 8 lanes and the 15 tables (120 B) sit in distinct banks. All loads of the kCount
-// steps are issued before the first conversion.
+// Converts steps [first, first + kCount) of this thread's kStepsPerWarp over the warpgroup's 8 kStepsPerWarp rows
+// from row0: thread t takes the 32-column scale group t % 4 of rows row0 + 8 kStepsPerWarp (t / 32) + 8 i +
+// (t % 32) / 4 (i: the step), writing its two 16-column E4M3 chunks.
+// NOTES: per step a warp reads the four words t = 0..3 of its group in 8 rows (fp4_word_layout.hpp: 32 different
+// banks) and writes 2 x 16 B per lane into the swizzled E4M3 tile (chunk c of row r at r * 128 + ((c ^ r % 8) * 16):
+// 4 wavefronts per 512 B); the code word is a broadcast within 4 lanes and the 15 tables (120 B) sit in distinct
+// banks. All loads of the kCount steps are issued before the first conversion.
 template <EpilogueKind kEpilogue, int kStepsPerWarp, int kCount>
 __device__ __forceinline__ void convert_fp4_rows(const uint8_t* src, const uint32_t* codes, const Fp4ShiftTable* tables,
                                                  uint8_t* dst, int row0, int first, int2 base) {
-  const int thread = threadIdx.x % 128, lane = thread % 32, chunk = lane % 8;
-  const int r0 = row0 + 4 * kStepsPerWarp * (thread / 32) + 4 * first + lane / 8;  // step i: row r0 + 4 i
-  const int shift = 8 * (chunk / 2);  // the chunk's 32-column group in the code word
-  // Row r0 + 4 i has r % 8 == (r0 % 8) ^ (4 * (i % 2)): two swizzled positions, the rest immediate offsets.
-  const int swizzled = (chunk ^ (r0 % 8)) * 16;
-  const uint8_t* src_row = src + r0 * 64 + chunk * 8;
-  uint8_t* dst_even = dst + r0 * 128 + swizzled;
-  uint8_t* dst_odd = dst + r0 * 128 + (swizzled ^ 64);
-  uint2 raw[kCount];
+  const int thread = threadIdx.x % 128, lane = thread % 32, group = lane % 4;
+  const int r0 = row0 + 8 * kStepsPerWarp * (thread / 32) + 8 * first + lane / 4;  // step i: row r0 + 8 i
+  // Rows r0 + 8 i share r % 8 and (r / 2) % 4 when row0 % 8 == 0: one slot order and one swizzle for all steps.
+  const int swizzle = r0 % 8;
+  uint32_t word[kCount][4];
   uint32_t code[kCount];
 #pragma unroll
   for (int i = 0; i < kCount; ++i) {
-    raw[i] = *reinterpret_cast<const uint2*>(src_row + 256 * i);
-    code[i] = codes[r0 + 4 * i];
-  }
-  Fp4ShiftTable t[kCount];
 #pragma unroll
-  for (int i = 0; i < kCount; ++i) {
-    // SwiGLU tiles: rows with r % 16 >= 8 are up rows (r % 16 == (r0 % 16 + 4 i) % 16).
-    const bool up = kEpilogue == EpilogueKind::kSwigluFp8 && ((r0 + 4 * i) % 16) >= 8;
-    t[i] = tables[fp4_table_index(int((code[i] >> shift) & 0xFFu) - (up ? base.y : base.x))];
+    for (int t = 0; t < 4; ++t)
+      word[i][t] = *reinterpret_cast<const uint32_t*>(src + (r0 + 8 * i) * 64 + 4 * fp4_slot(r0, t, group));
+    code[i] = codes[r0 + 8 * i];
   }
 #pragma unroll
   for (int i = 0; i < kCount; ++i) {
-    const Fp4E4m3x8 a = fp4x8_to_e4m3x8(raw[i].x, t[i]), b = fp4x8_to_e4m3x8(raw[i].y, t[i]);
-    const uint4 out = make_uint4(a.lo, a.hi, b.lo, b.hi);
-    *reinterpret_cast<uint4*>((i % 2 ? dst_odd : dst_even) + 512 * i) = out;
+    // SwiGLU tiles: rows with r % 16 >= 8 are up rows.
+    const bool up = kEpilogue == EpilogueKind::kSwigluFp8 && ((r0 + 8 * i) % 16) >= 8;
+    const Fp4ShiftTable table = tables[fp4_table_index(int((code[i] >> (8 * group)) & 0xFFu) - (up ? base.y : base.x))];
+    Fp4E4m3x8 e[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) e[t] = fp4x8_to_e4m3x8(word[i][t], table);
+    uint8_t* row = dst + (r0 + 8 * i) * 128;
+    *reinterpret_cast<uint4*>(row + ((2 * group) ^ swizzle) * 16) = make_uint4(e[0].lo, e[1].lo, e[2].lo, e[3].lo);
+    *reinterpret_cast<uint4*>(row + ((2 * group + 1) ^ swizzle) * 16) = make_uint4(e[0].hi, e[1].hi, e[2].hi, e[3].hi);
   }
 }
 
@@ -125,7 +122,7 @@ __device__ __forceinline__ void math_mainloop_fp4(const GemmParams& p,
                     GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>::kNumBStages == 2,
                 "FP4 math conversion: 64 x 256 tiles (warpgroup w reads and converts B rows [128w, 128w + 128)), a "
                 "ring of two E4M3 tiles");
-  constexpr int kSteps = 8;  // per thread and K block: 128 rows x 8 chunks / 128 threads, all loads in flight
+  constexpr int kSteps = 4;  // per thread and K block: 128 rows x 4 scale groups / 128 threads, all loads in flight
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const int sfa_row = slice.row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   const int num_k_blocks = p.k / 128;

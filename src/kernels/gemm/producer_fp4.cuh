@@ -18,13 +18,13 @@
 
 namespace symmoe::gemm::kernel {
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue, bool kMathConverts>
-__device__ __forceinline__ void run_producer_fp4(const GemmParams& params,
-                                                 const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
+// Layout: the kernel's shared-memory layout with FP4 stages (GemmSmemLayout, or SwapAbSmemLayout of the swap-AB
+// core, whose math warps convert): a(s), sfa(s), b_fp4(s), codes(s), raw_full(s), empty(s) and kStageTxBytes.
+template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue, bool kMathConverts, typename Layout>
+__device__ __forceinline__ void run_producer_fp4(const GemmParams& params, const Layout& smem,
                                                  const CUtensorMap* tmap_a, const CUtensorMap* tmap_sfa,
                                                  const CUtensorMap* tmap_b_fp4, const CUtensorMap* tmap_codes,
                                                  TileScheduler<BLOCK_M, BLOCK_N, 1>& sched) {
-  using Layout = GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>;
   const int num_k_blocks = params.k / 128;
   PipelineState<kNumStages> pipe;
   Tile tile;

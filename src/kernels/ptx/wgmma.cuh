@@ -152,8 +152,17 @@ __device__ __forceinline__ void wgmma_m64nk32_e4m3_overwrite(float (&d)[N / 2], 
     wgmma_m64n192k32_e4m3_overwrite(d, desc_a, desc_b);
 }
 
-// D[64x32] (+)= A[64x32] . B[32x32]^T, e4m3 x e4m3 -> fp32 (the swap-A/B GEMM: weights on M, tokens on N).
-// Accumulator fragment as m64n128k32: d[4c + 2h + b] is row 16*warp + lane/4 + 8h, column 8c + 2*(lane%4) + b.
+// The swap-AB core's narrow WGMMAs (kernels/gemm/swap_ab_math.cuh): D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, e4m3 x
+// e4m3 -> fp32, N = 16 / 32 / 64 tokens. Accumulator fragment as m64n128k32: d[4c + 2h + b] is row
+// 16 * warp + lane / 4 + 8h, column 8c + 2 * (lane % 4) + b.
+// A from shared memory (descriptor):
+__device__ __forceinline__ void wgmma_m64n16k32_e4m3(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
 __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
                                                      bool accumulate) {
   asm volatile(
@@ -163,6 +172,76 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t de
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
         "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                     bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%"
+      "30,%31}, %32, %33, p, 1, 1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+// A from registers (the _rs forms): a[j] holds 4 e4m3 of row 16 * warp + lane / 4 + 8 (j % 2), columns
+// 4 (lane % 4) + 16 (j / 2) + 0..3 (byte i = column + i); the registers must stay unchanged until the WGMMA completes.
+__device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %13, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, "
+      "1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
+}
+__device__ __forceinline__ void wgmma_m64n32k32_e4m3_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %21, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, p, 1, 1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
+}
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        bool accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%"
+      "30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)));
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_m64nk32_e4m3_narrow(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                                          bool accumulate) {
+  static_assert(N == 16 || N == 32 || N == 64, "compiled narrow WGMMA widths: 16, 32, 64");
+  if constexpr (N == 16)
+    wgmma_m64n16k32_e4m3(d, desc_a, desc_b, accumulate);
+  else if constexpr (N == 32)
+    wgmma_m64n32k32_e4m3(d, desc_a, desc_b, accumulate);
+  else
+    wgmma_m64n64k32_e4m3(d, desc_a, desc_b, accumulate);
+}
+template <int N>
+__device__ __forceinline__ void wgmma_m64nk32_e4m3_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                                                      bool accumulate) {
+  static_assert(N == 16 || N == 32 || N == 64, "compiled narrow WGMMA widths: 16, 32, 64");
+  if constexpr (N == 16)
+    wgmma_m64n16k32_e4m3_rs(d, a, desc_b, accumulate);
+  else if constexpr (N == 32)
+    wgmma_m64n32k32_e4m3_rs(d, a, desc_b, accumulate);
+  else
+    wgmma_m64n64k32_e4m3_rs(d, a, desc_b, accumulate);
 }
 
 // Register budget per warpgroup (all warps of the warpgroup must execute it).

@@ -72,6 +72,15 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   opt.num_sms = 132;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
+  // The swap-AB core only when pinned (core 3): max_m 16 plans 8 rows per expert, x2 -> 16-token tiles.
+  opt.core = 3;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 16x128x128, stages 12, cluster 1, epilogue bf16, swap-ab core} x 132 CTAs");
+  opt.block_m = 64;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 64x128x128, stages 9, cluster 1, epilogue bf16, swap-ab core} x 132 CTAs");
+  EXPECT_EQ(describe_launch(in, true, opt),
+            "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue swiglu_fp8, swap-ab core} x 132 CTAs");
 }
 
 TEST(GemmHost, BadArgumentsAreNamed) {
@@ -132,6 +141,10 @@ TEST(GemmHost, Fp4WeightsAreCheckedAndPlanned) {
   in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
+  opt.core = 3;  // the swap-AB core's FP4 kernel of 16-token tiles
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 16x128x128, stages 21, cluster 1, epilogue bf16, swap-ab core, fp4 weights} x 132 CTAs");
+  opt.core = 0;
   opt.tile_buffer = 1;  // no FP4 tile-buffer kernel
   try {
     describe_launch(in, false, opt);
