@@ -23,7 +23,8 @@ def _packed_here(data):
     """E2M1 bytes [E, rows, K/2] (column 2j in the low nibble) -> the kernels' layout (src/kernels/gemm/fp4_word_layout.hpp):
     in each 128-column K block of row r, slot 4 (t ^ (r / 2 % 4)) + s (a 32-bit word of 8 elements) holds columns
     32 s + 4 t + i (element i < 4) and 32 s + 16 + 4 t + i (element 4 + i); per word the magnitudes stay, the sign of
-    element i < 4 moves to bit 8i + 7, that of element 4 + i to bit 8i + 3."""
+    element i < 4 moves to bit 8i + 7, that of element 4 + i to bit 8i + 3; rows in pairs, K block by K block (the
+    even row's 64 B, then the odd row's)."""
     data = np.ascontiguousarray(data)
     E, rows, half = data.shape
     cols = 2 * half
@@ -46,7 +47,8 @@ def _packed_here(data):
     for i in range(8):
         dst = 8 * i + 7 if i < 4 else 8 * (i - 4) + 3
         out |= ((w >> np.uint32(4 * i + 3)) & np.uint32(1)) << np.uint32(dst)
-    return out.astype("<u4").view(np.uint8).reshape(E, rows, half)
+    blocks = out.astype("<u4").view(np.uint8).reshape(E, rows // 2, 2, cols // 128, 64)
+    return np.ascontiguousarray(blocks.transpose(0, 1, 3, 2, 4)).reshape(E, rows, half)
 
 
 def _bases_here(codes, rows, cols):

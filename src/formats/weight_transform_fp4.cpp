@@ -45,18 +45,20 @@ void scales_mn_major(const uint32_t* in, int rows, int k, SrcRow src_row, uint32
 }
 
 // Copies `rows` rows of row_bytes E2M1 bytes (row src_row(r) for output row r) into the kernels' layout
-// (fp4_word_layout.hpp): the columns of each 128-column K block reordered into fragment slots of output row r, every
-// word's bits packed (row_bytes % 64 == 0).
+// (fp4_word_layout.hpp): rows in pairs K block by K block, the columns of each 128-column K block reordered into
+// fragment slots of output row r, every word's bits packed (row_bytes % 64 == 0, rows even).
 template <typename SrcRow>
 void pack_rows(const uint8_t* in, int rows, size_t row_bytes, SrcRow src_row, uint8_t* out) {
   for (int r = 0; r < rows; ++r) {
     const uint8_t* src = in + size_t(src_row(r)) * row_bytes;
-    std::memset(out + size_t(r) * row_bytes, 0, row_bytes);
-    for (size_t kb = 0; kb < row_bytes / 64; ++kb)
+    const int k = int(row_bytes * 2);
+    for (size_t kb = 0; kb < row_bytes / 64; ++kb) {
+      uint8_t* block = out + kernel::fp4_row_block_offset(r, int(kb), k);
+      std::memset(block, 0, 64);
       for (int c = 0; c < 128; c += 4) {  // 4 columns at a time: they share one slot (fp4_column_position)
         const int pos = kernel::fp4_column_position(r, c);
         uint32_t standard = 0;
-        uint8_t* word = out + size_t(r) * row_bytes + kb * 64 + pos / 8 * 4;
+        uint8_t* word = block + pos / 8 * 4;
         std::memcpy(&standard, word, 4);
         for (int j = 0; j < 4; ++j) {
           const size_t col = kb * 128 + c + j;
@@ -65,12 +67,12 @@ void pack_rows(const uint8_t* in, int rows, size_t row_bytes, SrcRow src_row, ui
         }
         std::memcpy(word, &standard, 4);
       }
-    for (size_t b = 0; b < row_bytes; b += 4) {  // every element placed (unpacked): now move the sign bits
-      uint8_t* word = out + size_t(r) * row_bytes + b;
-      uint32_t w;
-      std::memcpy(&w, word, 4);
-      w = kernel::fp4_pack_word(w);
-      std::memcpy(word, &w, 4);
+      for (int b = 0; b < 64; b += 4) {  // every element of the block placed (unpacked): now move the sign bits
+        uint32_t w;
+        std::memcpy(&w, block + b, 4);
+        w = kernel::fp4_pack_word(w);
+        std::memcpy(block + b, &w, 4);
+      }
     }
   }
 }
@@ -79,7 +81,7 @@ void pack_rows(const uint8_t* in, int rows, size_t row_bytes, SrcRow src_row, ui
 uint8_t transformed_element(const uint8_t* data, int r, int k, int c) {
   const int pos = kernel::fp4_column_position(r, c % 128);
   uint32_t word;
-  std::memcpy(&word, data + size_t(r) * (k / 2) + size_t(c / 128) * 64 + pos / 8 * 4, 4);
+  std::memcpy(&word, data + kernel::fp4_row_block_offset(r, c / 128, k) + pos / 8 * 4, 4);
   return kernel::fp4_word_element(word, pos % 8);
 }
 

@@ -111,10 +111,9 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
   maps.sfa = make_tensor_map_2d(in.sfa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows, in.k / 128,
                                 uint64_t(in.sfa_stride) * 4, c.block_m + kernel::kSfaBoxPad, 1, false, "sfa");
   if (in.weights == WeightFormat::kFp4) {
-    // Packed rows of k/2 bytes, boxes of 64 B (128 K) x block_n rows, unswizzled (the converters read them); the
-    // codes' boxes are the tile's block_n words of one K block.
-    maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k / 2, weight_rows, in.k / 2, 64, c.block_n,
-                                false, "b (fp4)");
+    // Row pairs (fp4_word_layout.hpp), boxes of one K block x block_n rows, unswizzled (the kernels read them with
+    // ld.shared); the codes' boxes are the tile's block_n words of one K block.
+    maps.b = make_fp4_weight_map(in.b, in.k, weight_rows, c.block_n, "b (fp4)");
     maps.b_codes = make_tensor_map_2d(in.b_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, in.n,
                                       uint64_t(in.num_experts) * (in.k / 128), uint64_t(in.n) * 4, c.block_n, 1, false,
                                       "b_scale_codes");

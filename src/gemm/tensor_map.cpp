@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include "kernels/gemm/fp4_word_layout.hpp"
 #include "symmoe/cuda_check.hpp"
 
 namespace symmoe::gemm {
@@ -40,6 +41,12 @@ CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType dtype, int 
   SYMMOE_CHECK(r == CUDA_SUCCESS, "gemm", what, ": cuTensorMapEncodeTiled failed with CUresult ", int(r), " (dims ",
                inner, " x ", outer, ", box ", box_inner, " x ", box_outer, ")");
   return map;
+}
+
+CUtensorMap make_fp4_weight_map(const void* base, uint64_t k, uint64_t weight_rows, uint32_t box_rows,
+                                const char* what) {
+  return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, weight_rows / 2, k, kernel::kFp4PairBytes,
+                            box_rows / 2, false, what);
 }
 
 }  // namespace symmoe::gemm

@@ -80,12 +80,10 @@ mega::kernel::MegaRankMaps make_maps(const layout::MegaLayout& ws, const MoeRank
   m.l2_sfa = make_tensor_map_2d(ws.get_l2_pool_scale(0, 0), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, P, I / 128, P * 4,
                                 sfa_box, 1, false, "mega l2 pool scales");
   if (w.format == gemm::WeightFormat::kFp4) {
-    // Packed rows of K/2 bytes in boxes of 64 B (128 K) x 256 rows, unswizzled (the conversion reads them); the
-    // codes' boxes are the tile's 256 words of one K block (as the FP4 grouped GEMM's, grouped_gemm.cpp).
-    m.l1_b = make_tensor_map_2d(w.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, H / 2, El * 2 * I, H / 2, 64, 256, false,
-                                "mega w1 (fp4)");
-    m.l2_b = make_tensor_map_2d(w.w2, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, I / 2, El * H, I / 2, 64, 256, false,
-                                "mega w2 (fp4)");
+    // Row pairs in boxes of one K block x 256 rows (gemm::make_fp4_weight_map); the codes' boxes are the tile's 256
+    // words of one K block (as the FP4 grouped GEMM's, grouped_gemm.cpp).
+    m.l1_b = gemm::make_fp4_weight_map(w.w1, H, El * 2 * I, 256, "mega w1 (fp4)");
+    m.l2_b = gemm::make_fp4_weight_map(w.w2, I, El * H, 256, "mega w2 (fp4)");
     maps.l1_codes = make_tensor_map_2d(w.w1_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, 2 * I, El * (H / 128),
                                        2 * I * 4, 256, 1, false, "mega w1 scale codes");
     maps.l2_codes = make_tensor_map_2d(w.w2_scale_codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, H, El * (I / 128), H * 4,

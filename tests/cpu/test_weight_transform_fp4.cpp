@@ -32,15 +32,17 @@ struct Fp4Experts {
   }
 };
 
-// Output row r (`row`, k columns) of transformed data holds, element for element, the E2M1 codes of DeepGEMM row
-// `in_row` (column 2j in the low nibble), through the layout (fp4_word_layout.hpp): column 32 s + 4 t + i (i < 4) and
-// 32 s + 16 + 4 t + i as elements i and 4 + i of the word in slot 4 (t ^ (r / 2 % 4)) + s of the K block.
-void expect_packed_row(const uint8_t* row, int r, const uint8_t* in_row, int k, const std::string& what) {
+// Output row r of an expert's transformed data (k columns) holds, element for element, the E2M1 codes of DeepGEMM row
+// `in_row` (column 2j in the low nibble), through the layout (fp4_word_layout.hpp): K block kb of row r at
+// ((r / 2) * (k / 128) + kb) * 128 + (r % 2) * 64; column 32 s + 4 t + i (i < 4) and 32 s + 16 + 4 t + i as elements
+// i and 4 + i of the word in slot 4 (t ^ (r / 2 % 4)) + s of the K block.
+void expect_packed_row(const uint8_t* expert, int r, const uint8_t* in_row, int k, const std::string& what) {
   for (int c = 0; c < k; ++c) {
     const int cb = c % 128, s = cb / 32, t = (cb % 16) / 4, i = (cb % 32) / 16 * 4 + cb % 4;
     ASSERT_EQ(kernel::fp4_fragment_column(t, s, i), cb);
     uint32_t word;
-    std::memcpy(&word, row + c / 128 * 64 + 4 * (4 * (t ^ (r / 2 % 4)) + s), 4);
+    const size_t block = (size_t(r / 2) * (k / 128) + c / 128) * 128 + (r % 2) * 64;
+    std::memcpy(&word, expert + block + 4 * (4 * (t ^ (r / 2 % 4)) + s), 4);
     const uint8_t want = (c & 1) ? uint8_t(in_row[c / 2] >> 4) : uint8_t(in_row[c / 2] & 0xF);
     ASSERT_EQ(kernel::fp4_word_element(word, i), want) << what << ", row " << r << ", column " << c;
   }
@@ -78,7 +80,7 @@ TEST(WeightTransformFp4, L1InterleavesRowsPairsTheFoldBasesAndExpandsToTheFold) 
       const int src = l1_original_row(r, I);
       // What the kernels compute in shared memory: the folded expert, rows interleaved like the FP8 L1 data.
       ASSERT_EQ(0, std::memcmp(&e4m3[(size_t(e) * rows + r) * K], &folded.data[size_t(src) * K], K)) << e << ", " << r;
-      expect_packed_row(&data[(size_t(e) * rows + r) * K / 2], r, &in.data[(size_t(e) * rows + src) * K / 2], K,
+      expect_packed_row(&data[size_t(e) * rows * K / 2], r, &in.data[(size_t(e) * rows + src) * K / 2], K,
                         "l1 expert " + std::to_string(e) + " row " + std::to_string(r));
       for (int w = 0; w < K / 128; ++w)
         ASSERT_EQ(scales[(size_t(e) * (K / 128) + w) * rows + r], in.scales[(size_t(e) * rows + src) * (K / 128) + w]);
@@ -102,7 +104,7 @@ TEST(WeightTransformFp4, L2PacksWordsScalesMnMajorBasesAndExpansionAreTheFold) {
   transform_l2_weights_fp4(in.data.data(), in.scales.data(), E, H, I, data.data(), scales.data(), bases.data());
   for (int e = 0; e < E; ++e) {
     for (int r = 0; r < H; ++r)
-      expect_packed_row(&data[(size_t(e) * H + r) * I / 2], r, &in.data[(size_t(e) * H + r) * I / 2], I,
+      expect_packed_row(&data[size_t(e) * H * I / 2], r, &in.data[(size_t(e) * H + r) * I / 2], I,
                         "l2 expert " + std::to_string(e) + " row " + std::to_string(r));
     for (int r = 0; r < H; ++r)
       for (int w = 0; w < I / 128; ++w)

@@ -12,6 +12,13 @@
 // s each, reading the four words t = 0..3 of their group) read 32 different banks per warp: rows r and r + 2 lie
 // 128 B apart and differ in (r / 2) % 4.
 //
+// Rows in pairs: the 64 bytes of row r in K block kb sit at ((r / 2) * (k / 128) + kb) * 128 + (r % 2) * 64 of the
+// expert's data (fp4_row_block_offset): K block by K block, the even row's 64 B then the odd row's. A TMA box of
+// 128-byte rows (one K block of a row pair, kFp4PairBytes) x block_n / 2 pairs lands in shared memory as row r of the
+// tile at r * 64 (tiles start at even rows), and every box row is one 128-byte line like an FP8 weight row: boxes of
+// 64-byte rows (one row, one K block) streamed at FP8's rows per second, i.e. at half its bytes per second
+// (docs/notes/gemm.md). fp4_tma_coords gives the box coordinates of a tile.
+//
 // Bits: element i's 3 magnitude bits stay in bits 4i..4i+2 of nibble i; only the sign bits move (the input word,
 // DeepGEMM's layout read as a little-endian word, has element i in nibble i, sign in bit 4i+3):
 //   sign of element i < 4 at bit 8i + 7   (bit 3 of nibble 2i + 1)
@@ -44,6 +51,19 @@ SYMMOE_HD constexpr int fp4_column_position(int r, int c) {
   const int s = c / 32, t = (c % 16) / 4, i = (c % 32) / 16 * 4 + c % 4;
   return fp4_slot(r, t, s) * 8 + i;
 }
+
+// Byte offset of row r's 64 bytes in K block kb (k: the row length in elements), within the expert's data.
+constexpr int kFp4PairBytes = 128;  // one K block of a row pair: the TMA box's row
+SYMMOE_HD constexpr size_t fp4_row_block_offset(int r, int kb, int k) {
+  return (size_t(r / 2) * (k / 128) + kb) * kFp4PairBytes + (r % 2) * 64;
+}
+
+// The tensor map of FP4 weights is [weight rows / 2 pairs, k bytes per pair]; the box of K block kb of the tile whose
+// first weight row (counted over all experts, even) is row: x = kb * kFp4PairBytes, y = row / 2.
+struct Fp4TmaCoords {
+  int x, y;
+};
+SYMMOE_HD constexpr Fp4TmaCoords fp4_tma_coords(int kb, int row) { return {kb * kFp4PairBytes, row / 2}; }
 
 // Bit of element i's sign in a transformed word.
 SYMMOE_HD constexpr int fp4_sign_bit(int i) { return i < 4 ? 8 * i + 7 : 8 * (i - 4) + 7 - kFp4HighSignShift; }

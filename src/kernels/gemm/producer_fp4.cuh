@@ -40,7 +40,8 @@ __device__ __forceinline__ void run_producer_fp4(const GemmParams& params, const
       ptx::mbarrier_arrive_expect_tx(raw_full, Layout::kStageTxBytes);
       ptx::tma_load_2d(smem.a(pipe.stage), tmap_a, raw_full, kb * 128, tile.row_begin);
       ptx::tma_load_2d(smem.sfa(pipe.stage), tmap_sfa, raw_full, tile.row_begin & ~(kSfaBoxPad - 1), kb);
-      ptx::tma_load_2d(smem.b_fp4(pipe.stage), tmap_b_fp4, raw_full, kb * 64, b_row);
+      const Fp4TmaCoords b = fp4_tma_coords(kb, b_row);
+      ptx::tma_load_2d(smem.b_fp4(pipe.stage), tmap_b_fp4, raw_full, b.x, b.y);
       ptx::tma_load_2d(smem.codes(pipe.stage), tmap_codes, raw_full, tile.n_begin, codes_row0 + kb);
       pipe.advance();
     }

@@ -8,6 +8,7 @@
 // at kb == num_early spilled more.
 #pragma once
 
+#include "kernels/gemm/fp4_word_layout.hpp"
 #include "kernels/mega/producer.cuh"
 
 namespace symmoe::mega::kernel {
@@ -31,7 +32,8 @@ struct Fp4ProducerStages {
   __device__ __forceinline__ uint64_t* full(int stage) const { return smem.raw_full(stage); }
   __device__ __forceinline__ void weights(const Pipe& pipe, uint64_t* raw_full, const MegaTile& t,
                                           const CUtensorMap* b_map, int kb, int b_row, int num_k_blocks) const {
-    ptx::tma_load_2d(smem.b_fp4(pipe.stage), b_map, raw_full, kb * 64, b_row);
+    const gemm::kernel::Fp4TmaCoords b = gemm::kernel::fp4_tma_coords(kb, b_row);
+    ptx::tma_load_2d(smem.b_fp4(pipe.stage), b_map, raw_full, b.x, b.y);
     ptx::tma_load_2d(smem.codes(pipe.stage), codes_maps + (t.l2 ? 1 : 0), raw_full, t.tile.n_begin,
                      t.tile.expert_idx * num_k_blocks + kb);
   }
