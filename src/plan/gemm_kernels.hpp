@@ -32,9 +32,10 @@ namespace symmoe::plan {
 //               per tile; the epilogue writes the tile with stmatrix into one 128B-swizzled shared-memory tile and
 //               stores it with one TMA store per 64 columns (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs
 //               take neighbouring m-blocks of one n-block and each multicasts half of the weight tile to both.
-//   kSwapAB:    block_m tokens (16 / 32 / 64, the WGMMA's N) x block_n weight rows (the WGMMA's M: 128 for bf16
-//               output, 64 per math warpgroup, stored straight from the accumulators; 256 for the SwiGLU tile, two
-//               64-row WGMMA tiles per warpgroup, 128 channels: one output scale block per token); FP8 weights are read
+//   kSwapAB:    block_m tokens (16 / 32 / 64, the WGMMA's N) x block_n weight rows (the WGMMA's M: 128 = 64 per
+//               math warpgroup, or 256 = two independent 64-row WGMMA tiles per warpgroup; bf16 output stored
+//               straight from the accumulators; the SwiGLU tile is 256 rows = 128 channels, one output scale block
+//               per token); FP8 weights are read
 //               by the WGMMA from shared memory, FP4 weights are loaded by each thread in its A-fragment order
 //               (kernels/gemm/fp4_word_layout.hpp) and converted to E4M3 in registers. As many stages as fit.
 struct GemmKernelShape {
@@ -65,6 +66,12 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {16, 128, 21, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {32, 128, 17, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {64, 128, 13, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {16, 256, 6, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {32, 256, 6, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {64, 256, 5, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kSwapAB},
+    {16, 256, 11, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {32, 256, 10, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {64, 256, 8, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {16, 256, 6, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kSwapAB},
     {32, 256, 6, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kSwapAB},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kSwapAB},

@@ -130,14 +130,18 @@ std::vector<Config> with_one_batch(std::vector<Config> configs) {
   configs.insert(configs.end(), kOneBatchConfigs.begin(), kOneBatchConfigs.end());
   return configs;
 }
-// The swap-AB core's kernels (plan::GemmCore::kSwapAB; the bf16 and the SwiGLU tests take its kernels of their
-// epilogue): 16, 32 and 64 tokens per tile on all SMs, its own BLOCK_M ladder (block_m 0), and few CTAs (the stage
-// ring wraps across tiles).
-const std::vector<Config> kSwapAbConfigs = {{16, 0, 0, 0, 0, 3}, {32, 0, 0, 0, 0, 3}, {64, 0, 0, 0, 0, 3},
-                                            {0, 0, 0, 0, 0, 3},  {16, 0, 3, 0, 0, 3}, {32, 0, 2, 0, 0, 3},
-                                            {64, 0, 5, 0, 0, 3}};
-std::vector<Config> with_swap_ab(std::vector<Config> configs) {
-  configs.insert(configs.end(), kSwapAbConfigs.begin(), kSwapAbConfigs.end());
+// The swap-AB core's kernels (plan::GemmCore::kSwapAB): 16, 32 and 64 tokens per tile on all SMs, its own BLOCK_M
+// ladder (block_m 0), and few CTAs (the stage ring wraps across tiles). bf16: both weight tiles (128 and 256 rows);
+// SwiGLU: its 256-row tile (block_n 0: the planner's, the only one).
+const std::vector<Config> kSwapAbConfigs = {
+    {16, 128, 0, 0, 0, 3}, {16, 256, 0, 0, 0, 3}, {32, 128, 0, 0, 0, 3}, {32, 256, 0, 0, 0, 3}, {64, 128, 0, 0, 0, 3},
+    {64, 256, 0, 0, 0, 3}, {0, 0, 0, 0, 0, 3},    {16, 256, 3, 0, 0, 3}, {32, 128, 2, 0, 0, 3}, {64, 256, 5, 0, 0, 3}};
+const std::vector<Config> kSwapAbL1Configs = {{16, 0, 0, 0, 0, 3}, {32, 0, 0, 0, 0, 3}, {64, 0, 0, 0, 0, 3},
+                                              {0, 0, 0, 0, 0, 3},  {16, 0, 3, 0, 0, 3}, {32, 0, 2, 0, 0, 3},
+                                              {64, 0, 5, 0, 0, 3}};
+std::vector<Config> with_swap_ab(std::vector<Config> configs, bool swiglu = false) {
+  const std::vector<Config>& add = swiglu ? kSwapAbL1Configs : kSwapAbConfigs;
+  configs.insert(configs.end(), add.begin(), add.end());
   return configs;
 }
 // Both other cores' configurations after `configs`.
@@ -154,7 +158,7 @@ const std::vector<Config> kAllConfigs = with_cores({{128, 128, 0, 0, 0, 1},
                                                     {0, 0, 0}});
 // The L1 (SwiGLU + FP8) kernels: the two-halves core's and the swap-AB core's (256 interleaved weight rows per tile).
 const std::vector<Config> kL1Configs =
-    with_swap_ab({{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}});
+    with_swap_ab({{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}}, true);
 
 // Runs the bf16 GEMM with config c into a poisoned D and returns D; a second call into a fresh poisoned buffer must
 // give it bitwise (deterministic, no state left between calls).
@@ -506,12 +510,12 @@ TEST(GroupedGemmL1, SwapAbDecodeRowCounts) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 5, 16, 17, 32, 33, 70, 64, 0, 129}, 1, 512, 640,
                               fmt::ScaleFormat::kFp32, seed, Data::kSmallIntegers);
-  for (const auto& c : kSwapAbConfigs) check_l1(p, 0.f, c, true);
+  for (const auto& c : kSwapAbL1Configs) check_l1(p, 0.f, c, true);
   std::mt19937_64 rng(seed + 100);
   std::vector<int> counts = {0, 64, 1, 63};
   while (counts.size() < 16) counts.push_back(rnd::uniform_below(rng, 65));
   const auto m = make_problem(gemm::GroupLayout::kMasked, counts, 64, 512, 512, fmt::ScaleFormat::kUe8m0, seed + 1);
-  for (const auto& c : kSwapAbConfigs) check_l1(m, 0.75f, c, false);
+  for (const auto& c : kSwapAbL1Configs) check_l1(m, 0.75f, c, false);
 }
 
 // The golden model's FP8 accumulation (ref::gemm_faithful over reference/wgmma.hpp: the tensor core's 13-bit

@@ -144,22 +144,28 @@ struct DeviceInputs {
 struct Config {
   int block_m, num_sms;  // 0: planner's choice / all SMs
   int core = 0;          // 3: the swap-AB core (plan::GemmCore::kSwapAB), 0: planner's choice
+  int block_n = 0;       // 0: planner's choice (the swap-AB core's bf16 tiles: 128 or 256 weight rows)
 };
 std::string name(const Config& c) {
-  return "block_m " + std::to_string(c.block_m) + " sms " + std::to_string(c.num_sms) +
+  return "block_m " + std::to_string(c.block_m) + " block_n " + std::to_string(c.block_n) + " sms " +
+         std::to_string(c.num_sms) +
          (c.core == 3 ? " swap-ab"
           : c.core    ? " core " + std::to_string(c.core)
                       : "");
 }
 gemm::LaunchOptions launch_options(const Config& c) {
   gemm::LaunchOptions opt;
-  opt.block_m = c.block_m, opt.num_sms = c.num_sms, opt.core = c.core;
+  opt.block_m = c.block_m, opt.num_sms = c.num_sms, opt.core = c.core, opt.block_n = c.block_n;
   return opt;
 }
 // The swap-AB core's FP4 kernels (the FP8 comparison runs its FP8 kernel of the same block_m and epilogue): 16, 32
 // and 64 tokens per tile, its own BLOCK_M ladder (block_m 0), and few CTAs.
-const std::vector<Config> kSwapAbConfigs = {{16, 0, 3}, {32, 0, 3}, {64, 0, 3}, {0, 0, 3},
-                                            {16, 3, 3}, {32, 2, 3}, {64, 5, 3}};
+const std::vector<Config> kSwapAbConfigs = {{16, 0, 3, 128}, {16, 0, 3, 256}, {32, 0, 3, 128}, {32, 0, 3, 256},
+                                            {64, 0, 3, 128}, {64, 0, 3, 256}, {0, 0, 3},       {16, 3, 3, 256},
+                                            {32, 2, 3, 128}, {64, 5, 3, 256}};
+// Its L1 (SwiGLU) kernels: one 256-row tile per block_m (block_n 0).
+const std::vector<Config> kSwapAbL1Configs = {{16, 0, 3}, {32, 0, 3}, {64, 0, 3}, {0, 0, 3},
+                                              {16, 3, 3}, {32, 2, 3}, {64, 5, 3}};
 // Both FP4 tile shapes of the two-halves core, the planner's choice, and few-CTA runs (the stage ring wraps across
 // tiles, the stop-marked stage lands on every stage index), then the swap-AB core's.
 std::vector<Config> all_configs() {
@@ -312,12 +318,12 @@ TEST(GroupedGemmFp4L1, SwapAbDecodeRowCounts) {
   const uint64_t seed = printed_seed();
   const auto p =
       make_problem(gemm::GroupLayout::kContiguous, {0, 1, 5, 16, 17, 32, 33, 70, 64, 0, 129}, 1, 512, 640, seed);
-  for (const auto& c : kSwapAbConfigs) check_l1(p, 0.f, c);
+  for (const auto& c : kSwapAbL1Configs) check_l1(p, 0.f, c);
   std::mt19937_64 rng(seed + 100);
   std::vector<int> counts = {0, 64, 1, 63};
   while (counts.size() < 16) counts.push_back(rnd::uniform_below(rng, 65));
   const auto m = make_problem(gemm::GroupLayout::kMasked, counts, 64, 512, 512, seed + 101);
-  for (const auto& c : kSwapAbConfigs) check_l1(m, 0.75f, c);
+  for (const auto& c : kSwapAbL1Configs) check_l1(m, 0.75f, c);
 }
 
 // Bad FP4 arguments raise symmoe::Error naming the argument, before any kernel writes the (poisoned) output.

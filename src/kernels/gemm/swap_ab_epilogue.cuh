@@ -24,24 +24,28 @@ namespace symmoe::gemm::kernel {
 
 constexpr int kSwapAbAmaxBarrier = 1;  // named barrier of the 256 math threads (0 is __syncthreads)
 
-template <int BLOCK_M>
+// acc: the warpgroup's BLOCK_N / 128 sub-tiles of 64 weight rows (swap_ab_k_loop).
+template <int BLOCK_M, int BLOCK_N>
 __device__ __forceinline__ void swap_ab_epilogue_bf16(const GemmParams& p, const Tile& tile, int wg,
-                                                      const float (&acc)[BLOCK_M / 2]) {
+                                                      const float (&acc)[BLOCK_N / 128 * BLOCK_M / 2]) {
+  constexpr int kNumAcc = BLOCK_M / 2;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const bool odd = (lane / 4) % 2;
-  const int col = tile.n_begin + 64 * wg + 16 * warp + lane / 4 - (odd ? 1 : 0);  // the pair's first column
+  const int col = tile.n_begin + BLOCK_N / 2 * wg + 16 * warp + lane / 4 - (odd ? 1 : 0);  // the pair's first column
 #pragma unroll
-  for (int c = 0; c < BLOCK_M / 8; ++c)
+  for (int j = 0; j < BLOCK_N / 128; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float v0 = acc[4 * c + 2 * h], v1 = acc[4 * c + 2 * h + 1];  // tokens 2t and 2t + 1
-      const float other = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-      const int token = 8 * c + 2 * (lane % 4) + (odd ? 1 : 0);
-      if (token < tile.num_rows) {
-        const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(other, v1) : __floats2bfloat162_rn(v0, other);
-        *reinterpret_cast<__nv_bfloat162*>(p.d + size_t(tile.row_begin + token) * p.n + col + 8 * h) = pair;
+    for (int c = 0; c < BLOCK_M / 8; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v0 = acc[kNumAcc * j + 4 * c + 2 * h], v1 = acc[kNumAcc * j + 4 * c + 2 * h + 1];  // 2t, 2t + 1
+        const float other = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+        const int token = 8 * c + 2 * (lane % 4) + (odd ? 1 : 0);
+        if (token < tile.num_rows) {
+          const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(other, v1) : __floats2bfloat162_rn(v0, other);
+          *reinterpret_cast<__nv_bfloat162*>(p.d + size_t(tile.row_begin + token) * p.n + col + 64 * j + 8 * h) = pair;
+        }
       }
-    }
 }
 
 // acc: two 64-row sub-tiles (swap_ab_k_loop with BLOCK_N 256); parity: the tile count's parity (amax buffer).

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kSwapAbNumThreads, 1)
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         swap_ab_epilogue_swiglu_fp8(params, tile, wg, tile_count & 1, smem, acc);
       else
-        swap_ab_epilogue_bf16<BLOCK_M>(params, tile, wg, acc);
+        swap_ab_epilogue_bf16<BLOCK_M, BLOCK_N>(params, tile, wg, acc);
     }
   }
 }

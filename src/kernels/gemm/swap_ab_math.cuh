@@ -74,42 +74,51 @@ __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
   [[maybe_unused]] const Fp4ShiftTable* tables = smem.fp4_tables();
   const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0)));  // tokens: the WGMMA's B operand
   [[maybe_unused]] const uint32_t w_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0) + BLOCK_N / 2 * wg * 128));
+  // FP4: the A registers of K block kb (stage `st`) for every sub-tile, converted from the stage's FP4 tile.
+  [[maybe_unused]] auto convert = [&](int st, int kb, uint32_t(&a)[kSubTiles][4][4]) {
+    const float2 sb = swap_ab_b_scales<BLOCK_N, kEpilogue>(p, tile, wg, kb);
+    const int base_gate = fmt::fold_base_code(sb.x), base_up = fmt::fold_base_code(sb.y);
+#pragma unroll
+    for (int j = 0; j < kSubTiles; ++j) {
+      const int row = row0 + 64 * j;
+      const uint8_t* w = smem.b_fp4(st) + row * 64 + fragment_offset;
+      const uint4 frag_lo = *reinterpret_cast<const uint4*>(w);
+      const uint4 frag_hi = *reinterpret_cast<const uint4*>(w + 8 * 64);
+      const uint32_t code_lo = smem.codes(st)[row], code_hi = smem.codes(st)[row + 8];
+      const uint32_t words_lo[4] = {frag_lo.x, frag_lo.y, frag_lo.z, frag_lo.w};
+      const uint32_t words_hi[4] = {frag_hi.x, frag_hi.y, frag_hi.z, frag_hi.w};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const Fp4ShiftTable t_lo = tables[fp4_table_index(int((code_lo >> (8 * s)) & 0xFFu) - base_gate)];
+        const Fp4ShiftTable t_hi = tables[fp4_table_index(int((code_hi >> (8 * s)) & 0xFFu) - base_up)];
+        swap_ab_fp4_fragment(a[j][s], words_lo[s], words_hi[s], t_lo, t_hi);
+      }
+    }
+  };
   float partial[kSubTiles][kNumAcc];  // overwritten by each K block's first WGMMA
 #pragma unroll
   for (int j = 0; j < kSubTiles; ++j)
 #pragma unroll
     for (int i = 0; i < kNumAcc; ++i) partial[j][i] = 0.f;
+  // FP4: a_cur holds K block kb's A registers (read by its WGMMAs until they complete), a_next receives kb + 1's
+  // while they run. The tile's first block is converted before the loop.
+  [[maybe_unused]] uint32_t a_cur[kSubTiles][4][4], a_next[kSubTiles][4][4];
+  ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+  if constexpr (kFp4) convert(pipe.stage, 0, a_cur);
 #pragma unroll 1
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     const float2 sb = swap_ab_b_scales<BLOCK_N, kEpilogue>(p, tile, wg, kb);
-    ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
     const uint32_t b_lo = b_lo0 + pipe.stage * (Layout::kABytes / 16);
+    ptx::wgmma_fence();
     if constexpr (kFp4) {
-      const int base_gate = fmt::fold_base_code(sb.x), base_up = fmt::fold_base_code(sb.y);
 #pragma unroll
-      for (int j = 0; j < kSubTiles; ++j) {
-        const int row = row0 + 64 * j;
-        const uint8_t* w = smem.b_fp4(pipe.stage) + row * 64 + fragment_offset;
-        const uint4 frag_lo = *reinterpret_cast<const uint4*>(w);
-        const uint4 frag_hi = *reinterpret_cast<const uint4*>(w + 8 * 64);
-        const uint32_t code_lo = smem.codes(pipe.stage)[row], code_hi = smem.codes(pipe.stage)[row + 8];
-        const uint32_t words_lo[4] = {frag_lo.x, frag_lo.y, frag_lo.z, frag_lo.w};
-        const uint32_t words_hi[4] = {frag_hi.x, frag_hi.y, frag_hi.z, frag_hi.w};
-        uint32_t a[4][4];
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const Fp4ShiftTable t_lo = tables[fp4_table_index(int((code_lo >> (8 * s)) & 0xFFu) - base_gate)];
-          const Fp4ShiftTable t_hi = tables[fp4_table_index(int((code_hi >> (8 * s)) & 0xFFu) - base_up)];
-          swap_ab_fp4_fragment(a[s], words_lo[s], words_hi[s], t_lo, t_hi);
-        }
-        ptx::wgmma_fence();
+      for (int j = 0; j < kSubTiles; ++j)
 #pragma unroll
         for (int s = 0; s < 4; ++s)
-          ptx::wgmma_m64nk32_e4m3_rs<BLOCK_M>(partial[j], a[s], ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * s), s > 0);
-      }
+          ptx::wgmma_m64nk32_e4m3_rs<BLOCK_M>(partial[j], a_cur[j][s], ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * s),
+                                              s > 0);
     } else {
       const uint32_t w_lo = w_lo0 + pipe.stage * (Layout::kBBytes / 16);
-      ptx::wgmma_fence();
 #pragma unroll
       for (int j = 0; j < kSubTiles; ++j)
 #pragma unroll
@@ -118,6 +127,12 @@ __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
                                                   ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * s), s > 0);
     }
     ptx::wgmma_commit_group();
+    PipelineState<kNumStages> next = pipe;
+    next.advance();
+    if (kb + 1 < num_k_blocks) {  // the next block's stage while the WGMMAs run (FP4: and its conversion)
+      ptx::mbarrier_wait_parity(smem.full(next.stage), next.phase);
+      if constexpr (kFp4) convert(next.stage, kb + 1, a_next);
+    }
 #pragma unroll
     for (int j = 0; j < kSubTiles; ++j)
 #pragma unroll
@@ -135,7 +150,15 @@ __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
         const float scale = sa[(i / 4) * 2 + i % 2] * ((i / 2) % 2 ? sb.y : sb.x);  // h = (i / 2) % 2: row g + 8h
         acc[kNumAcc * j + i] = fmaf(scale, partial[j][i], acc[kNumAcc * j + i]);
       }
-    pipe.advance();
+    if constexpr (kFp4) {
+#pragma unroll
+      for (int j = 0; j < kSubTiles; ++j)
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) a_cur[j][s][r] = a_next[j][s][r];
+    }
+    pipe = next;
   }
 }
 

@@ -73,12 +73,13 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
   // The swap-AB core only when pinned (core 3): max_m 16 plans 8 rows per expert, x2 -> 16-token tiles.
-  opt.core = 3;
+  opt.core = 3, opt.block_n = 128;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 16x128x128, stages 12, cluster 1, epilogue bf16, swap-ab core} x 132 CTAs");
   opt.block_m = 64;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 64x128x128, stages 9, cluster 1, epilogue bf16, swap-ab core} x 132 CTAs");
+  opt.block_n = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue swiglu_fp8, swap-ab core} x 132 CTAs");
 }
@@ -143,7 +144,7 @@ TEST(GemmHost, Fp4WeightsAreCheckedAndPlanned) {
             "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
   opt.core = 3;  // the swap-AB core's FP4 kernel of 16-token tiles
   EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 16x128x128, stages 21, cluster 1, epilogue bf16, swap-ab core, fp4 weights} x 132 CTAs");
+            "GemmKernel{block 16x256x128, stages 11, cluster 1, epilogue bf16, swap-ab core, fp4 weights} x 132 CTAs");
   opt.core = 0;
   opt.tile_buffer = 1;  // no FP4 tile-buffer kernel
   try {
