@@ -126,21 +126,32 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                "core=3 (swap-ab): no swap-AB kernel with the SwiGLU epilogue is compiled (bf16 output only); pin core "
                "1, 2 or 0");
   const int stages = detail::forced_stages(overrides);
-  SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages, 0, pins.core), "plan", "SYMMOE_NUM_STAGES=", stages,
-               " matches no compiled grouped-GEMM kernel", core_scope(pins.core), " (", kind_name(kind), ":",
-               compiled_list(kind), ")");
   const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
-  SYMMOE_CHECK(!forced_block_m || any_kernel(kind, forced_block_m, 0, 0, 0, 0, pins.core), "plan",
-               pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
-               " matches no compiled grouped-GEMM kernel", core_scope(pins.core), " (", kind_name(kind), ":",
+  // The swap-AB core is the planner's own choice for FP4 weights at decode sizes (kImbalanceFactor x the expected rows
+  // per expert within its 64-token tiles) when every pin and override names one of its kernels: the FP4 weights are
+  // converted in registers, two independent 64-row WGMMA chains per warpgroup (256-row tiles): 0.76-0.82x the
+  // two-halves core's time at 1-32 rows per expert, 0.96x at 64 (masked decode, H200, docs/notes/gemm.md). FP8
+  // weights: no gain measured (0.98-1.01x), so the other cores.
+  const int planned_core =
+      pins.core ? pins.core
+      : weights == GemmWeights::kFp4 && m_per_expert_expected * kImbalanceFactor <= kGemmSwapAbMaxBlockM &&
+              any_kernel(kind, forced_block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, kSwapAbPin)
+          ? kSwapAbPin
+          : 0;
+  SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages, 0, planned_core), "plan", "SYMMOE_NUM_STAGES=", stages,
+               " matches no compiled grouped-GEMM kernel", core_scope(planned_core), " (", kind_name(kind), ":",
                compiled_list(kind), ")");
-  SYMMOE_CHECK(!pins.block_n || any_kernel(kind, forced_block_m, pins.block_n, 0, stages, 0, pins.core), "plan",
-               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel", core_scope(pins.core), " (",
+  SYMMOE_CHECK(!forced_block_m || any_kernel(kind, forced_block_m, 0, 0, 0, 0, planned_core), "plan",
+               pins.block_m ? "block_m=" : "SYMMOE_BLOCK_M=", forced_block_m,
+               " matches no compiled grouped-GEMM kernel", core_scope(planned_core), " (", kind_name(kind), ":",
+               compiled_list(kind), ")");
+  SYMMOE_CHECK(!pins.block_n || any_kernel(kind, forced_block_m, pins.block_n, 0, stages, 0, planned_core), "plan",
+               "block_n=", pins.block_n, " matches no compiled grouped-GEMM kernel", core_scope(planned_core), " (",
                kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size == 0 || pins.cluster_size == 1 || pins.cluster_size == 2, "plan",
                "cluster_size must be 1 or 2 (0 = planner's choice), got ", pins.cluster_size);
-  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0, 0, pins.core), "plan",
-               "cluster_size=", pins.cluster_size, " matches no compiled grouped-GEMM kernel", core_scope(pins.core),
+  SYMMOE_CHECK(!pins.cluster_size || any_kernel(kind, 0, 0, pins.cluster_size, 0, 0, planned_core), "plan",
+               "cluster_size=", pins.cluster_size, " matches no compiled grouped-GEMM kernel", core_scope(planned_core),
                " (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(pins.cluster_size <= num_sms, "plan", "cluster_size ", pins.cluster_size, " exceeds num_sms ", num_sms);
   SYMMOE_CHECK(pins.tile_buffer >= -1 && pins.tile_buffer <= 1, "plan",
@@ -152,11 +163,11 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
     int ladder[kNumGemmKernels];
     int num_ladder = 0;
     for (const int candidate : {16, 32, 64, 128})
-      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, pins.core))
+      if (any_kernel(kind, candidate, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, planned_core))
         ladder[num_ladder++] = candidate;
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
                  " with block_n=", pins.block_n, " cluster_size=", pins.cluster_size, " stages=", stages,
-                 " tile_buffer=", pins.tile_buffer, core_scope(pins.core), " (compiled:", compiled_list(kind), ")");
+                 " tile_buffer=", pins.tile_buffer, core_scope(planned_core), " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
   // Core: the one-batch core for bf16 128-row tiles when an expert's last m-block is expected to be partial (the
@@ -164,13 +175,13 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // no WGMMA, where the two-halves core computes the whole 128 x 256 tile (each kernel alone, H200: 0.88-0.91x the
   // two-halves core's time at 192 and 386 rows per expert). With full tiles only (a multiple of 128 rows) the
   // two-halves core (one-batch 0.98-1.08x its time, e128 1.08x; docs/notes/gemm.md). Elsewhere (64-row tiles, the
-  // SwiGLU epilogue, FP4 weights) the two-halves core; the swap-AB core only when pinned; pins override.
+  // SwiGLU epilogue, FP4 weights) the two-halves core; the swap-AB core as planned above; pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
       k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
   const bool two_halves_fits = any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1);
-  const int core = pins.core ? pins.core : one_batch_fits && (partial_tiles_expected || !two_halves_fits) ? 2 : 1;
+  const int core = planned_core ? planned_core : one_batch_fits && (partial_tiles_expected || !two_halves_fits) ? 2 : 1;
   SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(core != 2 || k_fits_one_batch, "plan",

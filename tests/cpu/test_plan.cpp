@@ -175,6 +175,10 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
             EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
             EXPECT_NO_THROW(fp4.validate()) << fp4.to_string();
             mark(fp4);
+            plan::GemmPins two_halves;  // its FP4 64-row tiles: pinned only (the swap-AB core takes decode sizes)
+            two_halves.core = 1;
+            mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, epilogue, kNoOverrides, two_halves,
+                                         plan::GemmWeights::kFp4));
           }
         }
   // The swap-AB core (core 3 pinned only): each of its kernels from the ladder (16 / 32 / 64 tokens for 8 / 16 / 100
@@ -284,17 +288,21 @@ TEST(Plan, BlockMLadder) {
     }
 }
 
-// The swap-AB core (plan::GemmCore::kSwapAB, GemmPins::core 3): never the planner's own choice, so its 16- and
-// 32-row kernels change no unpinned plan; pinned, BLOCK_M from the ladder over 16 / 32 / 64 (the smallest holding
-// 2x the expected rows, else 64), the weight rows on WGMMA M (128 per tile with bf16 output, 256 with the SwiGLU
-// epilogue), cluster 1.
-TEST(Plan, SwapAbCoreOnlyWhenPinned) {
+// The swap-AB core (plan::GemmCore::kSwapAB, GemmPins::core 3): the planner's own choice only for FP4 weights at
+// decode sizes (2x the expected rows per expert <= 64), so FP8 plans are unchanged; pinned, BLOCK_M from the ladder
+// over 16 / 32 / 64 (the smallest holding 2x the expected rows, else 64), the weight rows on WGMMA M (128 or 256 per
+// tile with bf16 output, 256 with the SwiGLU epilogue), cluster 1.
+TEST(Plan, SwapAbCoreForFp4DecodeOrWhenPinned) {
   for (const double m : {0.0, 0.25, 1.0, 4.0, 8.0, 16.0, 31.0, 32.0, 64.0, 1000.0})
     for (const auto weights : {plan::GemmWeights::kFp8, plan::GemmWeights::kFp4})
       for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
         const plan::GemmPlan p = plan::plan_grouped_gemm(m, 4096, 7168, 32, 132, epilogue, kNoOverrides, {}, weights);
-        EXPECT_NE(p.core, plan::GemmCore::kSwapAB) << p.to_string();
-        EXPECT_TRUE(p.block_m == 64 || p.block_m == 128) << p.to_string();
+        const bool swap_ab = weights == plan::GemmWeights::kFp4 && 2 * m <= 64;
+        EXPECT_EQ(p.core == plan::GemmCore::kSwapAB, swap_ab) << p.to_string();
+        if (swap_ab)
+          EXPECT_EQ(p.block_m, 2 * m <= 16 ? 16 : 2 * m <= 32 ? 32 : 64) << p.to_string();
+        else
+          EXPECT_TRUE(p.block_m == 64 || p.block_m == 128) << p.to_string();
       }
   plan::GemmPins pins;
   pins.block_n = 128;  // a tile only the two-halves / one-batch cores have at BLOCK_M 128 is still chosen

@@ -143,7 +143,7 @@ struct DeviceInputs {
 
 struct Config {
   int block_m, num_sms;  // 0: planner's choice / all SMs
-  int core = 0;          // 3: the swap-AB core (plan::GemmCore::kSwapAB), 0: planner's choice
+  int core = 0;          // 1: the two-halves core, 3: the swap-AB core (plan::GemmCore), 0: planner's choice
   int block_n = 0;       // 0: planner's choice (the swap-AB core's bf16 tiles: 128 or 256 weight rows)
 };
 std::string name(const Config& c) {
@@ -169,7 +169,7 @@ const std::vector<Config> kSwapAbL1Configs = {{16, 0, 3}, {32, 0, 3}, {64, 0, 3}
 // Both FP4 tile shapes of the two-halves core, the planner's choice, and few-CTA runs (the stage ring wraps across
 // tiles, the stop-marked stage lands on every stage index), then the swap-AB core's.
 std::vector<Config> all_configs() {
-  std::vector<Config> configs = {{64, 0}, {128, 0}, {0, 0}, {128, 5}, {64, 3}, {128, 1}, {64, 2}};
+  std::vector<Config> configs = {{64, 0, 1}, {128, 0}, {0, 0}, {128, 5}, {64, 3, 1}, {128, 1}, {64, 2, 1}};
   configs.insert(configs.end(), kSwapAbConfigs.begin(), kSwapAbConfigs.end());
   return configs;
 }
@@ -300,7 +300,7 @@ TEST(GroupedGemmFp4L1, ContiguousSwigluFp8) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 386, 0}, 64, 512, 384, seed);
   for (float clamp : {0.f, 0.75f})
-    for (const auto& c : {Config{64, 0}, Config{128, 0}, Config{0, 0}, Config{128, 3}, Config{16, 0, 3},
+    for (const auto& c : {Config{64, 0, 1}, Config{128, 0}, Config{0, 0}, Config{128, 3}, Config{16, 0, 3},
                           Config{32, 2, 3}, Config{64, 0, 3}})
       check_l1(p, clamp, c);
 }
@@ -309,7 +309,7 @@ TEST(GroupedGemmFp4L1, MaskedSwigluFp8) {
   const uint64_t seed = printed_seed();
   const auto p = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 256, 512, seed);
   for (const auto& c :
-       {Config{64, 0}, Config{128, 0}, Config{64, 2}, Config{16, 0, 3}, Config{32, 0, 3}, Config{64, 3, 3}})
+       {Config{64, 0, 1}, Config{128, 0}, Config{64, 2, 1}, Config{16, 0, 3}, Config{32, 0, 3}, Config{64, 3, 3}})
     check_l1(p, 0.5f, c);
 }
 

@@ -3,7 +3,7 @@
 // valid rows are neither computed on nor stored.
 //   bf16:   lanes g and g ^ 1 of a quad column (lane ^ 4) hold neighbouring output columns of the same two tokens:
 //           one shuffle gives each a bf16 pair, so every store is 4 bytes (the even lane stores token 2t, the odd
-//           lane token 2t + 1). Columns are always inside n (n % 128 == 0).
+//           lane token 2t + 1). A warpgroup's columns lie all inside n or all past it (swap_ab_active).
 //   SwiGLU: a thread's rows g and g + 8 of a sub-tile are the gate and up rows of one channel (the interleave by 8,
 //           weight_transform.hpp), so h = swiglu_weighted(g, u, w, clamp) needs no exchange. The token's amax over
 //           the tile's 128 channels: a shuffle over the 8 lanes of a quad column, then the 8 math warps through
@@ -16,6 +16,7 @@
 #include "kernels/gemm/epilogue_swiglu.cuh"
 #include "kernels/gemm/params.hpp"
 #include "kernels/gemm/scheduler.cuh"
+#include "kernels/gemm/swap_ab_math.cuh"
 #include "kernels/gemm/swap_ab_smem_layout.hpp"
 #include "symmoe/formats.hpp"
 #include "symmoe/swiglu.hpp"
@@ -29,6 +30,7 @@ template <int BLOCK_M, int BLOCK_N>
 __device__ __forceinline__ void swap_ab_epilogue_bf16(const GemmParams& p, const Tile& tile, int wg,
                                                       const float (&acc)[BLOCK_N / 128 * BLOCK_M / 2]) {
   constexpr int kNumAcc = BLOCK_M / 2;
+  if (!swap_ab_active<BLOCK_N>(p, tile, wg)) return;  // rows past n (uniform over the warpgroup)
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const bool odd = (lane / 4) % 2;
   const int col = tile.n_begin + BLOCK_N / 2 * wg + 16 * warp + lane / 4 - (odd ? 1 : 0);  // the pair's first column

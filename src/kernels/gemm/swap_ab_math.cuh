@@ -53,7 +53,14 @@ __device__ __forceinline__ float2 swap_ab_b_scales(const GemmParams& p, const Ti
 
 // The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return:
 // acc[kNumAcc j + 4c + 2h + b] is weight row BLOCK_N / 2 wg + 64 j + 16 warp + lane / 4 + 8h of the tile (sub-tile j
-// of the warpgroup, j < BLOCK_N / 128), token 8c + 2 (lane % 4) + b.
+// of the warpgroup, j < BLOCK_N / 128), token 8c + 2 (lane % 4) + b. A 256-row bf16 tile whose second half lies past n
+// (n % 256 == 128) leaves warpgroup 1 inactive: it passes the stages on without reading them (swap_ab_active).
+// Whether warpgroup wg's weight rows of the tile lie inside n (always, but for the 256-row bf16 tile's second half).
+template <int BLOCK_N>
+__device__ __forceinline__ bool swap_ab_active(const GemmParams& p, const Tile& tile, int wg) {
+  return BLOCK_N == 128 || tile.n_begin + BLOCK_N / 2 * wg < p.n;
+}
+
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4, EpilogueKind kEpilogue>
 __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
                                                const SwapAbSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kFp4>& smem,
@@ -103,6 +110,16 @@ __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
   // FP4: a_cur holds K block kb's A registers (read by its WGMMAs until they complete), a_next receives kb + 1's
   // while they run. The tile's first block is converted before the loop.
   [[maybe_unused]] uint32_t a_cur[kSubTiles][4][4], a_next[kSubTiles][4][4];
+  const bool active = swap_ab_active<BLOCK_N>(p, tile, wg);
+  if (!active) {  // uniform over the warpgroup: pass the tile's stages on
+#pragma unroll 1
+    for (int kb = 0; kb < num_k_blocks; ++kb) {
+      ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
+      release_stage<1>(smem.empty(pipe.stage), lane);
+      pipe.advance();
+    }
+    return;
+  }
   ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
   if constexpr (kFp4) convert(pipe.stage, 0, a_cur);
 #pragma unroll 1
@@ -138,6 +155,14 @@ __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
 #pragma unroll
       for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[j][i]);
     ptx::wgmma_wait_group<0>();
+    if constexpr (kFp4) {  // a_cur's registers stay a_cur's until the WGMMAs reading them completed
+#pragma unroll
+      for (int j = 0; j < kSubTiles; ++j)
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) ptx::fence_operand(a_cur[j][s][r]);
+    }
     const float* sfa = sfa0 + pipe.stage * (Layout::kSfaBytes / 4);
     float sa[kNumAcc / 2];  // the scale of token column 8c + 2 (lane % 4) + b: sa[2c + b]
 #pragma unroll

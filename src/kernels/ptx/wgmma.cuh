@@ -37,6 +37,8 @@ __device__ __forceinline__ void wgmma_wait_group() {
 
 // Keeps the compiler from moving reads/writes of accumulator registers across wgmma fences/waits.
 __device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+// The same for a register A operand: keeps its register unchanged up to here (a WGMMA reads it until it completes).
+__device__ __forceinline__ void fence_operand(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
 
 // D[64x128] (+)= A[64x32] . B[128x32]^T, e4m3 x e4m3 -> fp32; A and B from shared memory (descriptors).
 // Accumulator fragment: d[4c + 2h + b] is row 16*warp + lane/4 + 8h, column 8c + 2*(lane%4) + b.

@@ -139,12 +139,14 @@ TEST(GemmHost, Fp4WeightsAreCheckedAndPlanned) {
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8, fp4 weights} x 132 CTAs");
+  // Decode sizes: the swap-AB core's FP4 kernel of 16-token tiles (the planner's choice); the two-halves core's
+  // 64-row tile when pinned.
   in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
   EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
-  opt.core = 3;  // the swap-AB core's FP4 kernel of 16-token tiles
-  EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 16x256x128, stages 11, cluster 1, epilogue bf16, swap-ab core, fp4 weights} x 132 CTAs");
+  opt.core = 1;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16, fp4 weights} x 132 CTAs");
   opt.core = 0;
   opt.tile_buffer = 1;  // no FP4 tile-buffer kernel
   try {
