@@ -128,13 +128,15 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   const int stages = detail::forced_stages(overrides);
   const int forced_block_m = pins.block_m ? pins.block_m : overrides.block_m;
   // The swap-AB core is the planner's own choice for FP4 weights at decode sizes (kImbalanceFactor x the expected rows
-  // per expert within its 64-token tiles) when every pin and override names one of its kernels: the FP4 weights are
-  // converted in registers, two independent 64-row WGMMA chains per warpgroup (256-row tiles): 0.76-0.82x the
-  // two-halves core's time at 1-32 rows per expert, 0.96x at 64 (masked decode, H200, docs/notes/gemm.md). FP8
-  // weights: no gain measured (0.98-1.01x), so the other cores.
+  // per expert within kSwapAbFp4MaxTileRows) when every pin and override names one of its kernels: the weights are
+  // converted in registers, two independent 64-row WGMMA chains per warpgroup (256-row tiles): 0.80-0.81x the
+  // two-halves core's time at 1-16 rows per expert, 0.86-1.0x at 32; at 64 rows its 64-token tile measured 0.96x and
+  // 1.07x in two runs, so the two-halves core keeps it (masked decode, H200, docs/notes/gemm.md). FP8 weights: no
+  // gain measured (0.98-1.01x), so the other cores.
+  constexpr int kSwapAbFp4MaxTileRows = 32;
   const int planned_core =
       pins.core ? pins.core
-      : weights == GemmWeights::kFp4 && m_per_expert_expected * kImbalanceFactor <= kGemmSwapAbMaxBlockM &&
+      : weights == GemmWeights::kFp4 && m_per_expert_expected * kImbalanceFactor <= kSwapAbFp4MaxTileRows &&
               any_kernel(kind, forced_block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, kSwapAbPin)
           ? kSwapAbPin
           : 0;

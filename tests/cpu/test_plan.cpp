@@ -289,7 +289,7 @@ TEST(Plan, BlockMLadder) {
 }
 
 // The swap-AB core (plan::GemmCore::kSwapAB, GemmPins::core 3): the planner's own choice only for FP4 weights at
-// decode sizes (2x the expected rows per expert <= 64), so FP8 plans are unchanged; pinned, BLOCK_M from the ladder
+// decode sizes (2x the expected rows per expert <= 32), so FP8 plans are unchanged; pinned, BLOCK_M from the ladder
 // over 16 / 32 / 64 (the smallest holding 2x the expected rows, else 64), the weight rows on WGMMA M (128 or 256 per
 // tile with bf16 output, 256 with the SwiGLU epilogue), cluster 1.
 TEST(Plan, SwapAbCoreForFp4DecodeOrWhenPinned) {
@@ -297,10 +297,10 @@ TEST(Plan, SwapAbCoreForFp4DecodeOrWhenPinned) {
     for (const auto weights : {plan::GemmWeights::kFp8, plan::GemmWeights::kFp4})
       for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
         const plan::GemmPlan p = plan::plan_grouped_gemm(m, 4096, 7168, 32, 132, epilogue, kNoOverrides, {}, weights);
-        const bool swap_ab = weights == plan::GemmWeights::kFp4 && 2 * m <= 64;
+        const bool swap_ab = weights == plan::GemmWeights::kFp4 && 2 * m <= 32;
         EXPECT_EQ(p.core == plan::GemmCore::kSwapAB, swap_ab) << p.to_string();
         if (swap_ab)
-          EXPECT_EQ(p.block_m, 2 * m <= 16 ? 16 : 2 * m <= 32 ? 32 : 64) << p.to_string();
+          EXPECT_EQ(p.block_m, 2 * m <= 16 ? 16 : 32) << p.to_string();
         else
           EXPECT_TRUE(p.block_m == 64 || p.block_m == 128) << p.to_string();
       }
