@@ -1,5 +1,5 @@
 // Private helpers shared by the GEMM, MegaMoE and EP planners: the stage-count override, the BLOCK_M ladder, the
-// swap-A/B threshold, the math register split and the 32-bit row-count check. One formula each; the plans in
+// math register split and the 32-bit row-count check. One formula each; the plans in
 // gemm_plan.cpp / mega_plan.cpp / ep_plan.cpp only combine them. Shared memory is modelled in symmoe/plan.hpp.
 #pragma once
 
@@ -15,8 +15,6 @@ inline int forced_stages(const PlanOverrides& overrides) {
   return overrides.num_stages;
 }
 
-// Tiles of at most this many tokens put the tokens on WGMMA N (swap-A/B): a 64-row WGMMA M would be >= 50% padding.
-constexpr int kMaxSwapBlockM = 32;
 // BLOCK_M ladder (docs/design.md §9.2): the smallest candidate that holds `headroom` x the expected tokens of an
 // expert, else the largest (the grouped GEMM: kImbalanceFactor; the fused layer: kMegaBlockMHeadroom). Small tiles
 // avoid padding waste when tokens are few (decode); 16/32 put the tokens on WGMMA N (swap-A/B, N multiples of 8) so
@@ -36,8 +34,6 @@ inline bool contains(const int* candidates, int num_candidates, int value) {
     if (candidates[i] == value) return true;
   return false;
 }
-
-inline bool block_m_is_swap_ab(int block_m) { return block_m <= kMaxSwapBlockM; }
 
 // Math registers per thread when `num_math_warpgroups` warpgroups share the budget with the other warpgroups at
 // `other_registers` each: the largest multiple of 8 that fits, at most 240 (above that nvcc gains nothing and

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -111,46 +113,93 @@ inline void sync_kernels() {
   SYMMOE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// Checks a bf16 D [total_rows, n] (downloaded) against the golden model on every expert's valid rows, with
-// expert_weights(e) the FP8 block weights the model multiplies for expert e. Tolerances: vs faithful rounded to bf16
-// <= 1e-3, vs exact <= 2e-3 (relative Frobenius); expect_bitwise: bf16 D == bf16(ref::gemm_faithful) bit for bit
-// (reported as bitwise_what). Rows outside the valid rows must keep the poison (0xFFFF). Prints one line, tagged
-// with label.
+// The golden model's answer for the valid rows of every expert of a problem (expert_weights(e): the FP8 block weights
+// the model multiplies for expert e), in expert / row / column order: exact (fp64) and faithful rounded to bf16, and
+// which rows of D are valid. Computed once per problem and weights: a test checks many kernel configurations of one
+// problem against it (the model is most of a test's time). The cache is keyed by the problem's content (every input
+// byte hashed, with the shape), so a new problem never reads another's answer.
+struct GemmModelRows {
+  std::vector<double> exact, faithful_bf16;
+  std::vector<char> written;
+};
+
+// FNV-1a over 8-byte words (then the tail bytes): a content key, fast next to the model.
+inline uint64_t fnv1a(uint64_t h, const void* data, size_t bytes) {
+  const auto* b = static_cast<const uint8_t*>(data);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
 template <class Weights, class ExpertWeights>
-void check_bf16_against_model(const GemmProblem<Weights>& p, const std::vector<uint16_t>& got,
-                              const ExpertWeights& expert_weights, const std::string& label, bool expect_bitwise,
-                              const std::string& bitwise_what) {
-  std::vector<double> all_exact, all_faithful, all_got;
-  std::vector<char> written(p.total_rows(), 0);
+const GemmModelRows& gemm_model_rows(const GemmProblem<Weights>& p, const ExpertWeights& expert_weights) {
+  uint64_t key = 14695981039346656037ull;
+  const int shape[5] = {int(p.layout), p.num_experts, p.n, p.k, p.num_rows};
+  key = fnv1a(key, shape, sizeof(shape));
+  key = fnv1a(key, p.starts.data(), p.starts.size() * sizeof(p.starts[0]));
+  key = fnv1a(key, p.valid.data(), p.valid.size() * sizeof(p.valid[0]));
+  key = fnv1a(key, p.a.data.data(), p.a.data.size());
+  key = fnv1a(key, p.a.scales.data(), p.a.scales.size() * sizeof(float));
+  for (int e = 0; e < p.num_experts; ++e) {
+    if (p.valid[e] == 0) continue;
+    const Fp8BlockWeights& w = expert_weights(e);
+    key = fnv1a(key, w.data.data(), w.data.size());
+    key = fnv1a(key, w.scales.data(), w.scales.size() * sizeof(float));
+  }
+  static std::map<uint64_t, GemmModelRows> cache;
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 8) cache.clear();  // a test's problems; bounded
+  GemmModelRows m;
+  m.written.assign(p.total_rows(), 0);
   for (int e = 0; e < p.num_experts; ++e) {
     const int r0 = p.starts[e], rows = p.valid[e];
     if (rows == 0) continue;
     const Fp8BlockWeights& w = expert_weights(e);
     const auto exact = ref::gemm_exact(p.a, r0, r0 + rows, w);
     const auto faithful = ref::gemm_faithful(p.a, r0, r0 + rows, w);
-    for (int r = 0; r < rows; ++r) {
-      written[r0 + r] = 1;
-      for (int col = 0; col < p.n; ++col) {
-        const size_t i = size_t(r) * p.n + col;
-        all_exact.push_back(exact[i]);
-        all_faithful.push_back(fmt::bf16_to_float(fmt::float_to_bf16(faithful[i])));
-        all_got.push_back(fmt::bf16_to_float(got[size_t(r0 + r) * p.n + col]));
-      }
-    }
+    for (int r = 0; r < rows; ++r) m.written[r0 + r] = 1;
+    m.exact.insert(m.exact.end(), exact.begin(), exact.end());
+    for (const float f : faithful) m.faithful_bf16.push_back(fmt::bf16_to_float(fmt::float_to_bf16(f)));
   }
-  const double err_faithful = rel_frobenius(all_faithful, all_got);
-  const double err_exact = rel_frobenius(all_exact, all_got);
+  return cache.emplace(key, std::move(m)).first->second;
+}
+
+// Checks a bf16 D [total_rows, n] (downloaded) against the golden model (gemm_model_rows) on every expert's valid
+// rows. Tolerances: vs faithful rounded to bf16 <= 1e-3, vs exact <= 2e-3 (relative Frobenius); expect_bitwise: bf16
+// D == bf16(ref::gemm_faithful) bit for bit (reported as bitwise_what). Rows outside the valid rows must keep the
+// poison (0xFFFF). Prints one line, tagged with label.
+template <class Weights, class ExpertWeights>
+void check_bf16_against_model(const GemmProblem<Weights>& p, const std::vector<uint16_t>& got,
+                              const ExpertWeights& expert_weights, const std::string& label, bool expect_bitwise,
+                              const std::string& bitwise_what) {
+  const GemmModelRows& model = gemm_model_rows(p, expert_weights);
+  std::vector<double> all_got;
+  all_got.reserve(model.exact.size());
+  for (int e = 0; e < p.num_experts; ++e) {
+    const int r0 = p.starts[e], rows = p.valid[e];
+    for (int r = 0; r < rows; ++r)
+      for (int col = 0; col < p.n; ++col) all_got.push_back(fmt::bf16_to_float(got[size_t(r0 + r) * p.n + col]));
+  }
+  const double err_faithful = rel_frobenius(model.faithful_bf16, all_got);
+  const double err_exact = rel_frobenius(model.exact, all_got);
   std::printf("    [%s] rows %zu: rel err vs faithful %.2e, vs exact %.2e\n", label.c_str(), all_got.size() / p.n,
               err_faithful, err_exact);
   EXPECT_LE(err_faithful, 1e-3);
   EXPECT_LE(err_exact, 2e-3);
   if (expect_bitwise) {
-    std::vector<float> want(all_faithful.begin(), all_faithful.end()), have(all_got.begin(), all_got.end());
+    std::vector<float> want(model.faithful_bf16.begin(), model.faithful_bf16.end()),
+        have(all_got.begin(), all_got.end());
     EXPECT_TRUE(bitwise_equal(want, have, bitwise_what));
   }
   size_t overwritten = 0;
   for (int r = 0; r < p.total_rows(); ++r)
-    if (!written[r])
+    if (!model.written[r])
       for (int col = 0; col < p.n; ++col) overwritten += got[size_t(r) * p.n + col] != 0xFFFF;
   EXPECT_EQ(overwritten, 0u) << "elements written outside the experts' valid rows";
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/params.hpp"
+#include "kernels/gemm/stage_barriers.hpp"
 #include "kernels/ptx/mbarrier.cuh"
 
 namespace symmoe::gemm::kernel {
@@ -56,19 +57,12 @@ struct CoreSmemLayout {
   __device__ float* sfb(int second) const {
     return reinterpret_cast<float*>(base + kSfbOffset) + second * plan::kGemmCoreMaxKBlocks;
   }
-  __device__ uint64_t* full(int s) const { return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + s; }
-  __device__ uint64_t* empty(int s) const {
-    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumStages + s;
+  __device__ StageBarriers<kNumStages> stage_barriers() const {
+    return {reinterpret_cast<uint64_t*>(base + kBarrierOffset)};
   }
-  // One thread, before the CTA's first sync: full completes on the producer's arrive + the stage's TMA bytes, empty
-  // on one arrive per consumer warp of every CTA of the cluster.
-  __device__ void init_stage_barriers(uint32_t consumer_arrivals) const {
-    for (int s = 0; s < kNumStages; ++s) {
-      ptx::mbarrier_init(full(s), 1);
-      ptx::mbarrier_init(empty(s), consumer_arrivals);
-    }
-    ptx::fence_mbarrier_init_cluster();
-  }
+  __device__ uint64_t* full(int s) const { return stage_barriers().full(s); }
+  __device__ uint64_t* empty(int s) const { return stage_barriers().empty(s); }
+  __device__ void init_stage_barriers(uint32_t consumer_arrivals) const { stage_barriers().init(consumer_arrivals); }
 };
 
 }  // namespace symmoe::gemm::kernel

@@ -18,10 +18,6 @@
 // NOTES: two E4M3 tiles (64 KiB for BLOCK_N 256) let the converters work one K block ahead of the math warps while
 // the 4 FP4 stages, half the bytes, keep 4 K blocks of weights in flight (3 with per-stage E4M3 tiles). The math
 // warps derive the tile from the raw stage (R = 2C, math.cuh); the converters keep their own ring position.
-// Fused kernel at BLOCK_M 128 (kernels/mega/mega_kernel.cuh, kMixedPhases): its producer interleaves L1 (SwiGLU) and L2
-// (bf16) tiles in one ring and has no registers to spare for the base-scale loads, so its slot carries the stage's
-// descriptor (Fp4StageDesc: phase, K block, expert, n_begin) and the converters load the base codes themselves
-// (load_base_codes of the phase's GemmParams), issued before their conv_empty wait; the protocol is the same.
 // NOTES: a warp converts 8 rows x 4 scale groups per step: per lane the four words of its group (fp4_word_layout.hpp:
 // the warp's loads hit 32 different banks), one code word (broadcast within 4 lanes), one 8-byte table, 4 x 2 PRMT,
 // and two 16-byte E4M3 chunks out (4 wavefronts per warp and chunk pair).
@@ -37,23 +33,6 @@ namespace symmoe::gemm::kernel {
 
 constexpr int kNumConverterWarps = 3;
 constexpr int kFp4StopMark = -1;  // base code of the stage after the last one (real codes are >= 0)
-
-// kMixedPhases: the slot of a stage of K block kb of tile (expert_idx, n_begin): x = kb, + kSwigluStage for an L1
-// (SwiGLU) tile (never the stop mark); y = expert_idx << 16 | n_begin.
-struct Fp4StageDesc {
-  static constexpr int kSwigluStage = 1 << 16;
-  __device__ static int2 pack(bool swiglu, int kb, int expert_idx, int n_begin) {
-    return make_int2(kb | (swiglu ? kSwigluStage : 0), (expert_idx << 16) | n_begin);
-  }
-  __device__ static bool swiglu(int2 slot) { return (slot.x & kSwigluStage) != 0; }
-  __device__ static int kb(int2 slot) { return slot.x & (kSwigluStage - 1); }
-  __device__ static Tile tile(int2 slot) {
-    Tile t{};
-    t.expert_idx = slot.y >> 16;
-    t.n_begin = slot.y & 0xFFFF;
-    return t;
-  }
-};
 
 // The fold's base scale codes (fp32 exponent bits) of the tile's B rows in K block kb: bf16 tiles one per 128 rows
 // (x: rows [0, 128), y: [128, 256)); SwiGLU tiles the (gate, up) pair of the 256 interleaved rows. Rows past n get
@@ -78,34 +57,18 @@ __device__ __forceinline__ int base_code_of_row(int2 base, int r) {
     return r < 128 ? base.x : base.y;
 }
 
-// Per-stage mapping (kMixedPhases): the stage's kind travels in its descriptor (Fp4StageDesc).
-__device__ __forceinline__ int base_code_of_row(int2 base, int r, bool swiglu) {
-  return swiglu ? base_code_of_row<EpilogueKind::kSwigluFp8>(base, r) : base_code_of_row<EpilogueKind::kBf16>(base, r);
-}
-
-// converter: 0 .. kNumConverterWarps - 1 (this warp's index among the converters). kMixedPhases: the slots hold
-// Fp4StageDesc and phases[0] / phases[1] are the L1 (SwiGLU) / L2 (bf16) GemmParams (kEpilogue unused).
-template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue, bool kMixedPhases = false>
+// converter: 0 .. kNumConverterWarps - 1 (this warp's index among the converters).
+template <int BLOCK_M, int BLOCK_N, int kNumStages, EpilogueKind kEpilogue>
 __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
-                                              int converter, int lane,
-                                              [[maybe_unused]] const GemmParams* phases = nullptr) {
+                                              int converter, int lane) {
   const int group = lane % 4, row_in_step = lane / 4;  // group: 32-column scale group
   const Fp4ShiftTable* tables = smem.fp4_tables();
   PipelineState<kNumStages> pipe;
   PipelineState<plan::kGemmFp4ConvStages> conv;
   while (true) {
     ptx::mbarrier_wait_parity(smem.raw_full(pipe.stage), pipe.phase);
-    int2 base = *smem.fp4_base_codes(pipe.stage);
+    const int2 base = *smem.fp4_base_codes(pipe.stage);
     if (base.x == kFp4StopMark) break;
-    [[maybe_unused]] bool swiglu = false;
-    if constexpr (kMixedPhases) {  // in flight during the conv_empty wait
-      const int2 desc = base;
-      swiglu = Fp4StageDesc::swiglu(desc);
-      base = swiglu ? load_base_codes<EpilogueKind::kSwigluFp8, BLOCK_N>(phases[0], Fp4StageDesc::tile(desc),
-                                                                         Fp4StageDesc::kb(desc))
-                    : load_base_codes<EpilogueKind::kBf16, BLOCK_N>(phases[1], Fp4StageDesc::tile(desc),
-                                                                    Fp4StageDesc::kb(desc));
-    }
     ptx::mbarrier_wait_parity(smem.conv_empty(conv.stage), conv.phase ^ 1);
     const uint8_t* src = smem.b_fp4(pipe.stage);
     const uint32_t* codes = smem.codes(pipe.stage);
@@ -114,11 +77,7 @@ __device__ __forceinline__ void run_converter(const GemmSmemLayout<BLOCK_M, BLOC
     for (int step = converter; step < BLOCK_N / 8; step += kNumConverterWarps) {
       const int r = 8 * step + row_in_step;
       const int code = int((codes[r] >> (8 * group)) & 0xFFu);
-      int base_code;
-      if constexpr (kMixedPhases)
-        base_code = base_code_of_row(base, r, swiglu);
-      else
-        base_code = base_code_of_row<kEpilogue>(base, r);
+      const int base_code = base_code_of_row<kEpilogue>(base, r);
       const Fp4ShiftTable table = tables[fp4_table_index(code - base_code)];
       Fp4E4m3x8 e[4];
 #pragma unroll

@@ -165,21 +165,19 @@ __device__ __forceinline__ void promote(float* acc_half, const float (&partial)[
 // their arrives, conv_empty is released with the raw stage); with R = 2C raw stages, j % C = stage % C and the
 // tile's phase is (stage / C) & 1, so no second ring position is kept (its registers spilled the 128 x 256 tile).
 // The raw stage's raw_full is waited on too, so that this thread acquires the A tile and scales that TMA wrote.
-// kMixedPhases (the fused kernel, whose tiles alternate between L1 and L2): one inlined loop for both kinds, the B
-// scales read as bf16_tile says (p is the tile's phase's GemmParams; kEpilogue unused).
 // kSfbSmem (deduced from the layout: the kernel entry decides; FP8 weights, one epilogue kind): the B scales staged
 // in shared memory per chunk (above), a loop of its own; the chunk's first K block is its own copy of the loop body,
 // so the loop has no per-block staging branch. Otherwise (the FP4 kernels, the fused kernel) the B scales are loaded
 // per K block from global memory by the general loop below.
 template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue, bool kTileBuffer = false,
-          bool kFp4 = false, bool kMixedPhases = false, bool kSfbSmem = false>
+          bool kFp4 = false, bool kSfbSmem = false>
 __device__ __forceinline__ void math_mainloop(
     const GemmParams& p, const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kTileBuffer, kFp4, kSfbSmem>& smem,
     const Tile& tile, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice, int wg, PipelineState<kNumStages>& pipe,
-    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc], [[maybe_unused]] bool bf16_tile = false) {
+    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc]) {
   constexpr int kConvStages = plan::kGemmFp4ConvStages;
   static_assert(!kFp4 || kNumStages == 2 * kConvStages, "FP4: the E4M3 ring position is derived from R = 2C");
-  static_assert(!kSfbSmem || (!kFp4 && !kMixedPhases), "staged B scales: FP8 weights, one epilogue kind per kernel");
+  static_assert(!kSfbSmem || !kFp4, "staged B scales: FP8 weights");
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   using Chunk = BScaleChunk<BLOCK_N>;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
@@ -238,7 +236,7 @@ __device__ __forceinline__ void math_mainloop(
       float2 sb[Slice::kNumHalves];
 #pragma unroll
       for (int h = 0; h < Slice::kNumHalves; ++h) {
-        sb[h] = load_b_scales_of_phase<kEpilogue, kMixedPhases>(p, tile, slice.col0 + 128 * h, kb, bf16_tile);
+        sb[h] = load_b_scales<kEpilogue>(p, tile, slice.col0 + 128 * h, kb);
       }
       int b_stage = pipe.stage;
       if constexpr (kFp4) {

@@ -12,7 +12,7 @@
 // upconversion: at BLOCK_M 64 (grouped GEMM and fused kernel) by the math warpgroups (math_fp4.cuh, ordered by named
 // barriers, so their barriers full and conv_empty stay unused and uninitialised); at BLOCK_M 128 by converter warps
 // (fp4_converter.cuh) with barriers full (converted) and conv_empty (math done with the tile) and one 8-byte slot
-// per raw stage where the producer leaves the stage's base codes (the fused kernel: its descriptor). Also the 15
+// per raw stage where the producer leaves the stage's base codes. Also the 15
 // upconversion tables (Fp4ShiftTable, 8 B each). The total is plan::gemm_smem_bytes (the planner's number), checked
 // below.
 #pragma once
@@ -85,7 +85,7 @@ struct GemmSmemLayout {
   __device__ uint8_t* b_fp4(int s) const { return base + kBFp4Offset + s * kBFp4Bytes; }
   __device__ uint32_t* codes(int s) const { return reinterpret_cast<uint32_t*>(base + kCodesOffset + s * kCodesBytes); }
   __device__ Fp4ShiftTable* fp4_tables() const { return reinterpret_cast<Fp4ShiftTable*>(base + kTableOffset); }
-  // Converter warps (fp4_converter.cuh): raw stage s's slot (base codes, or the fused kernel's descriptor).
+  // Converter warps (fp4_converter.cuh): raw stage s's slot (base codes, or the stop mark).
   __device__ int2* fp4_base_codes(int s) const { return reinterpret_cast<int2*>(base + kTableOffset + 128) + s; }
   // kSfbSmem: the B-scale chunk, float2 [plan::kGemmSfbChunkKBlocks][kSfbColBlocks].
   __device__ float2* sfb() const {

@@ -14,6 +14,7 @@
 
 #include "kernels/gemm/fp4_upconvert.hpp"
 #include "kernels/gemm/params.hpp"
+#include "kernels/gemm/stage_barriers.hpp"
 #include "kernels/ptx/mbarrier.cuh"
 
 namespace symmoe::gemm::kernel {
@@ -61,19 +62,13 @@ struct SwapAbSmemLayout {
   __device__ float* amax(int parity, int warp) const {
     return reinterpret_cast<float*>(base + kAmaxOffset) + (parity * 8 + warp) * plan::kGemmSwapAbMaxBlockM;
   }
-  __device__ uint64_t* full(int s) const { return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + s; }
+  __device__ StageBarriers<kNumStages> stage_barriers() const {
+    return {reinterpret_cast<uint64_t*>(base + kBarrierOffset)};
+  }
+  __device__ uint64_t* full(int s) const { return stage_barriers().full(s); }
   __device__ uint64_t* raw_full(int s) const { return full(s); }  // the FP4 producer's name for it
-  __device__ uint64_t* empty(int s) const {
-    return reinterpret_cast<uint64_t*>(base + kBarrierOffset) + kNumStages + s;
-  }
-  // One thread, before the CTA's first sync.
-  __device__ void init_stage_barriers(uint32_t consumer_arrivals) const {
-    for (int s = 0; s < kNumStages; ++s) {
-      ptx::mbarrier_init(full(s), 1);
-      ptx::mbarrier_init(empty(s), consumer_arrivals);
-    }
-    ptx::fence_mbarrier_init_cluster();
-  }
+  __device__ uint64_t* empty(int s) const { return stage_barriers().empty(s); }
+  __device__ void init_stage_barriers(uint32_t consumer_arrivals) const { stage_barriers().init(consumer_arrivals); }
 };
 
 }  // namespace symmoe::gemm::kernel
