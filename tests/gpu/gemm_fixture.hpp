@@ -120,6 +120,8 @@ inline void sync_kernels() {
 // byte hashed, with the shape), so a new problem never reads another's answer.
 struct GemmModelRows {
   std::vector<double> exact, faithful_bf16;
+  std::vector<float> faithful;        // fp32 (the L1 epilogue's input)
+  std::vector<size_t> expert_offset;  // expert e's first value in exact / faithful / faithful_bf16
   std::vector<char> written;
 };
 
@@ -159,12 +161,14 @@ const GemmModelRows& gemm_model_rows(const GemmProblem<Weights>& p, const Expert
   m.written.assign(p.total_rows(), 0);
   for (int e = 0; e < p.num_experts; ++e) {
     const int r0 = p.starts[e], rows = p.valid[e];
+    m.expert_offset.push_back(m.faithful.size());
     if (rows == 0) continue;
     const Fp8BlockWeights& w = expert_weights(e);
     const auto exact = ref::gemm_exact(p.a, r0, r0 + rows, w);
     const auto faithful = ref::gemm_faithful(p.a, r0, r0 + rows, w);
     for (int r = 0; r < rows; ++r) m.written[r0 + r] = 1;
     m.exact.insert(m.exact.end(), exact.begin(), exact.end());
+    m.faithful.insert(m.faithful.end(), faithful.begin(), faithful.end());
     for (const float f : faithful) m.faithful_bf16.push_back(fmt::bf16_to_float(fmt::float_to_bf16(f)));
   }
   return cache.emplace(key, std::move(m)).first->second;

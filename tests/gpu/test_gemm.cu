@@ -399,10 +399,13 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
   size_t num_values = 0, num_exact = 0, num_over_ulp = 0, num_beyond_one_ulp = 0, num_scale_diff = 0, overwritten = 0;
   std::vector<double> ref_deq, got_deq;
   std::vector<char> written(total, 0);
+  const symmoe::test::GemmModelRows& model =
+      symmoe::test::gemm_model_rows(p, [&](int e) -> const symmoe::Fp8BlockWeights& { return p.b[e]; });
   for (int e = 0; e < p.num_experts; ++e) {
     const int r0 = p.starts[e], rows = p.valid[e];
     if (rows == 0) continue;
-    const auto acc = ref::gemm_faithful(p.a, r0, r0 + rows, p.b[e]);
+    const auto first = model.faithful.begin() + std::ptrdiff_t(model.expert_offset[e]);
+    const std::vector<float> acc(first, first + std::ptrdiff_t(size_t(rows) * p.n));  // ref::gemm_faithful
     const std::vector<float> w(weights.begin() + r0, weights.begin() + r0 + rows);
     const auto want = ref::l1_epilogue(acc, rows, inter, w, clamp);
     for (int r = 0; r < rows; ++r) {

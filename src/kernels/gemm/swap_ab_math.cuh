@@ -1,9 +1,10 @@
 // Math role of the swap-AB core (plan::GemmCore::kSwapAB): the operands of the grouped GEMM swapped, so the WGMMA's
 // M is the weights and its N the tokens. Math warpgroup wg computes weight rows [n_begin + BLOCK_N / 2 wg,
-// + BLOCK_N / 2) (output columns; 64 for bf16 tiles, 128 = two 64-row sub-tiles for the SwiGLU tile) x the tile's
-// BLOCK_M token rows; the accumulator fragment holds D transposed (swap_ab_epilogue.cuh stores it). Per 128-wide K
-// block: one batch of 4 m64nBLOCK_Mk32 WGMMAs per sub-tile into its partial accumulator, wait, release the stage,
-// promote acc = fmaf(sa[token] * sb, partial, acc) (the kernels' and ref::gemm_faithful's order: the token's scale
+// + BLOCK_N / 2) (output columns; 64 for 128-row tiles, 128 = two independent 64-row sub-tiles for 256-row tiles)
+// x the tile's BLOCK_M token rows; the accumulator fragment holds D transposed (swap_ab_epilogue.cuh stores it). Per
+// 128-wide K block: one batch of 4 m64nBLOCK_Mk32 WGMMAs per sub-tile into its partial accumulator; while they run,
+// the next block's stage is waited for (FP4: and converted); then wait, release the stage, promote
+// acc = fmaf(sa[token] * sb, partial, acc) (the kernels' and ref::gemm_faithful's order: the token's scale
 // times the weight block's scale, then one fmaf). sb: the weight rows of a warpgroup lie in one 128-row scale block
 // (bf16) or one interleaved 256-row tile whose gate and up rows have their own scale (SwiGLU).
 // Weights:
@@ -11,7 +12,8 @@
 //   FP4  each thread loads its A fragments of the K block with one 16-byte ld.shared per row (rows g and g + 8 of
 //        its warp's 16: fp4_word_layout.hpp puts fragments (t, 0..3) of a row in 16 contiguous bytes), converts
 //        each word to two E4M3 registers (fp4_upconvert.hpp: element = e2m1 * 2^(code - base), exact) and feeds
-//        them to the WGMMA as register operands: no E4M3 tile in shared memory, no conversion barrier. The base code
+//        them to the WGMMA as register operands: no E4M3 tile in shared memory, no conversion barrier (the registers
+//        of the block in flight are fenced until its WGMMAs completed). The base code
 //        is the exponent of the fold's base scale, which is also sb (weight_transform_fp4.hpp), so the promotion
 //        is the FP8 path's on the expanded weights, bit for bit.
 // NOTES: each warp reads the 8 B of its two rows' scale codes and 8 shift tables (15 x 8 B in shared memory) per K
