@@ -130,9 +130,6 @@ constexpr int kGemmSwapAbMaxBlockM = 64;
 constexpr int gemm_swap_ab_fixed_smem_bytes(int block_n) {
   return kGemmFp4TableBytes + 1024 + (block_n == 256 ? 2 * 8 * kGemmSwapAbMaxBlockM * 4 : 0);
 }
-constexpr int gemm_swap_ab_smem_bytes(int block_m, int block_n, int num_stages, GemmWeights weights) {
-  return gemm_swap_ab_fixed_smem_bytes(block_n) + num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
-}
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
                                     bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves) {
   if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n);

@@ -53,16 +53,16 @@ __device__ __forceinline__ float2 swap_ab_b_scales(const GemmParams& p, const Ti
   }
 }
 
-// The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return:
-// acc[kNumAcc j + 4c + 2h + b] is weight row BLOCK_N / 2 wg + 64 j + 16 warp + lane / 4 + 8h of the tile (sub-tile j
-// of the warpgroup, j < BLOCK_N / 128), token 8c + 2 (lane % 4) + b. A 256-row bf16 tile whose second half lies past n
-// (n % 256 == 128) leaves warpgroup 1 inactive: it passes the stages on without reading them (swap_ab_active).
 // Whether warpgroup wg's weight rows of the tile lie inside n (always, but for the 256-row bf16 tile's second half).
 template <int BLOCK_N>
 __device__ __forceinline__ bool swap_ab_active(const GemmParams& p, const Tile& tile, int wg) {
   return BLOCK_N == 128 || tile.n_begin + BLOCK_N / 2 * wg < p.n;
 }
 
+// The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return:
+// acc[kNumAcc j + 4c + 2h + b] is weight row BLOCK_N / 2 wg + 64 j + 16 warp + lane / 4 + 8h of the tile (sub-tile j
+// of the warpgroup, j < BLOCK_N / 128), token 8c + 2 (lane % 4) + b. A 256-row bf16 tile whose second half lies past n
+// (n % 256 == 128) leaves warpgroup 1 inactive: it passes the stages on without reading them (swap_ab_active).
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4, EpilogueKind kEpilogue>
 __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
                                                const SwapAbSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kFp4>& smem,

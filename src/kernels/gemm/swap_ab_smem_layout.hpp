@@ -46,9 +46,9 @@ struct SwapAbSmemLayout {
                 "alignment");
   static_assert(kFp4NumShifts * int(sizeof(Fp4ShiftTable)) <= plan::kGemmFp4TableBytes, "upconversion tables");
   static_assert(kDynamicBytes <= 232448, "shared memory over the 227 KiB per-block limit: fewer stages");
-  static_assert(kDynamicBytes ==
-                    plan::gemm_swap_ab_smem_bytes(BLOCK_M, BLOCK_N, kNumStages,
-                                                  kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8),
+  static_assert(kDynamicBytes == plan::gemm_smem_bytes(BLOCK_M, BLOCK_N, kNumStages, false,
+                                                       kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8, false,
+                                                       plan::GemmCore::kSwapAB),
                 "the planner's shared-memory model (plan::gemm_smem_bytes) disagrees with this layout");
 
   uint8_t* base;
