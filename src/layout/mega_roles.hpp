@@ -5,9 +5,10 @@
 //   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (kernels/gemm/math.cuh), the L1 SwiGLU/FP8 epilogue,
 //                    the L2 epilogue with its NVLink write-back
 //   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
-// FP4 weights (BLOCK_M 64 only, plan::mega_block_m_candidates): the math warpgroups upconvert their own B rows
-// (kernels/gemm/math_fp4.cuh: each split-N warpgroup's WGMMAs read only its own 128 B rows, so it converts those one
-// K block ahead, named barrier kFp4ConvertBarrier0 + warpgroup).
+// FP4 weights at BLOCK_M 64: the math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh: each split-N
+// warpgroup's WGMMAs read only its own 128 B rows, so it converts those one K block ahead, named barrier
+// kFp4ConvertBarrier0 + warpgroup). At BLOCK_M 16 and 32 (the swap-AB core, plan::mega_core) each thread converts its
+// own A fragments in registers (kernels/gemm/swap_ab_math.cuh): no conversion barrier, no issue turns.
 // Every warp also joins the stages before the roles (count + publish) and after them (clear, combine); those run at
 // kCommonRegisters, the launch bound.
 // Plain integer constants, no CUDA headers: g++ compiles this too.
@@ -61,10 +62,11 @@ struct MegaRoles {
   SYMMOE_HD static constexpr int num_named_barriers(bool fp4) { return fp4 ? kNumNamedBarriers : kFp4ConvertBarrier0; }
 
   // ---- when an L1 tile's arrival signal is sent (PendingL1Signal, src/kernels/mega/epilogue.cuh) ----
-  // FP4 weights: after the next tile's mainloop (so its bulk-store drain and fences overlap that mainloop); FP8: at
-  // once. Measured on the H200 (docs/notes/mega.md, "Deferred L1 signal"): deferred, FP4 is 1-5% faster at every
-  // batch size (Flash, V3), FP8 Flash 1-3% slower at 8-512 tokens. BLOCK_M 128 has no register left for it.
-  SYMMOE_HD static constexpr bool defers_l1_signal(bool fp4) { return fp4; }
+  // FP4 weights on the two-halves core: after the next tile's mainloop (so its bulk-store drain and fences overlap
+  // that mainloop); FP8: at once. Measured on the H200 (docs/notes/mega.md, "Deferred L1 signal"): deferred, FP4 is
+  // 1-5% faster at every batch size (Flash, V3), FP8 Flash 1-3% slower at 8-512 tokens. BLOCK_M 128 has no register
+  // left for it. The swap-AB core (BLOCK_M 16, 32) stores from registers, with no bulk store to drain: at once.
+  SYMMOE_HD static constexpr bool defers_l1_signal(bool fp4, bool swap_ab) { return fp4 && !swap_ab; }
 
   // Dispatch warp `warp` (kFirstDispatchWarp <= warp < kNumWarps) -> its index among the CTA's dispatch warps.
   SYMMOE_HD static constexpr int dispatch_warp_index(int warp) { return warp - kFirstDispatchWarp; }

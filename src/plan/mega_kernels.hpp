@@ -8,17 +8,28 @@
 
 namespace symmoe::plan {
 
-// The fused kernels that exist (src/kernels/mega/mega_kernel.cu and mega_kernel_fp4.cu instantiate exactly these):
-// the GEMM core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels entries, for L1 and
-// L2 alike (one stage ring, one tile shape): FP8 weights at every mega_block_m_candidates BLOCK_M, then FP4 weights
-// (num_stages counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped
-// GEMM; the math warpgroups convert). Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts
-// (layout::MegaSmemCounts): mega_smem_bytes below; src/kernels/mega/smem_layout.hpp stacks the two.
+// The fused kernels that exist (src/kernels/mega/mega_kernel*.cu instantiate exactly these), one tile shape for L1
+// and L2 alike (one stage ring), 256 weight rows (L1: 128 channels of gate/up) per tile; FP8 weights at every
+// mega_block_m_candidates BLOCK_M, then FP4 weights. The GEMM core is mega_core(block_m):
+//   16, 32   the swap-AB core's tiles (kernels/gemm/swap_ab_*.cuh: the tokens are the WGMMA's N, each math warpgroup
+//            runs 128 weight rows as two 64-row chains; FP4 converted in registers), the stage counts of its SwiGLU
+//            entries in kGemmKernels where the per-expert counts still fit (FP8 BLOCK_M 32: one fewer);
+//   64, 128  the two-halves core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels
+//            entries (FP4: num_stages counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as
+//            in the FP4 grouped GEMM; the math warpgroups convert).
+// Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts): mega_smem_bytes
+// below; src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
   GemmWeights weights = GemmWeights::kFp8;
 };
-inline constexpr MegaKernelShape kMegaKernels[] = {{64, 256, 5}, {128, 256, 4}, {64, 256, 5, GemmWeights::kFp4}};
+inline constexpr MegaKernelShape kMegaKernels[] = {{16, 256, 6},
+                                                   {32, 256, 5},
+                                                   {64, 256, 5},
+                                                   {128, 256, 4},
+                                                   {16, 256, 11, GemmWeights::kFp4},
+                                                   {32, 256, 10, GemmWeights::kFp4},
+                                                   {64, 256, 5, GemmWeights::kFp4}};
 inline constexpr int kNumMegaKernels = static_cast<int>(sizeof(kMegaKernels) / sizeof(kMegaKernels[0]));
 // kMegaKernels is FP8 then FP4, each over mega_block_m_candidates in order.
 constexpr bool mega_kernels_follow_candidates() {
@@ -42,7 +53,8 @@ constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
 // Dynamic shared memory of a fused kernel: the GEMM core's (gemm_smem_bytes) + the per-expert counts.
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
                               GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true)) +
+  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true),
+                         mega_core(block_m)) +
          layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
 

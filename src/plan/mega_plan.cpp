@@ -36,6 +36,18 @@ std::string block_m_list(const MegaBlockMs& candidates) {
   return s;
 }
 
+// The warpgroup tiles of p.block_m's core (mega_core): tokens on WGMMA M, rows x columns; swap-AB, weight rows x
+// tokens.
+void set_wg_tiles(MegaPlan& p) {
+  if (mega_core(p.block_m) == GemmCore::kSwapAB) {
+    p.l1_wg_tile_m = p.l2_wg_tile_m = p.l1_block_n / 2;
+    p.l1_wg_tile_n = p.l2_wg_tile_n = p.block_m;
+  } else {
+    p.l1_wg_tile_m = p.l2_wg_tile_m = hopper::kWgmmaM;
+    p.l1_wg_tile_n = p.l2_wg_tile_n = p.block_m == hopper::kWgmmaM ? 128 : 256;
+  }
+}
+
 }  // namespace
 
 layout::MegaDims MegaPlan::dims() const {
@@ -82,14 +94,16 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
     p.block_m = overrides.block_m;
   }
 
-  // ---- tiles per math warpgroup (the GEMM core's, src/kernels/gemm/math.cuh) ----
-  // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. 64 x 256: the warpgroups split
-  // the 256 columns (64 x 128 each; the L1 amax over the tile's 128 channels crosses them through shared memory).
-  // 128 x 256: they split the rows (64 x 256 each, two 128-column halves sharing one partial accumulator).
+  // ---- tiles per math warpgroup (the GEMM core's: mega_core) ----
+  // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. Tokens on WGMMA M: 64 x 256: the
+  // warpgroups split the 256 columns (64 x 128 each; the L1 amax over the tile's 128 channels crosses them through
+  // shared memory); 128 x 256: they split the rows (64 x 256 each, two 128-column halves sharing one partial
+  // accumulator). Swap-AB (BLOCK_M 16, 32): each warpgroup runs 128 of the 256 weight rows (two 64-row WGMMA chains)
+  // x the BLOCK_M tokens; the warpgroup tile is printed as weight rows x tokens.
+  p.core = mega_core(p.block_m);
   p.l1_block_n = 256;
   p.l2_block_n = 256;
-  p.l1_wg_tile_m = p.l2_wg_tile_m = hopper::kWgmmaM;
-  p.l1_wg_tile_n = p.l2_wg_tile_n = p.block_m == hopper::kWgmmaM ? 128 : 256;
+  set_wg_tiles(p);
 
   // ---- waves (at the expected load; the kernel reads only wave_l1_tiles) ----
   const int num_local_experts = shape.num_local_experts();
@@ -132,7 +146,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
                gemm_weights_name(weights), " weights");
   const MegaKernelShape* kernel = &kMegaKernels[index];
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n, weights);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.l1_block_n, false, weights, gemm_b_scales_in_smem(weights, true)) +
+  p.smem_fixed = gemm_fixed_smem_bytes(p.l1_block_n, false, weights, gemm_b_scales_in_smem(weights, true), p.core) +
                  layout::MegaSmemCounts::num_bytes(shape.num_experts, num_local_experts);
   const int forced = detail::forced_stages(overrides);
   if (forced) {
@@ -165,11 +179,15 @@ void MegaPlan::validate() const {
                kMegaMaxHidden, " (two per-128 scales per lane of a pulling warp)", where());
   SYMMOE_CHECK(shape.num_topk <= kMegaMaxTopk, "plan", "top-k ", shape.num_topk, " exceeds the fused kernel's ",
                kMegaMaxTopk, " (one register row piece per lane in the combine)", where());
-  const int wg_n = block_m == hopper::kWgmmaM ? 128 : 256;
-  SYMMOE_CHECK(l1_wg_tile_m == hopper::kWgmmaM && l2_wg_tile_m == hopper::kWgmmaM && l1_wg_tile_n == wg_n &&
-                   l2_wg_tile_n == wg_n,
-               "plan", "warpgroup tiles must be the GEMM core's: 64 x 128 (BLOCK_M 64) or 64 x 256 (BLOCK_M 128)",
-               where());
+  MegaPlan tiles = *this;
+  set_wg_tiles(tiles);
+  SYMMOE_CHECK(
+      core == mega_core(block_m) && l1_wg_tile_m == tiles.l1_wg_tile_m && l2_wg_tile_m == tiles.l2_wg_tile_m &&
+          l1_wg_tile_n == tiles.l1_wg_tile_n && l2_wg_tile_n == tiles.l2_wg_tile_n,
+      "plan",
+      "core and warpgroup tiles must be the GEMM core's: swap-AB 128 weight rows x BLOCK_M tokens (BLOCK_M 16, "
+      "32), 64 x 128 (BLOCK_M 64) or 64 x 256 (BLOCK_M 128)",
+      where());
   const int num_local_experts = shape.num_local_experts();
   SYMMOE_CHECK(num_experts_per_wave >= 1 && num_local_experts % num_experts_per_wave == 0 &&
                    num_waves * num_experts_per_wave == num_local_experts,
@@ -208,9 +226,10 @@ std::string MegaPlan::to_string() const {
   std::ostringstream os;
   os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
-     << "tokens on WGMMA M BLOCK_M=" << block_m << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n
-     << " BLOCK_K=" << block_k << " weights=" << gemm_weights_name(weights) << " wg_tiles L1 " << l1_wg_tile_m << "x"
-     << l1_wg_tile_n << " L2 " << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
+     << (core == GemmCore::kSwapAB ? "swap-ab: tokens on WGMMA N" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
+     << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k
+     << " weights=" << gemm_weights_name(weights) << " wg_tiles L1 " << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 "
+     << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
      << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles
      << " | warps: producer " << num_producer_warps << " dispatch " << num_dispatch_warps;
   os << " math " << 4 * num_math_warpgroups;

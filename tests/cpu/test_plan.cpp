@@ -1,6 +1,7 @@
 // Planner property tests: every deployment of the sweep gets valid EP, grouped-GEMM and MegaMoE plans (stages >= 2,
 // shared memory and registers fit, tiles legal for WGMMA, waves divide the local experts, sizes match the
 // layouts); bad input raises a clear symmoe::Error; overrides apply and are checked.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -206,11 +207,19 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
 }
 
 TEST(Plan, BlockMLadder) {
-  // The fused kernel uses the compiled GEMM cores (plan::kMegaKernels; no swap-A/B kernel yet): decode 64-row
-  // tiles, large batches 128-row tiles; BLOCK_M never shrinks as tokens grow.
+  // The fused kernel uses the compiled GEMM cores (plan::kMegaKernels): decode 16-token swap-AB tiles (each warpgroup
+  // 128 weight rows x 16 tokens), then 32, 64 and, for large batches, 128-row tiles; BLOCK_M never shrinks as tokens
+  // grow.
   const plan::MegaPlan decode = plan::plan_mega_moe(named_shape("v3", 8, 1), 132, kNoOverrides);
-  EXPECT_EQ(decode.block_m, 64);
-  EXPECT_EQ(decode.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
+  EXPECT_EQ(decode.block_m, 16);
+  EXPECT_EQ(decode.core, plan::GemmCore::kSwapAB);
+  EXPECT_EQ(decode.l1_wg_tile_m, 128);
+  EXPECT_EQ(decode.l1_wg_tile_n, 16);
+  EXPECT_NE(decode.to_string().find("swap-ab: tokens on WGMMA N"), std::string::npos) << decode.to_string();
+  const plan::MegaPlan mid = plan::plan_mega_moe(named_shape("v3", 8, 150), 132, kNoOverrides);
+  EXPECT_EQ(mid.block_m, 64);
+  EXPECT_EQ(mid.core, plan::GemmCore::kTwoHalves);
+  EXPECT_EQ(mid.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
   const plan::MegaPlan prefill = plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides);
   EXPECT_EQ(prefill.block_m, 128);
   EXPECT_EQ(prefill.l1_wg_tile_m, 64);
@@ -265,18 +274,23 @@ TEST(Plan, BlockMLadder) {
       [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
       "cluster_size");
   // The fused layer: T * R * K / E = T * 8 * 8 / 256 = T / 4 tokens per expert, x kMegaBlockMHeadroom 1.25 -> BLOCK_M
-  // 64 up to T = 204 (63.75), 128 from 205. One rank: Flash 2048 tokens = 48 per expert -> 64, 8192 = 192 -> 128;
-  // V3 2048 = 64 per expert -> 128.
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 64);
+  // 16 up to T = 51 (15.9), 32 up to 102 (31.9), 64 up to 204 (63.75), 128 from 205. One rank: Flash 2048 tokens =
+  // 48 per expert -> 64, 8192 = 192 -> 128; V3 2048 = 64 per expert -> 128.
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 16);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 51), 132, kNoOverrides).block_m, 16);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 52), 132, kNoOverrides).block_m, 32);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 102), 132, kNoOverrides).block_m, 32);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 103), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 204), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 205), 132, kNoOverrides).block_m, 128);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 1, 2048), 132, kNoOverrides).block_m, 128);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 2048), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 8192), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
-    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
-              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights) +
-                  layout::MegaSmemCounts::num_bytes(256, 32));
+    EXPECT_EQ(
+        plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
+        plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, plan::mega_core(k.block_m)) +
+            layout::MegaSmemCounts::num_bytes(256, 32));
   for (const auto& name : test::sweep_shape_names())
     for (const int r : test::sweep_ranks(name)) {
       int prev = 0;
@@ -500,35 +514,40 @@ TEST(Plan, BScalesInSharedMemory) {
   EXPECT_FALSE(fp4.b_scales_smem) << fp4.to_string();
   // The fused kernel's shared memory has no B-scale chunk: 384 experts at H 7168 fit next to BLOCK_M 64's 5 stages.
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)
-    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
-              plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false) +
-                  layout::MegaSmemCounts::num_bytes(256, 32));
+    EXPECT_EQ(
+        plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
+        plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, plan::mega_core(k.block_m)) +
+            layout::MegaSmemCounts::num_bytes(256, 32));
 }
 
-// The fused layer with FP4 weights: one compiled FP4 kernel (64 x 256 with 5 raw stages; the math warpgroups
-// convert), so every FP4 plan is BLOCK_M 64 whatever the batch; its shared memory (packed FP4 stages + the E4M3
-// ring) in the plan and printed. SYMMOE_BLOCK_M=128 is refused for FP4 naming the variable, the weights and the
-// allowed value; FP8 keeps its 64 / 128 ladder.
+// The fused layer with FP4 weights: the swap-AB kernels at BLOCK_M 16 and 32 (FP4 converted in registers) and the
+// two-halves 64 x 256 kernel with 5 raw stages (the math warpgroups convert into an E4M3 ring), the FP8 ladder's
+// BLOCK_M up to 64; the shared memory (packed FP4 stages + codes, + the E4M3 ring at 64) in the plan and printed.
+// SYMMOE_BLOCK_M=128 is refused for FP4 naming the variable, the weights and the allowed values.
 TEST(Plan, MegaFp4) {
   const plan::MegaBlockMs fp4_candidates = plan::mega_block_m_candidates(plan::GemmWeights::kFp4);
-  ASSERT_EQ(fp4_candidates.count, 1);
-  EXPECT_EQ(fp4_candidates.values[0], 64);
+  ASSERT_EQ(fp4_candidates.count, 3);
+  EXPECT_EQ(fp4_candidates.values[0], 16);
+  EXPECT_EQ(fp4_candidates.values[1], 32);
+  EXPECT_EQ(fp4_candidates.values[2], 64);
   const plan::MegaBlockMs fp8_candidates = plan::mega_block_m_candidates(plan::GemmWeights::kFp8);
-  ASSERT_EQ(fp8_candidates.count, 2);
-  EXPECT_EQ(fp8_candidates.values[0], 64);
-  EXPECT_EQ(fp8_candidates.values[1], 128);
+  ASSERT_EQ(fp8_candidates.count, 4);
+  EXPECT_EQ(fp8_candidates.values[2], 64);
+  EXPECT_EQ(fp8_candidates.values[3], 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // exactly the candidates of each format are compiled
     EXPECT_TRUE(plan::mega_block_m_candidates(k.weights).contains(k.block_m)) << k.block_m;
   EXPECT_EQ(plan::kNumMegaKernels, fp8_candidates.count + fp4_candidates.count);
-  for (const int tokens : {1, 8, 32, 128, 204, 205, 512, 2048, 8192}) {
+  for (const int tokens : {1, 8, 32, 51, 52, 102, 103, 128, 204, 205, 512, 2048, 8192}) {
     const MoeShape v3 = named_shape("v3", 8, tokens);
     const plan::MegaPlan fp8 = plan::plan_mega_moe(v3, 132, kNoOverrides);
     const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
+    const int ladder = tokens <= 51 ? 16 : tokens <= 102 ? 32 : tokens <= 204 ? 64 : 128;  // 1.25 x T / 4 rows
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
-    EXPECT_EQ(fp4.block_m, 64) << tokens << " tokens";
-    EXPECT_EQ(fp8.block_m, tokens <= 204 ? 64 : 128) << tokens << " tokens";  // FP8: 64 up to 51.2 rows per expert
-    EXPECT_EQ(fp4.l1_wg_tile_n, 128);  // split N: each math warpgroup converts its own B rows
-    EXPECT_EQ(fp4.num_stages, 5);
+    EXPECT_EQ(fp4.block_m, std::min(ladder, 64)) << tokens << " tokens";
+    EXPECT_EQ(fp8.block_m, ladder) << tokens << " tokens";
+    EXPECT_EQ(fp4.core, plan::mega_core(fp4.block_m));
+    EXPECT_EQ(fp4.l1_wg_tile_n, fp4.block_m == 64 ? 128 : fp4.block_m);  // 64: split N (each converts its rows)
+    EXPECT_EQ(fp4.num_stages, plan::kMegaKernels[plan::mega_kernel_index(fp4.block_m, fp4.weights)].num_stages);
     EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, fp4.num_stages, v3.num_experts,
                                                     v3.num_local_experts(), plan::GemmWeights::kFp4));
     EXPECT_EQ(fp4.smem_per_stage, plan::gemm_stage_smem_bytes(fp4.block_m, 256, plan::GemmWeights::kFp4));
@@ -536,32 +555,36 @@ TEST(Plan, MegaFp4) {
     EXPECT_NE(fp4.to_string().find("weights=fp4"), std::string::npos) << fp4.to_string();
     EXPECT_NE(fp4.to_string().find("(+ FP4 conversion)"), std::string::npos) << fp4.to_string();
     EXPECT_EQ(fp8.to_string().find("FP4"), std::string::npos) << fp8.to_string();
-    EXPECT_EQ(fp4.named_barriers, 7);  // + one conversion barrier per math warpgroup
+    EXPECT_EQ(fp4.named_barriers, 7);  // + one conversion barrier per math warpgroup (64; unused by swap-AB)
     EXPECT_EQ(fp8.named_barriers, 5);
     EXPECT_NE(fp8.to_string().find("weights=fp8"), std::string::npos) << fp8.to_string();
   }
   for (const auto& name : test::sweep_shape_names())
     for (const int r : test::sweep_ranks(name))
       for (const int t : test::sweep_tokens())
-        ASSERT_EQ(plan::plan_mega_moe(named_shape(name, r, t), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 64)
+        ASSERT_LE(plan::plan_mega_moe(named_shape(name, r, t), 132, kNoOverrides, plan::GemmWeights::kFp4).block_m, 64)
             << name << " R=" << r << " T=" << t;
   plan::PlanOverrides o;
   o.block_m = 128;
   for (const int tokens : {1, 8192})
     expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, tokens), 132, o, plan::GemmWeights::kFp4); },
-                 "SYMMOE_BLOCK_M must be 64 for MegaMoE with fp4 weights (the compiled fused kernels), got 128");
+                 "SYMMOE_BLOCK_M must be one of 16, 32, 64 for MegaMoE with fp4 weights (the compiled fused kernels), "
+                 "got 128");
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o).block_m, 128);  // FP8: 128 stays legal
   o.block_m = 96;
   expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o); },
-               "SYMMOE_BLOCK_M must be one of 64, 128 for MegaMoE with fp8 weights");
+               "SYMMOE_BLOCK_M must be one of 16, 32, 64, 128 for MegaMoE with fp8 weights");
   o.block_m = 64;
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, o, plan::GemmWeights::kFp4).block_m, 64);
+  o.block_m = 16;
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, o, plan::GemmWeights::kFp4).core,
+            plan::GemmCore::kSwapAB);
   o = {};
-  o.num_stages = 4;  // FP8 BLOCK_M 128's count, not FP4's
+  o.num_stages = 4;  // FP8 BLOCK_M 128's count, no FP4 kernel's
   expect_error([&] { plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4); },
                "SYMMOE_NUM_STAGES");
-  o.num_stages = 5;
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4).num_stages, 5);
+  o.num_stages = 11;
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 1), 132, o, plan::GemmWeights::kFp4).num_stages, 11);
 }
 
 TEST(Plan, OverridesApplyAndAreChecked) {
@@ -570,13 +593,14 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   o.block_m = 64;
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 64);
-  // 32-row tiles are compiled for the swap-AB core only, which takes a core pin.
+  // 32-row grouped-GEMM tiles are compiled for the swap-AB core only, which takes a core pin; the fused kernel has
+  // its own (swap-AB at 16 and 32).
   o.block_m = 32;
   expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
                "SYMMOE_BLOCK_M");
   expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o); },
                "SYMMOE_BLOCK_M");
-  expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
+  EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).block_m, 32);
   o.block_m = 48;
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
   o.block_m = 128;  // legal for the grouped GEMM (bf16 and SwiGLU) and for MegaMoE

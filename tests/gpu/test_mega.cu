@@ -44,7 +44,7 @@ struct Param {
   int ranks;  // 0: one per GPU
   bool from_host;
   float clamp;
-  int block_m;  // 0: the planner's; else forced through SYMMOE_BLOCK_M (64 or 128)
+  int block_m;  // 0: the planner's (per call); else forced through SYMMOE_BLOCK_M (16, 32: swap-AB; 64, 128)
 };
 
 std::unique_ptr<MegaMoe> make_mega(Setup& s, int block_m, const MegaMoeOptions& o) {
@@ -196,7 +196,8 @@ TEST(MegaSanitize, OneTracedCallOneToken) { one_sanitized_call(true); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
                          ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},
-                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64},
+                                           Param{8, false, 2.f, 0}, Param{8, false, 0.f, 64}, Param{1, false, 0.f, 32},
+                                           Param{8, false, 2.f, 16},
                                            Param{2, true, swiglu_clamp_for_activation_clamp(0.f), 0}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
@@ -295,9 +296,10 @@ TEST_P(MegaTrace, TracedEqualsUntracedAndStampsAreOrdered) {
   EXPECT_GT(total_tiles, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(64, 128), [](const ::testing::TestParamInfo<int>& info) {
-  return "block_m" + std::to_string(info.param);
-});
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaTrace, ::testing::Values(32, 64, 128),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "block_m" + std::to_string(info.param);
+                         });
 
 // The model shapes (flash, pro, v3) on 2 GPUs and on 8 virtual ranks, tokens/rank 1, 8, 128, 2048 with uniform,
 // Zipf, hot-expert and 30%-masked routings: fused == composed bitwise on every token of every rank (both run the

@@ -31,7 +31,7 @@
 namespace symmoe {
 namespace {
 
-// block_m: 0 the planner's, else forced through SYMMOE_BLOCK_M (read at construction; FP4: 64 is the only one).
+// block_m: 0 the planner's, else forced through SYMMOE_BLOCK_M (read at construction; FP4: 16, 32 swap-AB, 64).
 std::unique_ptr<MegaMoe> make_mega_fp4(Fp4Setup& f, const MegaMoeOptions& o, int block_m = 0) {
   if (block_m) ::setenv("SYMMOE_BLOCK_M", std::to_string(block_m).c_str(), 1);
   auto layer = std::make_unique<MegaMoe>(*f.s->comm, f.s->shape, f.fp4_store.views(), o);
@@ -95,7 +95,7 @@ struct Param {
   int ranks;  // 0: one per GPU
   bool synthetic;
   float clamp;
-  int block_m;  // 0: the planner's (64, the only FP4 BLOCK_M); 64 forced
+  int block_m;  // 0: the planner's (per call: 16, 32 or 64); else forced
 };
 
 class MegaFusedFp4 : public ::testing::TestWithParam<Param> {};
@@ -117,7 +117,7 @@ TEST_P(MegaFusedFp4, MatchesComposedBitwiseAndGoldenModel) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFusedFp4,
                          ::testing::Values(Param{1, false, 0.f, 0}, Param{8, false, 2.f, 0}, Param{8, true, 0.f, 64},
-                                           Param{0, true, 0.f, 0}),
+                                           Param{0, true, 0.f, 0}, Param{1, true, 0.f, 32}, Param{8, false, 2.f, 16}),
                          [](const ::testing::TestParamInfo<Param>& info) {
                            const Param& p = info.param;
                            return (p.ranks == 0 ? std::string("one_per_gpu") : "ranks" + std::to_string(p.ranks)) +
@@ -141,9 +141,9 @@ TEST(MegaFp4FewSms, FourCtasMatchComposedBitwise) {
   }
 }
 
-// One 1-token case (uniform routing) on 4 CTAs at the fused FP4 kernel's one BLOCK_M (64: the math warpgroups
-// convert): small enough for compute-sanitizer's racecheck, which runs the fused FP4 kernel far slower than memcheck
-// (MegaFp4FewSms's eight cases do not finish in 150 s under it).
+// One 1-token case (uniform routing) on 4 CTAs at each fused FP4 kernel's BLOCK_M (16: swap-AB, converted in
+// registers; 64: the math warpgroups convert into shared memory): small enough for compute-sanitizer's racecheck, which
+// runs the fused FP4 kernel far slower than memcheck (MegaFp4FewSms's eight cases do not finish in 150 s under it).
 class MegaFp4Sanitize : public ::testing::TestWithParam<int> {};
 
 TEST_P(MegaFp4Sanitize, OneTokenFourCtasMatchComposedBitwise) {
@@ -156,9 +156,10 @@ TEST_P(MegaFp4Sanitize, OneTokenFourCtasMatchComposedBitwise) {
   run_case(*f, *mega, c);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4Sanitize, ::testing::Values(64), [](const ::testing::TestParamInfo<int>& info) {
-  return "block_m" + std::to_string(info.param);
-});
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4Sanitize, ::testing::Values(16, 64),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "block_m" + std::to_string(info.param);
+                         });
 
 // The model shapes (flash, pro, v3) with synthetic FP4 weights, one rank per GPU and 8 virtual ranks, tokens/rank
 // 1, 8, 128, 2048 with the four routings (layer_cases): fused FP4 == composed FP4 bitwise on every token of every
@@ -228,12 +229,12 @@ TEST_P(MegaFp4TraceAndGraph, TracedAndReplayedBitwise) {
       s, in, eager, [&] { mega->forward(in.args); }, 100);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4TraceAndGraph, ::testing::Values(64),
+INSTANTIATE_TEST_SUITE_P(BlockM, MegaFp4TraceAndGraph, ::testing::Values(16, 64),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "block_m" + std::to_string(info.param);
                          });
 
-// Bad FP4 views, and SYMMOE_BLOCK_M=128 with FP4 weights (the fused FP4 kernel exists at BLOCK_M 64 only), raise
+// Bad FP4 views, and SYMMOE_BLOCK_M=128 with FP4 weights (the fused FP4 kernels exist at BLOCK_M 16, 32, 64), raise
 // naming the field or variable before the fused layer writes anything (y stays poisoned, the old binding stays);
 // rebinding FP8 <-> FP4 re-plans and stays bitwise right.
 TEST(MegaFp4Errors, BadWeightsRaiseBeforeWriting) {
@@ -261,11 +262,11 @@ TEST(MegaFp4Errors, BadWeightsRaiseBeforeWriting) {
   EXPECT_ERROR_NAMES((void)MegaMoe(*s.comm, shape, views), "weights.format");
   ::setenv("SYMMOE_BLOCK_M", "128", 1);  // read at construction
   EXPECT_ERROR_NAMES((void)MegaMoe(*s.comm, shape, f->fp4_store.views()),
-                     "SYMMOE_BLOCK_M must be 64 for MegaMoE with fp4 weights");
+                     "SYMMOE_BLOCK_M must be one of 16, 32, 64 for MegaMoE with fp4 weights");
   {
     MegaMoe mega(*s.comm, shape, s.store.views());  // FP8 at BLOCK_M 128: fine; rebinding FP4 is refused
     EXPECT_EQ(mega.plan(0).block_m, 128);
-    EXPECT_ERROR_NAMES(mega.bind_weights(f->fp4_store.views()), "SYMMOE_BLOCK_M must be 64");
+    EXPECT_ERROR_NAMES(mega.bind_weights(f->fp4_store.views()), "SYMMOE_BLOCK_M must be one of 16, 32, 64");
     EXPECT_EQ(mega.plan(0).weights, plan::GemmWeights::kFp8);
   }
   ::unsetenv("SYMMOE_BLOCK_M");

@@ -36,12 +36,12 @@
 namespace symmoe::layout {
 
 // BLOCK_M candidates of the fused kernel (tokens per tile): the token-row counts of the compiled GEMM cores it
-// reuses (plan::kMegaKernels, a subset of plan::kGemmKernels' shapes): 64 x 256 (the two math warpgroups split the
-// 256 columns, 64 x 128 each) and 128 x 256 (they split the rows; each runs two 128-column halves sharing one
-// partial accumulator). No swap-A/B kernel exists yet, so 16/32 are not candidates. The planner picks one.
-constexpr int kMegaNumBlockMCandidates = 2;
-constexpr int kMegaBlockMCandidates[kMegaNumBlockMCandidates] = {64, 128};  // host only (planner, tests)
-constexpr int kMegaMinBlockM = 64;
+// reuses (plan::kMegaKernels): 16 and 32 on the swap-AB core (the tokens are the WGMMA's N, 256 weight rows per tile),
+// 64 x 256 (the two math warpgroups split the 256 columns, 64 x 128 each) and 128 x 256 (they split the rows; each
+// runs two 128-column halves sharing one partial accumulator). The planner picks one per call.
+constexpr int kMegaNumBlockMCandidates = 4;
+constexpr int kMegaBlockMCandidates[kMegaNumBlockMCandidates] = {16, 32, 64, 128};  // host only (planner, tests)
+constexpr int kMegaMinBlockM = 16;
 constexpr int kMegaMaxBlockM = 128;
 constexpr int kMegaBlockMLcm = 128;  // LCM of the candidates
 // The L2 arrival mask has one bit per 128 intermediate channels in a 64-bit word.

@@ -12,6 +12,7 @@
 
 #include "kernels/gemm/epilogue_staging.cuh"
 #include "kernels/gemm/math.cuh"
+#include "kernels/gemm/swap_ab_math.cuh"
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
 #include "kernels/ptx/sync.cuh"
@@ -34,6 +35,11 @@ __device__ __forceinline__ uint64_t l2_full_mask(int intermediate) {
   return bits >= 64 ? ~0ull : (1ull << bits) - 1;
 }
 
+// The swap-AB epilogues' stores are plain st.global from the registers: no bulk store to drain before a signal.
+struct DirectStores {
+  __device__ __forceinline__ void drain() const {}
+};
+
 // All math threads: the L1 tile whose rows the math warpgroups have stored (epilogue_swiglu_fp8) is signalled, i.e.
 // its bit set in the pool block's l2_arrival_mask after its stores are complete, at once or (kDeferred,
 // MegaRoles::defers_l1_signal) at the next flush. Deadlock freedom: the kernel flushes before the mainloop of an L2
@@ -43,15 +49,16 @@ template <int BLOCK_N, bool kDeferred>
 struct PendingL1Signal {
   int packed = -1;  // kDeferred: pool block x 64 + L1 n-block (l2_mask_bit: < 64 n-blocks); -1: nothing pending
 
-  __device__ __forceinline__ void stored(const MegaParams& p, const MegaTile& t,
-                                         const gemm::kernel::WarpStaging& staging) {
+  template <typename Staging>
+  __device__ __forceinline__ void stored(const MegaParams& p, const MegaTile& t, const Staging& staging) {
     if constexpr (kDeferred)
       packed = t.pool_block * 64 + t.tile.n_begin / BLOCK_N;
     else
       signal(p, t.pool_block, t.tile.n_begin, staging);
   }
 
-  __device__ __forceinline__ void flush(const MegaParams& p, const gemm::kernel::WarpStaging& staging) {
+  template <typename Staging>
+  __device__ __forceinline__ void flush(const MegaParams& p, const Staging& staging) {
     if constexpr (kDeferred) {
       if (packed < 0) return;  // uniform over the math threads
       signal(p, packed / 64, packed % 64 * BLOCK_N, staging);
@@ -60,9 +67,10 @@ struct PendingL1Signal {
   }
 
  private:
+  template <typename Staging>
   static __device__ __forceinline__ void signal(const MegaParams& p, int pool_block, int n_begin,
-                                                const gemm::kernel::WarpStaging& staging) {
-    staging.drain();                  // this warp's bulk stores have written the rows
+                                                const Staging& staging) {
+    staging.drain();                  // this warp's bulk stores have written the rows (DirectStores: none)
     ptx::fence_proxy_async_global();  // ... and are ordered with the generic release below
     ptx::fence_acq_rel_gpu();         // the scales (generic stores) too
     ptx::named_barrier_sync(layout::MegaRoles::kL1DoneBarrier, layout::MegaRoles::kNumMathThreads);
@@ -98,6 +106,43 @@ __device__ __forceinline__ void epilogue_l2_writeback(
       staging.publish(dst_row ? dst_row + col + 64 * slab : nullptr, 128);
     }
   }
+}
+
+// Swap-AB core (BLOCK_M 16, 32): math warpgroup wg's 128 weight rows (= output columns) x the tile's tokens
+// (acc: swap_ab_k_loop's order) -> bf16 pairs straight into each token's combine row on its source rank (as
+// swap_ab_epilogue_bf16: one shuffle pairs neighbouring columns; the even lane of a pair stores token 2t, the odd lane
+// token 2t + 1). A warpgroup whose rows lie past H (the partial last n-block) stores nothing (swap_ab_active).
+template <int BLOCK_M>
+__device__ __forceinline__ void swap_ab_epilogue_l2_writeback(const MegaParams& p, const gemm::kernel::Tile& tile,
+                                                              int wg, const float (&acc)[BLOCK_M]) {
+  constexpr int kNumAcc = BLOCK_M / 2;
+  if (!gemm::kernel::swap_ab_active<256>(p.l2, tile, wg)) return;  // uniform over the warpgroup
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const bool odd = (lane / 4) % 2;
+  const int col = tile.n_begin + 128 * wg + 16 * warp + lane / 4 - (odd ? 1 : 0);  // the pair's first column
+  uint16_t* dst[BLOCK_M / 8];  // this lane's token of each 8-token group: its combine row on the source rank
+#pragma unroll
+  for (int c = 0; c < BLOCK_M / 8; ++c) {
+    const int token = 8 * c + 2 * (lane % 4) + (odd ? 1 : 0);
+    dst[c] = nullptr;
+    if (token < tile.num_rows) {
+      const layout::PoolRowSource src = *p.ws.get_l1_pool_src(uint64_t(tile.row_begin + token));
+      dst[c] = p.sym.map(p.ws.get_combine_row(src.src_token, src.src_topk), uint32_t(src.src_rank)) + col;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int c = 0; c < BLOCK_M / 8; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v0 = acc[kNumAcc * j + 4 * c + 2 * h], v1 = acc[kNumAcc * j + 4 * c + 2 * h + 1];  // 2t, 2t + 1
+        const float other = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
+        if (dst[c] != nullptr) {
+          const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(other, v1) : __floats2bfloat162_rn(v0, other);
+          *reinterpret_cast<__nv_bfloat162*>(dst[c] + 64 * j + 8 * h) = pair;
+        }
+      }
 }
 
 }  // namespace symmoe::mega::kernel

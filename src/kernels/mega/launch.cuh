@@ -1,5 +1,5 @@
-// The launch of one compiled fused kernel (plan::kMegaKernels[kIndex]); mega_kernel.cu (FP8) and
-// mega_kernel_fp4.cu (FP4) each instantiate their entries, so each translation unit compiles its kernels only.
+// The launch of one compiled fused kernel (plan::kMegaKernels[kIndex]); each mega_kernel*.cu instantiates its own
+// entries (launch.hpp), so each translation unit compiles its kernels only.
 #pragma once
 
 #include "kernels/mega/launch.hpp"
@@ -21,6 +21,7 @@ void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, con
   // The traced instantiation only for traced calls (trace.cuh).
   auto* kernel = params.trace ? mega_moe_kernel<s.block_m, s.block_n, s.num_stages, true, kFp4>
                               : mega_moe_kernel<s.block_m, s.block_n, s.num_stages, false, kFp4>;
+  static_assert(s.block_n == 256, "the fused kernels' tiles are 256 weight rows");
   SYMMOE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   if constexpr (kFp4)
     kernel<<<num_ctas, kNumThreads, smem_bytes, stream>>>(params, m);

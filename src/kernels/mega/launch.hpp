@@ -14,8 +14,11 @@ namespace symmoe::mega::kernel {
 // with the plan. maps: the six phase maps (maps.gemm, all an FP8 kernel takes) and, for FP4 weights, the codes maps.
 void launch_mega_moe(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
                      cudaStream_t stream);
-// The FP4 entries (mega_kernel_fp4.cu); launch_mega_moe calls it for plan.weights kFp4.
-void launch_mega_moe_fp4(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
-                         cudaStream_t stream);
+
+// The launch of compiled kernel plan::kMegaKernels[kIndex] (launch.cuh); each mega_kernel*.cu instantiates its own
+// entries, so the kernels compile in separate translation units.
+template <int kIndex>
+void launch_mega_entry(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
+                       cudaStream_t stream);
 
 }  // namespace symmoe::mega::kernel

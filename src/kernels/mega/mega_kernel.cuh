@@ -34,6 +34,8 @@
 #include "kernels/gemm/epilogue_swiglu.cuh"
 #include "kernels/gemm/math.cuh"
 #include "kernels/gemm/math_fp4.cuh"
+#include "kernels/gemm/swap_ab_epilogue.cuh"
+#include "kernels/gemm/swap_ab_math.cuh"
 #include "kernels/mega/combine.cuh"
 #include "kernels/mega/dispatch.cuh"
 #include "kernels/mega/epilogue.cuh"
@@ -66,6 +68,8 @@ static_assert(Roles::kFp4ConvertBarrier0 > Roles::kL1DoneBarrier &&
                   Roles::kFp4ConvertBarrier0 >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
                   Roles::kNumFp4ConvertBarriers == Roles::kNumMathWarpgroups,
               "MegaRoles: the FP4 conversion barriers (one per math warpgroup) collide with another named barrier");
+static_assert(gemm::kernel::kSwapAbAmaxBarrier == Roles::kAmaxExchangeBarrier,
+              "the swap-AB SwiGLU epilogue's amax barrier must be MegaRoles::kAmaxExchangeBarrier");
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
 // `combine` false: this rank's routing was bad (dispatch.cuh): its y is left untouched.
@@ -107,6 +111,45 @@ __device__ __forceinline__ void finish_call(const MegaParams& p, bool combine) {
   }
 }
 
+// The math role on the swap-AB core (BLOCK_M 16, 32; both math warpgroups, wg warp-uniform): per tile of the
+// scheduler's order swap_ab_k_loop (kernels/gemm/swap_ab_math.cuh: 256 weight rows x BLOCK_M tokens, the weights the
+// WGMMA's M operand, FP4 converted in registers), then L1: the swap-AB SwiGLU + FP8 epilogue into the L2 pool and
+// the tile's arrival signal at once (no bulk store to drain); L2: the bf16 write-back into the source ranks'
+// combine rows (epilogue.cuh). No issue turns: each warpgroup waits for the stage and releases it on its own.
+template <int BLOCK_M, int kNumStages, bool kTrace, bool kFp4, typename Layout>
+__device__ __forceinline__ void run_mega_math_swap_ab(const MegaParams& p, const Layout& smem,
+                                                      const ExpertCounts& counts, int wg) {
+  using gemm::kernel::EpilogueKind;
+  gemm::kernel::PipelineState<kNumStages> pipe;
+  float acc[BLOCK_M];  // two 64-row sub-tiles x BLOCK_M / 2 (swap_ab_k_loop)
+  MegaScheduler<BLOCK_M, 256> sched(p, counts, blockIdx.x);
+  MegaTile t;
+  PendingL1Signal<256, Roles::defers_l1_signal(kFp4, true)> pending;
+  const DirectStores stores;
+  for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
+    if (t.l2) {
+      pending.flush(p, stores);  // this tile's inputs may include the pending one
+      gemm::kernel::swap_ab_k_loop<BLOCK_M, 256, kNumStages, kFp4, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, pipe,
+                                                                                        acc);
+    } else {
+      gemm::kernel::swap_ab_k_loop<BLOCK_M, 256, kNumStages, kFp4, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg,
+                                                                                             pipe, acc);
+    }
+    if constexpr (kTrace)
+      if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
+    if (t.l2) {
+      swap_ab_epilogue_l2_writeback<BLOCK_M>(p, t.tile, wg, acc);
+    } else {
+      pending.flush(p, stores);
+      gemm::kernel::swap_ab_epilogue_swiglu_fp8(p.l1, t.tile, wg, l1_count++ & 1, smem, acc);
+      pending.stored(p, t, stores);
+    }
+    if constexpr (kTrace)
+      if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMathDone, ptx::globaltimer_ns());
+  }
+  pending.flush(p, stores);
+}
+
 // The fused kernel, both weight formats: stages 1-4 above. kernel_maps: MegaTensorMaps (FP8 weights) or
 // MegaRankMaps (FP4: with the code maps); `maps` are its six phase maps, `codes_maps` (kFp4 only) the W1 codes map,
 // W2's right after it.
@@ -119,9 +162,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   const MegaTensorMaps& maps = gemm_maps(kernel_maps);
   [[maybe_unused]] const CUtensorMap* codes_maps = code_maps(kernel_maps);
   using namespace gemm::kernel;
-  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
-  static_assert(!kFp4 || Slice::kSplitN,
-                "FP4: the math warpgroups convert, so each must read only its own B rows (split-N tiles, BLOCK_M 64)");
+  constexpr bool kSwapAB = plan::mega_core(BLOCK_M) == plan::GemmCore::kSwapAB;
+  static_assert(!kSwapAB || BLOCK_N == 256, "swap-AB fused tiles: 256 weight rows (the SwiGLU tile)");
   extern __shared__ uint8_t smem_raw[];
   const layout::MegaDims& d = p.ws.dims();
   const int El = d.num_local_experts();
@@ -136,8 +178,8 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     trace_stamp<kTrace>(p, kTraceStart);
     ptx::prefetch_tensormap(&maps.l1_a), ptx::prefetch_tensormap(&maps.l1_sfa), ptx::prefetch_tensormap(&maps.l1_b);
     ptx::prefetch_tensormap(&maps.l2_a), ptx::prefetch_tensormap(&maps.l2_sfa), ptx::prefetch_tensormap(&maps.l2_b);
-    if constexpr (kFp4) {
-      ptx::prefetch_tensormap(codes_maps), ptx::prefetch_tensormap(codes_maps + 1);
+    if constexpr (kFp4) ptx::prefetch_tensormap(codes_maps), ptx::prefetch_tensormap(codes_maps + 1);
+    if constexpr (kFp4 && !kSwapAB) {
       smem.init_stage_barriers(Roles::kNumMathWarps, 0);  // one arrive per math warp, no converter warps
     } else {
       smem.init_stage_barriers(Roles::kNumMathWarps);  // one arrive per math warp
@@ -186,7 +228,18 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     }
     __syncwarp();
     ptx::setmaxnreg_inc<Roles::kCommonRegisters>();
+  } else if constexpr (kSwapAB) {
+    ptx::setmaxnreg_inc<Roles::kMathRegisters>();
+    run_mega_math_swap_ab<BLOCK_M, kNumStages, kTrace, kFp4>(p, smem, counts, wg);
+    if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
+    // Every write-back to a peer complete and ordered before rank_barrier #2's release.
+    ptx::fence_acq_rel_sys();
+    ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
   } else {
+    using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
+    static_assert(
+        !kFp4 || Slice::kSplitN,
+        "FP4: the math warpgroups convert, so each must read only its own B rows (split-N tiles, BLOCK_M 64)");
     ptx::setmaxnreg_inc<Roles::kMathRegisters>();
     const Slice slice(wg);
     const GemmParams& l1 = p.l1;
@@ -198,7 +251,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
     Scheduler sched(p, counts, blockIdx.x);
     MegaTile t;
-    PendingL1Signal<BLOCK_N, Roles::defers_l1_signal(kFp4)> pending;
+    PendingL1Signal<BLOCK_N, Roles::defers_l1_signal(kFp4, false)> pending;
     for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
       if (t.l2) pending.flush(p, staging);  // this tile's inputs may include the pending one
       // FP4: one mainloop for both phases (kMixedPhases: the tile's kind picks the B-scale layout at run time).

@@ -1,18 +1,11 @@
-// Compiled fused MoE kernel with FP4 weights: exactly the kFp4 entry of plan::kMegaKernels (BLOCK_M 64), timed and
-// traced (two instantiations of mega_moe_kernel with kFp4).
+// Compiled fused MoE kernel with FP4 weights on the two-halves core (BLOCK_M 64: plan::kMegaKernels entry 6), timed
+// and traced.
 #include "kernels/mega/launch.cuh"
 
 namespace symmoe::mega::kernel {
 
-static_assert(plan::kNumMegaKernels == 3 && plan::kMegaKernels[2].weights == plan::GemmWeights::kFp4,
-              "plan::kMegaKernels changed: update launch_mega_moe_fp4");
-
-void launch_mega_moe_fp4(const plan::MegaPlan& plan, const MegaParams& params, const MegaRankMaps& maps, int num_ctas,
-                         cudaStream_t stream) {
-  if (plan.block_m == plan::kMegaKernels[2].block_m)
-    launch_mega_entry<2>(plan, params, maps, num_ctas, stream);
-  else
-    SYMMOE_FAIL("mega", "no compiled fused kernel with BLOCK_M ", plan.block_m, " and fp4 weights");
-}
+static_assert(plan::kMegaKernels[6].block_m == 64 && plan::kMegaKernels[6].weights == plan::GemmWeights::kFp4,
+              "plan::kMegaKernels changed: update the explicit instantiations of mega_kernel*.cu");
+template void launch_mega_entry<6>(const plan::MegaPlan&, const MegaParams&, const MegaRankMaps&, int, cudaStream_t);
 
 }  // namespace symmoe::mega::kernel

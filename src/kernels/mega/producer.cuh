@@ -120,10 +120,10 @@ __device__ __forceinline__ void run_mega_producer_loop(const MegaParams& p, cons
   }
 }
 
-// FP8 weights: per stage one full barrier for A, its scales and the B tile.
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
+// FP8 weights: per stage one full barrier for A, its scales and the B tile. Layout: the GEMM core's shared memory
+// (MegaSmemLayout::Core, either core).
+template <typename Layout, int kNumStages>
 struct Fp8ProducerStages {
-  using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>;
   using Pipe = gemm::kernel::PipelineState<kNumStages>;
   static constexpr bool kWeightsFirst = false;
   const Layout& smem;
@@ -141,12 +141,11 @@ struct Fp8ProducerStages {
   }
 };
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
-__device__ __forceinline__ void run_mega_producer(
-    const MegaParams& p, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages>& smem,
-    const MegaTensorMaps& maps, MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace, typename Layout>
+__device__ __forceinline__ void run_mega_producer(const MegaParams& p, const Layout& smem, const MegaTensorMaps& maps,
+                                                  MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
   run_mega_producer_loop<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched,
-                                                               Fp8ProducerStages<BLOCK_M, BLOCK_N, kNumStages>{smem});
+                                                               Fp8ProducerStages<Layout, kNumStages>{smem});
 }
 
 }  // namespace symmoe::mega::kernel

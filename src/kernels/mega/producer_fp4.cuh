@@ -14,10 +14,10 @@
 namespace symmoe::mega::kernel {
 
 // FP4 weights: per stage one raw_full barrier for A, its scales, the packed FP4 weight tile [256, 64 B] and its code
-// words [256] int32. codes_maps: the W1 codes map, the W2 codes map right after it (MegaRankMaps).
-template <int BLOCK_M, int BLOCK_N, int kNumStages>
+// words [256] int32. codes_maps: the W1 codes map, the W2 codes map right after it (MegaRankMaps). Layout: the GEMM
+// core's shared memory (MegaSmemLayout::Core, either core; the swap-AB core's raw_full is its full barrier).
+template <typename Layout, int kNumStages>
 struct Fp4ProducerStages {
-  using Layout = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>;
   using Pipe = gemm::kernel::PipelineState<kNumStages>;
   static constexpr bool kWeightsFirst = true;
   const Layout& smem;
@@ -39,12 +39,12 @@ struct Fp4ProducerStages {
   }
 };
 
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace>
-__device__ __forceinline__ void run_mega_producer_fp4(
-    const MegaParams& p, const gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, true>& smem,
-    const MegaTensorMaps& maps, const CUtensorMap* codes_maps, MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
-  run_mega_producer_loop<BLOCK_M, BLOCK_N, kNumStages, kTrace>(
-      p, smem, maps, sched, Fp4ProducerStages<BLOCK_M, BLOCK_N, kNumStages>{smem, codes_maps});
+template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kTrace, typename Layout>
+__device__ __forceinline__ void run_mega_producer_fp4(const MegaParams& p, const Layout& smem,
+                                                      const MegaTensorMaps& maps, const CUtensorMap* codes_maps,
+                                                      MegaScheduler<BLOCK_M, BLOCK_N>& sched) {
+  run_mega_producer_loop<BLOCK_M, BLOCK_N, kNumStages, kTrace>(p, smem, maps, sched,
+                                                               Fp4ProducerStages<Layout, kNumStages>{smem, codes_maps});
 }
 
 }  // namespace symmoe::mega::kernel

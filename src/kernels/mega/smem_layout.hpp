@@ -1,15 +1,19 @@
-// Shared memory of the fused MoE kernel: the GEMM core's regions (kernels/gemm/smem_layout.hpp: stage ring, amax
+// Shared memory of the fused MoE kernel: the GEMM core's regions (plan::mega_core(BLOCK_M)'s layout: the swap-AB core's
+// kernels/gemm/swap_ab_smem_layout.hpp at BLOCK_M 16 and 32, else kernels/gemm/smem_layout.hpp: stage ring, amax
 // exchange, epilogue staging, stage barriers; base aligned to 1024 bytes inside the launch's slack), then the
 // per-expert counts (layout::MegaSmemCounts). The one place that stacks the two: the launcher reads num_bytes, the
 // kernel the pointers; the planner's plan::mega_smem_bytes is the same sum (checked below). kFp4 (FP4 weights):
-// the GEMM core's FP4 regions (raw stages of packed FP4 tiles + codes, the E4M3 ring, the upconversion tables and
-// the base-code slots, unused here: the math warpgroups convert; kernels/gemm/smem_layout.hpp), the same counts after
-// them.
+// the GEMM core's FP4 regions (two-halves core: raw stages of packed FP4 tiles + codes, the E4M3 ring, the
+// upconversion tables and the base-code slots, unused here: the math warpgroups convert; swap-AB core: packed FP4
+// tiles + codes per stage, the tables), the same counts after them.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/gemm/smem_layout.hpp"
+#include "kernels/gemm/swap_ab_smem_layout.hpp"
 #include "layout/mega_smem.hpp"
 #include "plan/mega_kernels.hpp"
 
@@ -17,9 +21,12 @@ namespace symmoe::mega::kernel {
 
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4 = false>
 struct MegaSmemLayout {
-  using Core = gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4,
-                                            plan::gemm_b_scales_in_smem(
-                                                kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8, true)>;
+  static constexpr bool kSwapAB = plan::mega_core(BLOCK_M) == plan::GemmCore::kSwapAB;
+  using Core = std::conditional_t<
+      kSwapAB, gemm::kernel::SwapAbSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kFp4>,
+      gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4,
+                                   plan::gemm_b_scales_in_smem(kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8,
+                                                               true)>>;
   static_assert(Core::kBytes % 16 == 0, "the counts after the GEMM core's regions must be 16-byte aligned");
 
   // Dynamic shared memory of one launch (E experts, El local experts).
@@ -49,7 +56,11 @@ constexpr bool smem_model_agrees() {
   return MegaSmemLayoutOf<kIndex>::num_bytes(256, 32) ==
          plan::mega_smem_bytes(s.block_m, s.block_n, s.num_stages, 256, 32, s.weights);
 }
-static_assert(plan::kNumMegaKernels == 3 && smem_model_agrees<0>() && smem_model_agrees<1>() && smem_model_agrees<2>(),
+template <int... kIndex>
+constexpr bool smem_models_agree(std::integer_sequence<int, kIndex...>) {
+  return (smem_model_agrees<kIndex>() && ...);
+}
+static_assert(smem_models_agree(std::make_integer_sequence<int, plan::kNumMegaKernels>{}),
               "plan::mega_smem_bytes disagrees with MegaSmemLayout");
 
 }  // namespace symmoe::mega::kernel
