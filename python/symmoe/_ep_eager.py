@@ -12,7 +12,8 @@ the floor: per input tensor is_cuda, get_device, is_contiguous, dtype, shape, da
 data_ptr. python/tests/bench_ep_host.py measures the Python around them.
 The same two functions in C++ (symmoe._torch_ep, python/src/torch_ext/torch_ep.cpp: at::empty outputs, no Python in
 between) are used instead when that optional libtorch extension is built (python/tests_gpu/build_torch_ext.sh):
-implementation() picks one per torch module, native_status() says which and why.
+implementation() picks one per torch module, native_status() says which and why. Once it loads, ElasticBuffer.dispatch
+/ combine themselves are its C entry points (bind_buffer_class), so an eager call runs no Python frame at all.
 """
 import importlib
 import sys
@@ -204,6 +205,7 @@ def combine(state, x, handle, topk_weights, num_sms, do_cpu_sync):
 # extension only for the real torch it was built against (its tensor_type() is that torch.Tensor).
 _NATIVE_NAME = __name__.rpartition(".")[0] + "._torch_ep"
 _native = []  # [module or None] once an import was tried
+_buffer_classes = []  # classes whose dispatch / combine the extension's C entry points take (bind_buffer_class)
 _native_why = ["not tried yet (no eager call with torch imported)"]
 _use_native = [True]
 _chosen = [object(), None]  # (torch module, implementation) of the last choice; symmoe.ep reads it per call
@@ -231,6 +233,34 @@ def use_native(flag):
     return previous
 
 
+def bind_buffer_class(cls):
+    """symmoe.ep registers ElasticBuffer here (this module does not import symmoe.ep). Once the extension loads,
+    cls.dispatch / cls.combine become its C entry points (method descriptors): they evaluate the same fast-path
+    condition as cls._dispatch_python / _combine_python, call the extension's dispatch / combine while it is the
+    chosen implementation for sys.modules' torch (_chosen), then cls._dispatch_general / _combine_general when it
+    returns None, and hand every other call (another choice, unusual arguments) to the Python functions unchanged:
+    no Python frame in an eager call. Their signatures (inspect.signature) are the Python functions'."""
+    if cls not in _buffer_classes:
+        _buffer_classes.append(cls)
+    if _native and _native[0] is not None:
+        _bind(_native[0], cls)
+
+
+def _text_signature(name, fn):
+    """`name(<fn's signature, self as $self>)` + the docstring: a C method's __text_signature__ and __doc__."""
+    import inspect
+    sig = str(inspect.signature(fn))
+    assert sig.startswith("(self"), sig
+    return f"{name}($self{sig[len('(self'):]}\n--\n\n{inspect.getdoc(fn) or ''}"
+
+
+def _bind(module, cls):
+    dispatch_m, combine_m = module.bind_buffer(cls, _chosen, module,
+                                               _text_signature("dispatch", cls._dispatch_python),
+                                               _text_signature("combine", cls._combine_python))
+    cls.dispatch, cls.combine = dispatch_m, combine_m
+
+
 def native_status():
     """'loaded', or why symmoe._torch_ep is not used ('not built', or the import / init error)."""
     return _native_why[0]
@@ -248,6 +278,8 @@ def _load_native():
     try:
         module = importlib.import_module(_NATIVE_NAME)
         module.init(_C._ep_capi, _ep_types)
+        for cls in _buffer_classes:
+            _bind(module, cls)
         _native_why[0] = "loaded"
     except ModuleNotFoundError as e:
         if e.name != _NATIVE_NAME:

@@ -87,7 +87,8 @@ class EpState:
     # caller (the EPHandle object and every view of its fields gone) come back here; reusing one is ordered by the
     # stream (its last reader, a combine, was enqueued before the dispatch that rewrites it). At most
     # NATIVE_HANDLE_POOL_SIZE are kept; more are freed (cudaFree, which waits for the device). No cudaMalloc per
-    # dispatch in steady-state loops and CUDA-graph capture.
+    # dispatch in steady-state loops and CUDA-graph capture. symmoe._torch_ep does the same two steps in C (its
+    # take_native / give_back_native read these fields; EPHandle.__del__ is its handle_del once it loads).
     def take_native_handle(self):
         pool = self.free_native_handles
         return pool.pop() if pool else self.new_native_handle()
@@ -236,7 +237,8 @@ class EPHandle:
 
     def __del__(self):
         # The native handle (and its device metadata) goes back to the buffer's pool. A handle whose record was
-        # never completed (a failed construction) has nothing to give back.
+        # never completed (a failed construction) has nothing to give back. symmoe._torch_ep, once loaded, replaces
+        # this method with the same steps in C (torch_ep.cpp, handle_del): no Python frame per released handle.
         try:
             owner, native = self.owner, self.native
         except AttributeError:

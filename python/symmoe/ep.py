@@ -460,7 +460,9 @@ class ElasticBuffer:
         recv_topk_idx is None in expand mode; recv_topk_weights None without topk_weights."""
         # NOTES: hot path (~1 call per layer and step). The common eager call goes through symmoe._ep_eager (same
         # semantics, None when it is not that case or an argument is wrong); the rest: plain ifs, messages formatted
-        # only on failure, torch tensors checked with a few C calls each (symmoe._checks).
+        # only on failure, torch tensors checked with a few C calls each (symmoe._checks). With the libtorch
+        # extension loaded, ElasticBuffer.dispatch / combine are its C entry points instead of these two functions
+        # (same condition, same fast path, then _dispatch_general / _combine_general; _ep_eager.bind_buffer_class).
         if ((do_cpu_sync is False or (do_cpu_sync is None and handle is not None)) and previous_event is None
                 and topk_weights is not None
                 and previous_event_before_epilogue is None and not async_with_compute_stream
@@ -474,6 +476,19 @@ class ElasticBuffer:
                 do_handle_copy, handle)
             if out is not None:
                 return out
+        return self._dispatch_general(x, topk_idx, topk_weights, cumulative_local_expert_recv_stats, num_experts,
+                                      num_max_tokens_per_rank, expert_alignment, num_sms, num_qps, previous_event,
+                                      previous_event_before_epilogue, async_with_compute_stream,
+                                      allocate_on_comm_stream, handle, do_handle_copy, do_cpu_sync, do_expand,
+                                      do_zero_padding, use_tma_aligned_col_major_sf)
+
+    _dispatch_python = dispatch  # the Python entry (symmoe._torch_ep's C entry falls back to it, see _ep_eager)
+
+    def _dispatch_general(self, x, topk_idx, topk_weights, cumulative_local_expert_recv_stats, num_experts,
+                          num_max_tokens_per_rank, expert_alignment, num_sms, num_qps, previous_event,
+                          previous_event_before_epilogue, async_with_compute_stream, allocate_on_comm_stream, handle,
+                          do_handle_copy, do_cpu_sync, do_expand, do_zero_padding, use_tma_aligned_col_major_sf):
+        """dispatch() without the eager fast path: every argument (dispatch's, in its order), checked here."""
         x_data, sf, dtype, scales, x_dtypes, sf_dtype, sf_cols = self._payload(x)
         if num_experts is not None and num_experts != self.num_experts:
             if self.num_experts is None and self.communicator is not None:
@@ -656,6 +671,16 @@ class ElasticBuffer:
                 self._state, x, handle, topk_weights, num_sms, do_cpu_sync)
             if out is not None:
                 return out
+        return self._combine_general(x, handle, topk_weights, bias, num_sms, num_qps, previous_event,
+                                     previous_event_before_epilogue, async_with_compute_stream,
+                                     allocate_on_comm_stream, reduce_local_experts, do_cpu_sync)
+
+    _combine_python = combine  # the Python entry (symmoe._torch_ep's C entry falls back to it, see _ep_eager)
+
+    def _combine_general(self, x, handle, topk_weights, bias, num_sms, num_qps, previous_event,
+                         previous_event_before_epilogue, async_with_compute_stream, allocate_on_comm_stream,
+                         reduce_local_experts, do_cpu_sync):
+        """combine() without the eager fast path: every argument (combine's, in its order), checked here."""
         if not isinstance(handle, EPHandle) or handle.owner is not self._state:
             raise ValueError("handle must be the EPHandle of this buffer's dispatch")
         if not handle.filled:
@@ -747,3 +772,7 @@ class ElasticBuffer:
             torch.cuda.synchronize(self.device)
         for impl in list(self._state.natives.values()):
             impl.synchronize()
+
+
+# The extension's C entry points take ElasticBuffer.dispatch / combine once it loads (no Python frame per call).
+_ep_eager.bind_buffer_class(ElasticBuffer)

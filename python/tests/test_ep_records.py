@@ -4,6 +4,7 @@ kHandleFields, the module attributes its init() reads) exist as __slots__ fields
 one breaks this test on the CPU, not only the GPU path; the buffer's attributes live in its EpState; the modules
 import one way (symmoe.ep -> symmoe._ep_eager -> symmoe._ep_types)."""
 import ast
+import inspect
 import re
 import types
 from pathlib import Path
@@ -84,3 +85,55 @@ def _imports(module):
 def test_no_circular_import():
     assert not {"ep", "_ep_eager"} & _imports("_ep_types")
     assert "ep" not in _imports("_ep_eager")
+
+
+# ---- ElasticBuffer.dispatch / combine as the extension's C entry points (torch_ep.cpp, bind_buffer) ----
+_DEFAULTS = {"kNone": None, "kZero": 0, "kTrue": True, "kFalse": False}
+
+
+def _cpp_params(array):
+    """[(name, default or inspect.Parameter.empty)] of `constexpr Param <array>[...] = {{"name", kX}, ...};`."""
+    m = re.search(re.escape(array) + r"\[[^\]]*\]\s*=\s*\{(.*?)\};", EXTENSION.read_text(), re.S)
+    assert m, f"{array} not found in {EXTENSION}"
+    pairs = re.findall(r'\{"([A-Za-z_0-9]+)",\s*(k[A-Za-z]+)\}', m.group(1))
+    return [(n, inspect.Parameter.empty if d == "kRequired" else _DEFAULTS[d]) for n, d in pairs]
+
+
+def _py_params(fn):
+    params = list(inspect.signature(fn).parameters.values())
+    assert params[0].name == "self"
+    return [(p.name, p.default) for p in params[1:]]
+
+
+@pytest.mark.parametrize("name", ["dispatch", "combine"])
+def test_extension_entry_parameters_are_the_python_signature(name):
+    # The C entry parses the call itself: its parameter list (names, order, defaults) is the Python method's, and
+    # the general path takes every parameter in that order.
+    cls = symmoe.ElasticBuffer
+    want = _py_params(getattr(cls, f"_{name}_python"))
+    assert _cpp_params(f"k{name.capitalize()}Params") == want
+    assert [n for n, _ in _py_params(getattr(cls, f"_{name}_general"))] == [n for n, _ in want]
+
+
+def test_buffer_class_registered_for_the_extension():
+    from symmoe import _ep_eager
+    cls = symmoe.ElasticBuffer
+    assert cls in _ep_eager._buffer_classes
+    # without the extension the class keeps its Python entry points
+    if not (_ep_eager._native and _ep_eager._native[0] is not None):
+        assert cls.__dict__["dispatch"] is cls._dispatch_python and cls.__dict__["combine"] is cls._combine_python
+    methods = set(re.findall(r'"(_(?:dispatch|combine)_(?:python|general))"', EXTENSION.read_text()))
+    assert methods == {"_dispatch_python", "_dispatch_general", "_combine_python", "_combine_general"}
+    assert all(callable(getattr(cls, m)) for m in methods)
+
+
+def test_entry_docs_carry_the_python_signature():
+    # What the C method descriptors get as __doc__: CPython reads "<name>($self, ...)\n--\n\n" as their
+    # __text_signature__, so inspect.signature(ElasticBuffer.dispatch) stays the Python one.
+    from symmoe import _ep_eager
+    for name in ("dispatch", "combine"):
+        fn = getattr(symmoe.ElasticBuffer, f"_{name}_python")
+        doc = _ep_eager._text_signature(name, fn)
+        head, sep, rest = doc.partition("\n--\n\n")
+        assert sep and head.startswith(f"{name}($self, x") and rest == inspect.getdoc(fn)
+        assert head[len(name):].replace("$self", "self") == str(inspect.signature(fn))

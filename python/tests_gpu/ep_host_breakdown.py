@@ -4,12 +4,19 @@
 
 The case of ep_graph_timing.py (FP8 E4M3 x + fp32 scales, fresh non-expand dispatch with do_cpu_sync=False, bf16
 combine). CPU time per pair in us (median over --repeats loops of --iters pairs; the GPU is drained between loops
-and --iters is kept small so that the launch queue never fills and blocks the host):
+and --iters is kept small so that the launch queue never fills and blocks the host). The eager pairs are timed as
+native_out_pair is: one function making the two calls (buf.dispatch(...), buf.combine(...)), no helper frames:
   python_pair       ElasticBuffer.dispatch + combine through symmoe._ep_eager's Python
-  ext_pair          the same through the libtorch extension symmoe._torch_ep (when built: build_torch_ext.sh);
+  ext_pair          the same through the libtorch extension symmoe._torch_ep (when built: build_torch_ext.sh):
+                    its C entry points ElasticBuffer.dispatch / combine, no Python frame;
                     ep_graph_timing's host_pair_us is whichever symmoe chooses
   ext_dispatch      its dispatch alone (with the release of the previous call's EPHandle)
   ext_combine       its combine alone (one handle, combined again and again)
+  ext_alloc_raw     the pair's five outputs' bytes from torch's CUDA allocator and back (allocate + free), in C++
+  ext_alloc         the five outputs as the extension makes them (at::detail::empty_cuda), released, in C++
+  ext_alloc_py      the same plus their Python tensor objects, made and dropped (what a caller dropping the
+                    outputs costs): the extension's allocation work per pair
+  ext_rest          ext_pair - native_out_pair - ext_alloc_py: the extension's own host work beyond torch's
   native_pair       symmoe._C dispatch_one + combine_one, addresses precomputed, outputs left in the buffer
                     (ep_graph_timing's host_native_pair_us)
   native_out_pair   the same into caller-owned outputs (tensors allocated once): the C++ work the Python path asks
@@ -18,8 +25,9 @@ and --iters is kept small so that the launch queue never fills and blocks the ho
   torch_reads       the tensor reads of a pair, alone (per input is_cuda, get_device, is_contiguous, dtype, shape,
                     data_ptr; per output data_ptr; the raw current stream twice)
   symmoe_python     python_pair - native_out_pair - torch_empty - torch_reads: symmoe's own Python
-whether every call took the fast path, and the issue-14 check: ext_pair (else python_pair) within 10 us of
-native_out_pair, the C++ call into caller-owned outputs. Rank 0 prints.
+whether every call took the fast path (and how the extension's entry points ended their calls), and the
+issue-14 check: ext_pair (else python_pair) within 10 us of native_out_pair, the C++ call into caller-owned
+outputs. Rank 0 prints.
 """
 import argparse
 import os
@@ -72,18 +80,33 @@ def main():
         paths.append("torch_ext")
     _ep_eager.use_native(previous)
     ext_status = _ep_eager.native_status()
-    t, fast = {}, {}
+    t, fast, entry = {}, {}, None
+    x_in, idx, w, y_in = (case.x, case.sf), case.idx, case.w, case.y
+
+    def pair():  # Case.pair without its helper frames (native_out_pair below is one function too)
+        handle = buf.dispatch(x_in, topk_idx=idx, topk_weights=w, do_cpu_sync=False, num_sms=sms)[3]
+        buf.combine(y_in, handle=handle, do_cpu_sync=False, num_sms=sms)
+
+    def dispatch_only():
+        buf.dispatch(x_in, topk_idx=idx, topk_weights=w, do_cpu_sync=False, num_sms=sms)
+
     for path in paths:
         with eager_path(path) as impl:
             with spying(impl) as spy:
                 case.pair(sms)
             fast[path] = spy.all_fast() and len(spy.results) == 2
-            t[{"python": "python_pair", "torch_ext": "ext_pair"}[path]] = host_us(lambda: case.pair(sms), it, rep)
+            if path == "torch_ext":
+                before = impl.entry_counts()
+            t[{"python": "python_pair", "torch_ext": "ext_pair"}[path]] = host_us(pair, it, rep)
             if path == "torch_ext":  # its two halves (a dispatch alone includes the previous handle's release)
-                t["ext_dispatch"] = host_us(lambda: case.dispatch(sms), it, rep)
+                t["ext_dispatch"] = host_us(dispatch_only, it, rep)
                 held = case.dispatch(sms)[3]
-                t["ext_combine"] = host_us(lambda: case.combine(held, sms), it, rep)
+                t["ext_combine"] = host_us(lambda: buf.combine(y_in, handle=held, do_cpu_sync=False, num_sms=sms),
+                                           it, rep)
                 del held
+                after = impl.entry_counts()  # how the C entry points ended the timed calls
+                entry = {k: {how: after[k][how] - before[k][how] for how in after[k]} for k in after}
+                fast[path] = fast[path] and all(v["general"] == 0 and v["python"] == 0 for v in entry.values())
     handle, ins, y, stream = case.native_args(sms)
     impl, native, T = buf._impl, handle.native, case.x.shape[0]
 
@@ -108,6 +131,10 @@ def main():
         for s, d in shapes:
             torch.empty(s, dtype=d, device=dev)
     t["torch_empty"] = host_us(torch_empty, it, rep)
+    if "ext_pair" in t:  # the extension's allocations alone: allocator, + tensors, + Python objects
+        probe, templates = sys.modules["symmoe._torch_ep"].probe_alloc, tuple(outs)
+        for mode, name in enumerate(("ext_alloc_raw", "ext_alloc", "ext_alloc_py")):
+            t[name] = host_us(lambda m=mode: probe(m, templates), it, rep)
 
     raw, d = torch._C._cuda_getCurrentRawStream, torch.cuda.current_device()
     inputs = (case.x, case.sf, case.idx, case.w, case.y)
@@ -120,6 +147,8 @@ def main():
         raw(d), raw(d)
     t["torch_reads"] = host_us(torch_reads, it, rep)
     t["symmoe_python"] = t["python_pair"] - t["native_out_pair"] - t["torch_empty"] - t["torch_reads"]
+    if "ext_pair" in t:
+        t["ext_rest"] = t["ext_pair"] - t["native_out_pair"] - t["ext_alloc_py"]
     del handle
     torch.cuda.synchronize()
     buf.synchronize()
@@ -128,7 +157,7 @@ def main():
     within = eager - t["native_out_pair"] <= BUDGET_US
     if rank == 0:
         print(f"ElasticBuffer host time, {args.shape} FP8, {args.tokens} tokens/rank, {world} ranks, {sms} SMs; "
-              f"fast path taken: {fast}; symmoe._torch_ep: {ext_status}")
+              f"fast path taken: {fast}; symmoe._torch_ep: {ext_status}; its entry points' timed calls: {entry}")
         for k, v in t.items():
             print(f"  {k:<16} {v:8.2f} us")
         for k in ("python_pair", "ext_pair"):

@@ -7,8 +7,9 @@
 #   pytest    test_ep_single_gpu.py (every test on both eager paths) and test_ep_torch_ext.py (the two paths
 #             bitwise) and the CPU tests
 #   timing    ep_host_breakdown.py (1 process, v3 FP8, 128 tokens/rank): python_pair, ext_pair (and its dispatch /
-#             combine halves), native_out_pair and
-#             the issue-14 check (eager pair within 10 us of the C++ call)
+#             combine halves), native_out_pair, the extension's allocations alone (ext_alloc_raw / ext_alloc /
+#             ext_alloc_py) and what is left (ext_rest), and the issue-14 check (eager pair within 10 us of the
+#             C++ call)
 # and prints one line per step, then the timing table.
 # usage: bash python/tests_gpu/run_torch_ext.sh
 # Logs: $OUT/torch_ext/<step>.log. Bounds (seconds): SYMMOE_STEP_TIMEOUT per step (default 300).
@@ -52,5 +53,5 @@ echo
 echo "== symmoe._torch_ep on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F' '%TZ)"
 for l in "${summary[@]}"; do echo "$l"; done
 echo
-grep -E "ElasticBuffer host time|_pair|ext_dispatch|ext_combine|within" "$out/timing.log" 2>/dev/null || echo "(no timing output)"
+grep -E "ElasticBuffer host time|_pair|ext_|torch_|symmoe_python|within" "$out/timing.log" 2>/dev/null || echo "(no timing output)"
 exit $failed

@@ -15,8 +15,14 @@
 // expert alignment, the scale-format table (per EpState) and the framework marker from it, not from copies here.
 // NOTES: host cost. A record field is one load at a fixed offset (no attribute lookup); dispatch and combine are
 // METH_FASTCALL functions (no pybind11 argument dispatch); outputs come from at::detail::empty_cuda (torch.empty's
-// CUDA kernel without the dispatcher) whenever torch.empty would do nothing more (see new_empty).
+// CUDA kernel without the dispatcher) whenever torch.empty would do nothing more (see new_empty). No Python frame
+// runs in an eager call: ElasticBuffer.dispatch / combine themselves are C entry points of this module
+// (bind_buffer: the condition of ep.py's fast path, then dispatch_impl / combine_impl), the native handle comes
+// from the EpState's pool and goes back to it here (take_native, EPHandle.__del__ = handle_del), and a handle's
+// routing is read from its record (routing_of), not through symmoe._C. What is left per call is torch's: five
+// outputs allocated and wrapped (python/tests_gpu/ep_host_breakdown.py's ext_alloc rows time them alone).
 #include <ATen/Context.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/EmptyTensor.h>
 #include <Python.h>
 #include <structmember.h>
@@ -28,6 +34,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ep_capi.hpp"
 
@@ -53,11 +61,23 @@ enum StateField {
   kNatives,
   kScaleFormats,
   kLastStream,
+  kRowCapacities,
+  kFreeNativeHandles,
+  kNewNativeHandle,
   kNumStateFields
 };
-constexpr const char* kStateFields[kNumStateFields] = {"device",   "hidden",        "num_max_tokens_per_rank",
-                                                       "num_topk", "num_experts",   "allow_multiple_reduction",
-                                                       "natives",  "scale_formats", "last_stream"};
+constexpr const char* kStateFields[kNumStateFields] = {"device",
+                                                       "hidden",
+                                                       "num_max_tokens_per_rank",
+                                                       "num_topk",
+                                                       "num_experts",
+                                                       "allow_multiple_reduction",
+                                                       "natives",
+                                                       "scale_formats",
+                                                       "last_stream",
+                                                       "row_capacities",
+                                                       "free_native_handles",
+                                                       "new_native_handle"};
 enum HandleField {
   kOwner,
   kNative,
@@ -91,22 +111,30 @@ struct Globals {
   PyObject* name_int32 = nullptr;
   PyObject* take_native_handle = nullptr;  // method names of EpState (interned)
   PyObject* give_back_native_handle = nullptr;
+  Py_ssize_t native_pool_size = 0;  // _ep_types.NATIVE_HANDLE_POOL_SIZE
   Py_ssize_t state_offsets[kNumStateFields] = {};
   Py_ssize_t handle_offsets[kNumHandleFields] = {};
 };
 Globals g;
 
+// What bind_buffer() sets: the ElasticBuffer class whose dispatch / combine are this module's C entry points.
+struct Bound {
+  PyObject* chosen = nullptr;  // symmoe._ep_eager._chosen: [torch module, implementation] of the last choice
+  PyObject* module = nullptr;  // this module (the implementation the entry points stand for)
+  PyObject* name_torch = nullptr;
+  PyObject* name_state = nullptr;  // ElasticBuffer attributes and methods (interned)
+  PyObject* name_zero_copy = nullptr;
+  PyObject* dispatch_python = nullptr;
+  PyObject* dispatch_general = nullptr;
+  PyObject* combine_python = nullptr;
+  PyObject* combine_general = nullptr;
+  PyObject* zero = nullptr;  // the int 0 (a default)
+  std::string dispatch_doc, combine_doc;
+};
+Bound bound;
+
 [[noreturn]] void throw_python() { throw py::error_already_set(); }
 
-// New reference to o.name (throws the Python error).
-py::object get(PyObject* o, PyObject* name) {
-  PyObject* r = PyObject_GetAttr(o, name);
-  if (!r) throw_python();
-  return py::reinterpret_steal<py::object>(r);
-}
-void set(PyObject* o, PyObject* name, PyObject* value) {
-  if (PyObject_SetAttr(o, name, value) < 0) throw_python();
-}
 bool truthy(PyObject* o) {
   const int r = PyObject_IsTrue(o);
   if (r < 0) throw_python();
@@ -127,7 +155,7 @@ py::object new_int(int64_t v) {
   if (!r) throw_python();
   return py::reinterpret_steal<py::object>(r);
 }
-py::object new_stream_int(uintptr_t v) {
+py::object new_uint(uintptr_t v) {
   PyObject* r = PyLong_FromUnsignedLongLong(static_cast<unsigned long long>(v));
   if (!r) throw_python();
   return py::reinterpret_steal<py::object>(r);
@@ -198,6 +226,91 @@ PyObject* native_buffer(PyObject* state, PyObject* key) {
   return impl;
 }
 
+// EpState.take_native_handle(): the pool's last native handle, else a new one (state.new_native_handle()). The
+// pool is read here (no Python frame); a state whose pool is not a list goes through the method.
+py::object take_native(PyObject* state) {
+  PyObject* pool = field(state, kFreeNativeHandles);
+  PyObject* r = nullptr;
+  if (pool && PyList_CheckExact(pool)) {
+    const Py_ssize_t n = PyList_GET_SIZE(pool);
+    if (n > 0) {
+      r = PyList_GET_ITEM(pool, n - 1);
+      Py_INCREF(r);
+      if (PyList_SetSlice(pool, n - 1, n, nullptr) < 0) {
+        Py_DECREF(r);
+        throw_python();
+      }
+    } else if (PyObject* make = field(state, kNewNativeHandle)) {
+      r = PyObject_CallNoArgs(make);
+    } else {
+      r = PyObject_CallMethodNoArgs(state, g.take_native_handle);  // raises what the Python raises
+    }
+  } else {
+    r = PyObject_CallMethodNoArgs(state, g.take_native_handle);
+  }
+  if (!r) throw_python();
+  return py::reinterpret_steal<py::object>(r);
+}
+
+// EpState.give_back_native_handle(native): into the pool while the buffer has payload buffers and the pool holds
+// fewer than NATIVE_HANDLE_POOL_SIZE (else it is dropped: freed with its last reference). 0, or -1 with the error.
+int give_back_native(PyObject* state, PyObject* native) {
+  PyObject* pool = field(state, kFreeNativeHandles);
+  PyObject* natives = field(state, kNatives);
+  if (!pool || !PyList_CheckExact(pool) || !natives || !PyDict_CheckExact(natives)) {
+    PyObject* r = PyObject_CallMethodOneArg(state, g.give_back_native_handle, native);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+  }
+  if (PyDict_GET_SIZE(natives) > 0 && PyList_GET_SIZE(pool) < g.native_pool_size) return PyList_Append(pool, native);
+  return 0;
+}
+
+// EPHandle.__del__ (python/symmoe/_ep_types.py) in C, installed on the class by init(): the same effect without a
+// Python frame at each handle's release. A record never completed (a slot unset) has nothing to give back.
+PyObject* handle_del(PyObject* self, PyObject*) {
+  PyObject* owner = slot(self, g.handle_offsets[kOwner]);
+  PyObject* native = slot(self, g.handle_offsets[kNative]);
+  if (!owner || !native || owner == Py_None || native == Py_None) Py_RETURN_NONE;
+  const py::object keep_owner = py::reinterpret_borrow<py::object>(owner);
+  const py::object keep_native = py::reinterpret_borrow<py::object>(native);
+  int rc = 0;
+  if (Py_IS_TYPE(owner, g.state_type)) {
+    rc = give_back_native(owner, native);
+  } else {
+    PyObject* r = PyObject_CallMethodOneArg(owner, g.give_back_native_handle, native);
+    rc = r ? 0 : -1;
+    Py_XDECREF(r);
+  }
+  if (rc < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+PyMethodDef kHandleDelDef = {"__del__", reinterpret_cast<PyCFunction>(&handle_del), METH_NOARGS,
+                             "gives the native handle back to its buffer's pool (symmoe._torch_ep, in C)"};
+
+// EpState.row_capacity(native, expand, expert_alignment): the state's cache (row_capacities, the dict the Python
+// paths fill), filled through symmoe._C on a miss.
+int row_capacity_of(PyObject* state, PyObject* impl, bool expand, int64_t alignment) {
+  PyObject* cache = field(state, kRowCapacities);
+  const py::object align_int = new_int(alignment);
+  const py::object key =
+      py::reinterpret_steal<py::object>(PyTuple_Pack(3, impl, expand ? Py_True : Py_False, align_int.ptr()));
+  if (!key) throw_python();
+  if (cache && PyDict_CheckExact(cache)) {
+    PyObject* v = PyDict_GetItemWithError(cache, key.ptr());  // borrowed
+    int64_t rows = 0;
+    if (v && exact_int(v, &rows) && rows >= 0 && rows <= INT32_MAX) return int(rows);
+    if (!v && PyErr_Occurred()) throw_python();
+  }
+  int capacity = 0;
+  if (g.api->row_capacity(impl, expand, int(alignment), &capacity) != 0) throw_python();
+  if (cache && PyDict_CheckExact(cache)) {
+    const py::object rows = new_int(capacity);
+    if (PyDict_SetItem(cache, key.ptr(), rows.ptr()) < 0) throw_python();
+  }
+  return capacity;
+}
+
 // torch.empty(shape, dtype=dtype, device=device): torch's caching allocator, on the current stream of `device`.
 // at::detail::empty_cuda is what torch.empty's CUDA kernel calls; the dispatcher adds nothing to it but a
 // deterministic fill (torch.use_deterministic_algorithms) and what a Python dispatch mode (TorchDispatchMode,
@@ -221,15 +334,45 @@ PyObject* marker(PyObject* x) {
   return g.marker;
 }
 
-struct HandleInfo {
-  capi::HandleInfo h;
-  int64_t known;  // rows known from a CPU sync (-1: unknown), as _ep_eager._routing
+// A filled handle's routing: EPHandle.routing, (num_tokens, num_topk, do_expand, known rows or -1,
+// expert_alignment), read from the record; when unset (None: a general-path dispatch rewrote the native's counts)
+// read from the native handle and stored, as _ep_eager._routing does.
+struct Routing {
+  int64_t num_tokens, num_topk, known, expert_alignment;
+  bool expand;
 };
-HandleInfo handle_info(PyObject* native) {
-  HandleInfo r{};
-  if (g.api->handle_info(native, &r.h) != 0) throw_python();
-  r.known = r.h.do_expand ? r.h.num_expanded_tokens : r.h.num_recv_tokens;
+bool routing_from_tuple(PyObject* t, Routing* r) {
+  if (!t || !PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5) return false;
+  PyObject* expand = PyTuple_GET_ITEM(t, 2);
+  if (expand != Py_True && expand != Py_False) return false;
+  r->expand = expand == Py_True;
+  return exact_int(PyTuple_GET_ITEM(t, 0), &r->num_tokens) && exact_int(PyTuple_GET_ITEM(t, 1), &r->num_topk) &&
+         exact_int(PyTuple_GET_ITEM(t, 3), &r->known) && exact_int(PyTuple_GET_ITEM(t, 4), &r->expert_alignment);
+}
+Routing routing_of(PyObject* handle) {
+  Routing r{};
+  if (routing_from_tuple(field(handle, kRouting), &r)) return r;
+  capi::HandleInfo h{};
+  if (g.api->handle_info(field(handle, kNative), &h) != 0) throw_python();
+  r.num_tokens = h.num_tokens, r.num_topk = h.num_topk, r.expand = h.do_expand != 0;
+  r.known = r.expand ? h.num_expanded_tokens : h.num_recv_tokens, r.expert_alignment = h.expert_alignment;
+  const py::tuple t = py::make_tuple(r.num_tokens, r.num_topk, r.expand, r.known, r.expert_alignment);
+  store(handle, kRouting, t.ptr());
   return r;
+}
+// The native handle's topk_idx address: EPHandle.topk_idx_ptr, read from the native once (as _ep_eager).
+uintptr_t topk_idx_ptr_of(PyObject* handle) {
+  PyObject* v = field(handle, kTopkIdxPtr);
+  if (v && PyLong_CheckExact(v)) {
+    const unsigned long long p = PyLong_AsUnsignedLongLong(v);
+    if (!(p == static_cast<unsigned long long>(-1) && PyErr_Occurred())) return static_cast<uintptr_t>(p);
+    PyErr_Clear();
+  }
+  capi::HandleInfo h{};
+  if (g.api->handle_info(field(handle, kNative), &h) != 0) throw_python();
+  const py::object ptr = new_uint(h.topk_idx);
+  store(handle, kTopkIdxPtr, ptr.ptr());
+  return h.topk_idx;
 }
 // An EPHandle of this state, filled, not sharing the caller's topk_idx (what both fast paths require).
 bool usable_handle(PyObject* handle, PyObject* state) {
@@ -292,14 +435,14 @@ py::object dispatch_impl(PyObject* state, PyObject* x_obj, PyObject* idx_obj, Py
   uintptr_t idx_ptr = 0;
   if (cached) {  // the handle's routing, expand mode and alignment
     if (idx_obj != Py_None || !usable_handle(handle, state)) return none;
-    const HandleInfo info = handle_info(field(handle, kNative));
-    if (info.known >= 0 || info.h.num_tokens != T) return none;  // rows known: the general path copies exactly those
+    const Routing r = routing_of(handle);
+    if (r.known >= 0 || r.num_tokens != T) return none;  // rows known: the general path copies exactly those
     if (alignment_obj != Py_None) {
       int64_t a = 0;
-      if (!exact_int(alignment_obj, &a) || a != info.h.expert_alignment) return none;
+      if (!exact_int(alignment_obj, &a) || a != r.expert_alignment) return none;
     }
-    K = info.h.num_topk, expand = info.h.do_expand != 0, alignment = info.h.expert_alignment;
-    idx_ptr = info.h.topk_idx;
+    K = r.num_topk, expand = r.expand, alignment = r.expert_alignment;
+    idx_ptr = topk_idx_ptr_of(handle);
   } else {
     K = state_topk, expand = truthy(do_expand_obj);
     const at::Tensor* idx = as_tensor(idx_obj);
@@ -322,14 +465,13 @@ py::object dispatch_impl(PyObject* state, PyObject* x_obj, PyObject* idx_obj, Py
   const py::object impl_ref = py::reinterpret_borrow<py::object>(impl);
   const uintptr_t stream = current_stream(dev);
   if (!same_stream_as_last(state, stream)) return none;  // ordered after another stream (or graph capture)
-  int capacity = 0;
-  if (g.api->row_capacity(impl, expand, int(alignment), &capacity) != 0) throw_python();
+  const int capacity = row_capacity_of(state, impl, expand, alignment);
   PyObject* mark = marker(x_obj);
 
   const at::Device device = x->device();
   const bool direct = direct_empty();
   const int64_t rows = capacity;
-  const py::object stream_int = new_stream_int(stream);
+  const py::object stream_int = new_uint(stream);
   py::object native;
   at::Tensor recv_x, recv_sf, recv_idx, recv_w;
   int num_rows = 0, row_capacity = 0;
@@ -340,13 +482,7 @@ py::object dispatch_impl(PyObject* state, PyObject* x_obj, PyObject* idx_obj, Py
     if (sf) recv_sf = new_empty({rows, sf_cols}, sf->scalar_type(), device, direct);
     if (!expand) recv_idx = new_empty({rows, K}, at::kLong, device, direct);
     recv_w = expand ? new_empty({rows}, at::kFloat, device, direct) : new_empty({rows, K}, at::kFloat, device, direct);
-    if (cached) {
-      native = py::reinterpret_borrow<py::object>(field(handle, kNative));
-    } else {
-      PyObject* taken = PyObject_CallMethodNoArgs(state, g.take_native_handle);
-      if (!taken) throw_python();
-      native = py::reinterpret_steal<py::object>(taken);
-    }
+    native = cached ? py::reinterpret_borrow<py::object>(field(handle, kNative)) : take_native(state);
     capi::DispatchCall c{};
     c.num_tokens = int(T), c.x = address(*x), c.x_scales = sf ? address(*sf) : 0, c.topk_idx = idx_ptr;
     c.topk_weights = address(*w), c.stream = stream, c.expand = expand, c.expert_alignment = int(alignment);
@@ -359,9 +495,7 @@ py::object dispatch_impl(PyObject* state, PyObject* x_obj, PyObject* idx_obj, Py
     // As _ep_eager: the stream order is kept and a fresh native handle goes back to the pool. No Python error is
     // pending here (py::error_already_set holds its own); an error of this clean-up is dropped for the first one.
     store(state, kLastStream, stream_int.ptr());
-    if (native && !cached) {
-      Py_XDECREF(PyObject_CallMethodOneArg(state, g.give_back_native_handle, native.ptr()));
-    }
+    if (native && !cached) give_back_native(state, native.ptr());
     PyErr_Clear();
     throw;
   }
@@ -392,9 +526,9 @@ py::object combine_impl(PyObject* state, PyObject* x_obj, PyObject* handle, PyOb
   if (!x || !usable_handle(handle, state)) return none;
   PyObject* native = field(handle, kNative);
   const py::object native_ref = py::reinterpret_borrow<py::object>(native);
-  const HandleInfo info = handle_info(native);
-  const int64_t T = info.h.num_tokens, K = info.h.num_topk;
-  const bool expand = info.h.do_expand != 0;
+  const Routing info = routing_of(handle);
+  const int64_t T = info.num_tokens, K = info.num_topk;
+  const bool expand = info.expand;
   int64_t dev = 0, H = 0, capacity = 0;
   if (!int_of(field(state, kDevice), &dev) || !int_of(field(state, kHidden), &H)) return none;
   if (!on_rank(*x, dev) || x->scalar_type() != at::kBFloat16 || x->dim() != 2 || x->size(1) != H) return none;
@@ -424,7 +558,7 @@ py::object combine_impl(PyObject* state, PyObject* x_obj, PyObject* handle, PyOb
 
   const at::Device device = x->device();
   const bool direct = direct_empty();
-  const py::object stream_int = new_stream_int(stream);
+  const py::object stream_int = new_uint(stream);
   at::Tensor combined_x, combined_w;
   try {
     combined_x = new_empty({T, H}, at::kBFloat16, device, direct);
@@ -467,14 +601,10 @@ py::object combine(PyObject* const* a) {
   SYMMOE_TORCH_ERRORS_END
 }
 
-// dispatch / combine as METH_FASTCALL functions (positional arguments only, as _ep_eager calls them): the Python
-// error as pybind11 would set it (torch's errors are already Python errors here, see SYMMOE_TORCH_ERRORS_END).
-template <py::object (*Fn)(PyObject* const*), Py_ssize_t N>
-PyObject* fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != N) {
-    PyErr_Format(PyExc_TypeError, "symmoe._torch_ep: expected %zd positional arguments, got %zd", N, nargs);
-    return nullptr;
-  }
+// Fn(args) as a Python result: a new reference, or null with the Python error as pybind11 would set it (torch's
+// errors are already Python errors here, see SYMMOE_TORCH_ERRORS_END).
+template <py::object (*Fn)(PyObject* const*)>
+PyObject* guarded(PyObject* const* args) {
   try {
     return Fn(args).release().ptr();
   } catch (py::error_already_set& e) {
@@ -484,6 +614,292 @@ PyObject* fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   return nullptr;
 }
+// dispatch / combine as METH_FASTCALL functions (positional arguments only, as _ep_eager calls them).
+template <py::object (*Fn)(PyObject* const*), Py_ssize_t N>
+PyObject* fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != N) {
+    PyErr_Format(PyExc_TypeError, "symmoe._torch_ep: expected %zd positional arguments, got %zd", N, nargs);
+    return nullptr;
+  }
+  return guarded<Fn>(args);
+}
+
+// ---- ElasticBuffer.dispatch / combine as C entry points (bind_buffer) ----
+// The parameters of ElasticBuffer.dispatch / combine after self (python/symmoe/ep.py), in order, with their
+// defaults; python/tests/test_ep_records.py checks both lists against the Python signatures.
+enum Default : uint8_t { kRequired, kNone, kZero, kTrue, kFalse };
+struct Param {
+  const char* name;
+  Default value;
+};
+enum DispatchArg {
+  dX,
+  dTopkIdx,
+  dTopkWeights,
+  dStats,
+  dNumExperts,
+  dMaxTokens,
+  dAlignment,
+  dNumSms,
+  dNumQps,
+  dPreviousEvent,
+  dPreviousEventBeforeEpilogue,
+  dAsync,
+  dAllocateOnComm,
+  dHandle,
+  dHandleCopy,
+  dCpuSync,
+  dExpand,
+  dZeroPadding,
+  dColMajorSf,
+  kNumDispatchArgs
+};
+constexpr Param kDispatchParams[kNumDispatchArgs] = {
+    {"x", kRequired},
+    {"topk_idx", kNone},
+    {"topk_weights", kNone},
+    {"cumulative_local_expert_recv_stats", kNone},
+    {"num_experts", kNone},
+    {"num_max_tokens_per_rank", kNone},
+    {"expert_alignment", kNone},
+    {"num_sms", kZero},
+    {"num_qps", kZero},
+    {"previous_event", kNone},
+    {"previous_event_before_epilogue", kNone},
+    {"async_with_compute_stream", kFalse},
+    {"allocate_on_comm_stream", kFalse},
+    {"handle", kNone},
+    {"do_handle_copy", kTrue},
+    {"do_cpu_sync", kNone},
+    {"do_expand", kFalse},
+    {"do_zero_padding", kTrue},
+    {"use_tma_aligned_col_major_sf", kFalse},
+};
+enum CombineArg {
+  cX,
+  cHandle,
+  cTopkWeights,
+  cBias,
+  cNumSms,
+  cNumQps,
+  cPreviousEvent,
+  cPreviousEventBeforeEpilogue,
+  cAsync,
+  cAllocateOnComm,
+  cReduceLocalExperts,
+  cCpuSync,
+  kNumCombineArgs
+};
+constexpr Param kCombineParams[kNumCombineArgs] = {
+    {"x", kRequired},
+    {"handle", kNone},
+    {"topk_weights", kNone},
+    {"bias", kNone},
+    {"num_sms", kZero},
+    {"num_qps", kZero},
+    {"previous_event", kNone},
+    {"previous_event_before_epilogue", kNone},
+    {"async_with_compute_stream", kFalse},
+    {"allocate_on_comm_stream", kFalse},
+    {"reduce_local_experts", kNone},
+    {"do_cpu_sync", kFalse},
+};
+PyObject* g_dispatch_names[kNumDispatchArgs] = {};  // interned by bind_buffer
+PyObject* g_combine_names[kNumCombineArgs] = {};
+// How the entry points ended each call (entry_counts(): ep_host_breakdown.py shows that its timed calls were fast).
+enum EntryEnd { kFast, kGeneral, kForwarded, kNumEntryEnds };
+uint64_t g_entry_counts[2][kNumEntryEnds] = {};  // [dispatch, combine][how]
+
+// The call's arguments by parameter (borrowed; defaults filled in). False for anything Python would refuse or
+// that is not a plain call (too many positionals, an unknown or repeated keyword, x missing): the Python function
+// then takes the call and raises what it raises.
+template <size_t N>
+bool parse(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const Param (&params)[N],
+           PyObject* const (&names)[N], PyObject* (&out)[N]) {
+  if (nargs < 0 || size_t(nargs) > N) return false;
+  for (size_t i = 0; i < N; ++i) out[i] = i < size_t(nargs) ? args[i] : nullptr;
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t j = 0; j < nkw; ++j) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, j);
+    size_t i = 0;
+    while (i < N && names[i] != key) ++i;  // interned names: one pointer compare each (call sites intern them)
+    if (i == N) {
+      for (i = 0; i < N; ++i) {
+        const int eq = PyObject_RichCompareBool(names[i], key, Py_EQ);
+        if (eq < 0) {
+          PyErr_Clear();
+          return false;
+        }
+        if (eq) break;
+      }
+    }
+    if (i == N || out[i]) return false;
+    out[i] = args[nargs + j];
+  }
+  for (size_t i = 0; i < N; ++i) {
+    if (out[i]) continue;
+    switch (params[i].value) {
+      case kRequired:
+        return false;
+      case kNone:
+        out[i] = Py_None;
+        break;
+      case kZero:
+        out[i] = bound.zero;
+        break;
+      case kTrue:
+        out[i] = Py_True;
+        break;
+      case kFalse:
+        out[i] = Py_False;
+        break;
+    }
+  }
+  return true;
+}
+
+// Whether this module is what ElasticBuffer's Python entry would call: symmoe._ep_eager._chosen is (sys.modules'
+// torch, this module). Any other choice (the Python path, a test's spy, none yet) goes to the Python function.
+bool chosen_here() {
+  PyObject* c = bound.chosen;
+  if (!c || !PyList_CheckExact(c) || PyList_GET_SIZE(c) != 2 || PyList_GET_ITEM(c, 1) != bound.module) return false;
+  PyObject* torch = PyDict_GetItemWithError(PyImport_GetModuleDict(), bound.name_torch);  // borrowed
+  if (!torch) {
+    PyErr_Clear();
+    return false;
+  }
+  return PyList_GET_ITEM(c, 0) == torch;
+}
+// 1 when `flag` is true, 0 when false, -1 on an error.
+int flag_set(PyObject* flag) { return flag == Py_False || flag == Py_None ? 0 : PyObject_IsTrue(flag); }
+// not self.zero_copy_outputs: 1, 0, or -1 on an error.
+int copies_outputs(PyObject* self) {
+  PyObject* v = PyObject_GetAttr(self, bound.name_zero_copy);
+  if (!v) return -1;
+  const int t = flag_set(v);
+  Py_DECREF(v);
+  return t < 0 ? -1 : !t;
+}
+
+// ElasticBuffer.dispatch's condition for the eager fast path (ep.py), term by term in its order: 1 taken, 0 not,
+// -1 an error (the Python function evaluates it again and raises).
+int dispatch_condition(PyObject* self, PyObject* state, PyObject* const* v) {
+  PyObject* sync = v[dCpuSync];
+  if (!(sync == Py_False || (sync == Py_None && v[dHandle] != Py_None))) return 0;
+  if (v[dPreviousEvent] != Py_None || v[dTopkWeights] == Py_None || v[dPreviousEventBeforeEpilogue] != Py_None) {
+    return 0;
+  }
+  for (PyObject* flag : {v[dAsync], v[dAllocateOnComm]}) {
+    const int t = flag_set(flag);
+    if (t != 0) return t < 0 ? -1 : 0;
+  }
+  if (v[dStats] != Py_None) return 0;
+  int t = flag_set(v[dColMajorSf]);
+  if (t != 0) return t < 0 ? -1 : 0;
+  if ((t = copies_outputs(self)) <= 0) return t;
+  const std::pair<PyObject*, StateField> fixed[] = {{v[dNumExperts], kNumExperts}, {v[dMaxTokens], kMaxTokens}};
+  for (const auto& [arg, f] : fixed) {  // `arg is None or arg == self.<field>` (the fields are the state's)
+    if (arg == Py_None) continue;
+    PyObject* have = field(state, f);
+    if (!have) return -1;
+    if ((t = PyObject_RichCompareBool(arg, have, Py_EQ)) <= 0) return t;
+  }
+  return 1;
+}
+// ElasticBuffer.combine's condition for the eager fast path (ep.py).
+int combine_condition(PyObject* self, PyObject* const* v) {
+  if (v[cBias] != Py_None || v[cPreviousEvent] != Py_None || v[cPreviousEventBeforeEpilogue] != Py_None) return 0;
+  for (PyObject* flag : {v[cAsync], v[cAllocateOnComm]}) {
+    const int t = flag_set(flag);
+    if (t != 0) return t < 0 ? -1 : 0;
+  }
+  if (v[cReduceLocalExperts] != Py_None) return 0;
+  return copies_outputs(self);
+}
+
+// self.<method>(<the call's own arguments>): the Python function takes a call the C entry does not make.
+PyObject* forward(PyObject* method, PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Py_ssize_t n = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+  std::vector<PyObject*> all(size_t(n) + 1);
+  all[0] = self;
+  for (Py_ssize_t i = 0; i < n; ++i) all[size_t(i) + 1] = args[i];
+  return PyObject_VectorcallMethod(method, all.data(), size_t(nargs) + 1, kwnames);
+}
+// self.<method>(*v): the general path with every parameter, positionally.
+template <size_t N>
+PyObject* general(PyObject* method, PyObject* self, PyObject* const (&v)[N]) {
+  PyObject* all[N + 1];
+  all[0] = self;
+  for (size_t i = 0; i < N; ++i) all[i + 1] = v[i];
+  return PyObject_VectorcallMethod(method, all, N + 1, nullptr);
+}
+// self._state when it is an EpState (a new reference), else null (no error set).
+PyObject* state_of(PyObject* self) {
+  PyObject* state = PyObject_GetAttr(self, bound.name_state);
+  if (state && PyObject_TypeCheck(state, g.state_type)) return state;
+  Py_XDECREF(state);
+  PyErr_Clear();
+  return nullptr;
+}
+
+// ElasticBuffer.dispatch: ep.py's body with this module chosen, without its Python frame.
+PyObject* buffer_dispatch(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* v[kNumDispatchArgs];
+  if (g.api && chosen_here() && parse(args, nargs, kwnames, kDispatchParams, g_dispatch_names, v)) {
+    if (PyObject* state = state_of(self)) {
+      const py::object keep = py::reinterpret_steal<py::object>(state);
+      const int fast = dispatch_condition(self, state, v);
+      if (fast > 0) {
+        PyObject* const a[10] = {state,      v[dX],      v[dTopkIdx],     v[dTopkWeights], v[dAlignment],
+                                 v[dNumSms], v[dExpand], v[dZeroPadding], v[dHandleCopy],  v[dHandle]};
+        PyObject* out = guarded<&dispatch>(a);
+        if (out != Py_None) {
+          ++g_entry_counts[0][kFast];
+          return out;  // the outputs, or null with the call's error
+        }
+        Py_DECREF(out);
+        ++g_entry_counts[0][kGeneral];
+        return general(bound.dispatch_general, self, v);
+      }
+      if (fast < 0) PyErr_Clear();
+    }
+  }
+  ++g_entry_counts[0][kForwarded];
+  return forward(bound.dispatch_python, self, args, nargs, kwnames);
+}
+
+// ElasticBuffer.combine: likewise.
+PyObject* buffer_combine(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* v[kNumCombineArgs];
+  if (g.api && chosen_here() && parse(args, nargs, kwnames, kCombineParams, g_combine_names, v)) {
+    const int fast = combine_condition(self, v);
+    if (fast > 0) {
+      if (PyObject* state = state_of(self)) {
+        const py::object keep = py::reinterpret_steal<py::object>(state);
+        PyObject* const a[6] = {state, v[cX], v[cHandle], v[cTopkWeights], v[cNumSms], v[cCpuSync]};
+        PyObject* out = guarded<&combine>(a);
+        if (out != Py_None) {
+          ++g_entry_counts[1][kFast];
+          return out;
+        }
+        Py_DECREF(out);
+        ++g_entry_counts[1][kGeneral];
+        return general(bound.combine_general, self, v);
+      }
+    }
+    if (fast < 0) PyErr_Clear();
+  }
+  ++g_entry_counts[1][kForwarded];
+  return forward(bound.combine_python, self, args, nargs, kwnames);
+}
+
+PyMethodDef kBufferDefs[] = {
+    {"dispatch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&buffer_dispatch)),
+     METH_FASTCALL | METH_KEYWORDS, nullptr},
+    {"combine", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&buffer_combine)),
+     METH_FASTCALL | METH_KEYWORDS, nullptr},
+};
+
 PyMethodDef kFastDefs[] = {
     {"dispatch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fastcall<&dispatch, 10>)), METH_FASTCALL,
      "_ep_eager.dispatch(state, x, topk_idx, topk_weights, expert_alignment, num_sms, do_expand, do_zero_padding, "
@@ -561,13 +977,100 @@ void init(py::capsule api, py::module_ types) {
   r.key_bf16 = bf16.inc_ref().ptr();
   r.name_float32 = intern("float32"), r.name_int32 = intern("int32");
   r.take_native_handle = intern("take_native_handle"), r.give_back_native_handle = intern("give_back_native_handle");
+  r.native_pool_size = module_attr(types, "NATIVE_HANDLE_POOL_SIZE").cast<Py_ssize_t>();
   r.state_type = reinterpret_cast<PyTypeObject*>(state_cls.inc_ref().ptr());
   r.handle_type = reinterpret_cast<PyTypeObject*>(handle_cls.inc_ref().ptr());
   r.event_cls = event_cls.inc_ref().ptr();
   r.marker_fn = marker_fn.inc_ref().ptr();
   r.api = table;
+  // EPHandle.__del__ in C (handle_del): same effect as the Python method it replaces, no Python frame per handle.
+  PyObject* del = PyDescr_NewMethod(r.handle_type, &kHandleDelDef);
+  if (!del) throw_python();
+  const py::object del_ref = py::reinterpret_steal<py::object>(del);
   g = r;
+  if (PyObject_SetAttrString(handle_cls.ptr(), "__del__", del) < 0) throw_python();
 }
+
+// Makes cls.dispatch / cls.combine (ElasticBuffer, python/symmoe/ep.py) this module's C entry points: returns the
+// two method descriptors for symmoe._ep_eager to set on the class. chosen: symmoe._ep_eager._chosen; module: this
+// module; the docs carry the Python functions' signatures (__text_signature__). The class provides
+// _dispatch_python / _dispatch_general / _combine_python / _combine_general, called by name on the instance.
+py::tuple bind_buffer(py::handle cls, py::handle chosen, py::handle module, const std::string& dispatch_doc,
+                      const std::string& combine_doc) {
+  if (!g.api) throw std::runtime_error("symmoe._torch_ep.bind_buffer: init() has not been called");
+  if (!PyType_Check(cls.ptr()) || !PyList_CheckExact(chosen.ptr()) || !PyModule_Check(module.ptr())) {
+    throw py::type_error("symmoe._torch_ep.bind_buffer(cls, chosen, module, dispatch_doc, combine_doc): wrong types");
+  }
+  for (const char* name : {"_dispatch_python", "_dispatch_general", "_combine_python", "_combine_general"}) {
+    if (!PyCallable_Check(py::getattr(cls, name, py::none()).ptr())) {
+      throw py::type_error(std::string("symmoe._torch_ep.bind_buffer: ") +
+                           reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name + "." + name + " is not a method");
+    }
+  }
+  for (int i = 0; i < kNumDispatchArgs; ++i) {
+    if (!g_dispatch_names[i]) g_dispatch_names[i] = intern(kDispatchParams[i].name);
+  }
+  for (int i = 0; i < kNumCombineArgs; ++i) {
+    if (!g_combine_names[i]) g_combine_names[i] = intern(kCombineParams[i].name);
+  }
+  if (!bound.zero) {
+    bound.zero = PyLong_FromLong(0);
+    if (!bound.zero) throw_python();
+    bound.name_torch = intern("torch"), bound.name_state = intern("_state"),
+    bound.name_zero_copy = intern("zero_copy_outputs");
+    bound.dispatch_python = intern("_dispatch_python"), bound.dispatch_general = intern("_dispatch_general");
+    bound.combine_python = intern("_combine_python"), bound.combine_general = intern("_combine_general");
+  }
+  Py_XSETREF(bound.chosen, chosen.inc_ref().ptr());
+  Py_XSETREF(bound.module, module.inc_ref().ptr());
+  // The method definitions keep pointers to these strings for the life of the process (the descriptors' __doc__).
+  bound.dispatch_doc = dispatch_doc, bound.combine_doc = combine_doc;
+  kBufferDefs[0].ml_doc = bound.dispatch_doc.c_str(), kBufferDefs[1].ml_doc = bound.combine_doc.c_str();
+  PyTypeObject* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  PyObject* d = PyDescr_NewMethod(type, &kBufferDefs[0]);
+  if (!d) throw_python();
+  const py::object dispatch_m = py::reinterpret_steal<py::object>(d);
+  PyObject* c = PyDescr_NewMethod(type, &kBufferDefs[1]);
+  if (!c) throw_python();
+  const py::object combine_m = py::reinterpret_steal<py::object>(c);
+  return py::make_tuple(dispatch_m, combine_m);
+}
+
+// ep_host_breakdown.py's allocation rows: one round of the allocations of a dispatch + combine, shaped like
+// `templates` (the five outputs of a pair), each released at once. mode 0: torch's CUDA allocator alone (allocate
+// and free the bytes); 1: + the tensors (new_empty, as dispatch_impl / combine_impl make them); 2: + their Python
+// objects (made, then dropped as a caller drops the outputs).
+PyObject* probe_alloc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  try {
+    int64_t mode = 0;
+    if (nargs != 2 || !exact_int(args[0], &mode) || mode < 0 || mode > 2 || !PyTuple_CheckExact(args[1])) {
+      PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc(mode 0-2, tuple of torch tensors)");
+      return nullptr;
+    }
+    const bool direct = direct_empty();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[1]); ++i) {
+      const at::Tensor* t = as_tensor(PyTuple_GET_ITEM(args[1], i));
+      if (!t || !t->is_cuda()) {
+        PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc: templates must be CUDA torch.Tensors");
+        return nullptr;
+      }
+      if (mode == 0) {
+        const c10::DataPtr bytes = at::cuda::getCUDADeviceAllocator()->allocate(t->nbytes());  // freed here
+      } else {
+        at::Tensor out = new_empty(t->sizes(), t->scalar_type(), t->device(), direct);
+        if (mode == 2) (void)py::cast(std::move(out));  // the Python object, released with the temporary
+      }
+    }
+    Py_RETURN_NONE;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+PyMethodDef kProbeDef = {"probe_alloc", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&probe_alloc)),
+                         METH_FASTCALL, "probe_alloc(mode, templates): ep_host_breakdown.py's allocation rows"};
 
 }  // namespace
 
@@ -576,10 +1079,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("init", &init, py::arg("api"), py::arg("types"),
         "binds the module to symmoe: the capsule symmoe._C._ep_capi and the module symmoe._ep_types (the records "
         "EpState and EPHandle, EventOverlap, framework_marker, BF16_PAYLOAD, MAX_EXPERT_ALIGNMENT)");
-  for (PyMethodDef& def : kFastDefs) {
-    PyObject* f = PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr());
+  m.def(
+      "entry_counts",
+      [] {
+        py::dict d;
+        const char* names[2] = {"dispatch", "combine"};
+        for (int i = 0; i < 2; ++i) {
+          d[names[i]] =
+              py::dict(py::arg("fast") = g_entry_counts[i][kFast], py::arg("general") = g_entry_counts[i][kGeneral],
+                       py::arg("python") = g_entry_counts[i][kForwarded]);
+        }
+        return d;
+      },
+      "calls of the C entry points ElasticBuffer.dispatch / combine so far, by how each ended: fast (this module's "
+      "fast path), general (_dispatch_general / _combine_general), python (handed to the Python function)");
+  m.def("bind_buffer", &bind_buffer, py::arg("cls"), py::arg("chosen"), py::arg("module"), py::arg("dispatch_doc"),
+        py::arg("combine_doc"),
+        "ElasticBuffer's dispatch / combine as this module's C entry points: returns the two method descriptors "
+        "(symmoe._ep_eager.bind_buffer_class sets them on the class)");
+  for (PyMethodDef* def : {&kFastDefs[0], &kFastDefs[1], &kProbeDef}) {
+    PyObject* f = PyCFunction_NewEx(def, nullptr, m.attr("__name__").ptr());
     if (!f) throw py::error_already_set();
-    m.add_object(def.ml_name, py::reinterpret_steal<py::object>(f));
+    m.add_object(def->ml_name, py::reinterpret_steal<py::object>(f));
   }
   m.def(
       "tensor_type", [] { return py::reinterpret_borrow<py::object>(THPVariableClass); },

@@ -2,6 +2,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -19,9 +20,21 @@ template <typename T>
 class ArrayRef {
  public:
   ArrayRef(const std::initializer_list<T>& list);
+  const T* data_ = nullptr;  // (pointer, length), as c10::ArrayRef
+  size_t length_ = 0;
 };
 using IntArrayRef = ArrayRef<int64_t>;
 enum class MemoryFormat : int8_t { Contiguous, Preserve };
+class DataPtr {
+ public:
+  DataPtr(DataPtr&&) noexcept;
+  ~DataPtr();
+  void* get() const;
+};
+struct Allocator {
+  virtual ~Allocator();
+  virtual DataPtr allocate(size_t n) = 0;
+};
 struct TensorOptions {
   TensorOptions dtype(std::optional<ScalarType>) const noexcept { return *this; }
   TensorOptions device(std::optional<Device>) const noexcept { return *this; }
@@ -35,7 +48,10 @@ constexpr auto kInt = ScalarType::Int;
 constexpr auto kLong = ScalarType::Long;
 constexpr auto kFloat = ScalarType::Float;
 constexpr auto kBFloat16 = ScalarType::BFloat16;
-class TensorBase {};
+class TensorBase {
+ public:
+  void* impl_ = nullptr;  // as at::TensorBase's one pointer (its TensorImpl)
+};
 class Tensor : public TensorBase {
  public:
   Tensor() = default;
@@ -48,6 +64,8 @@ class Tensor : public TensorBase {
   ScalarType scalar_type() const;
   void* data_ptr() const;
   Device device() const;
+  size_t nbytes() const;
+  IntArrayRef sizes() const;
 };
 Tensor empty(IntArrayRef size, TensorOptions options = {}, std::optional<MemoryFormat> memory_format = std::nullopt);
 }  // namespace at
