@@ -2,7 +2,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/formats.hpp"
@@ -46,12 +48,19 @@ BitwiseDiff compare_bitwise(const Communicator& comm, const std::vector<std::vec
     SYMMOE_CHECK(want[r].size() == got[r].size(), "moe", "compare_bitwise: local rank ", r, " has ", want[r].size(),
                  " values vs ", got[r].size());
     d.num_values += want[r].size();
-    for (size_t i = 0; i < want[r].size(); ++i)
-      if (want[r][i] != got[r][i] && d.num_different++ == 0) {
+    size_t last_row = ~size_t(0);
+    for (size_t i = 0; i < want[r].size(); ++i) {
+      if (want[r][i] == got[r][i]) continue;
+      if (d.num_different++ == 0) {
         d.rank = comm.local_ranks()[r].rank;
         d.token = i / size_t(hidden), d.col = i % size_t(hidden);
         d.want = want[r][i], d.got = got[r][i];
       }
+      if (i / size_t(hidden) != last_row) last_row = i / size_t(hidden), ++d.num_rows_different;
+      const bool same_sign = (want[r][i] ^ got[r][i]) < 0x8000;
+      const int steps = same_sign ? std::abs(int(want[r][i] & 0x7FFF) - int(got[r][i] & 0x7FFF)) : 65535;
+      d.max_ulps = std::max(d.max_ulps, steps);
+    }
   }
   return d;
 }
@@ -63,7 +72,8 @@ std::string BitwiseDiff::to_string(const std::string& want_name, const std::stri
                 token, col, want_name.c_str(), want, double(fmt::bf16_to_float(want)), got_name.c_str(), got,
                 double(fmt::bf16_to_float(got)));
   return std::string(buf) + " (" + std::to_string(num_different) + " of " + std::to_string(num_values) +
-         " values differ)";
+         " values differ in " + std::to_string(num_rows_different) + " rows, at most " + std::to_string(max_ulps) +
+         " bf16 steps)";
 }
 
 }  // namespace symmoe::moe

@@ -31,9 +31,11 @@ struct BitwiseDiff {
   int rank = -1;  // first difference: global rank, token, column, the two bf16 codes
   size_t token = 0, col = 0;
   uint16_t want = 0, got = 0;
+  size_t num_rows_different = 0;  // (rank, token) rows with at least one difference
+  int max_ulps = 0;               // largest |want - got| in bf16 steps (sign-magnitude codes; 65535 across signs/NaN)
   bool equal() const { return num_different == 0; }
   // "bitwise equal (N values)" or "first difference: rank r token t col c: <want_name> 0x.. (v) <got_name> 0x.. (v)
-  // (n of N values differ)".
+  // (n of N values differ in m rows, at most u bf16 steps)".
   std::string to_string(const std::string& want_name = "composed", const std::string& got_name = "fused") const;
 };
 BitwiseDiff compare_bitwise(const Communicator& comm, const std::vector<std::vector<uint16_t>>& want,
