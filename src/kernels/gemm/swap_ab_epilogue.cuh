@@ -65,7 +65,8 @@ __device__ __forceinline__ void swap_ab_epilogue_swiglu_fp8(
     const int token = 8 * (q / 2) + 2 * (lane % 4) + q % 2;
     amax[q] = 0.f;
     const bool valid = token < tile.num_rows;
-    const float weight = valid ? p.row_weights[tile.row_begin + token] : 0.f;
+    // L2-coherent load (no L1 line): in the fused kernel the pool weights are written during the kernel.
+    const float weight = valid ? __ldcg(p.row_weights + tile.row_begin + token) : 0.f;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int i = kNumAcc * j + 4 * (q / 2) + q % 2;  // gate at h = 0, up at h = 1 (i + 2)

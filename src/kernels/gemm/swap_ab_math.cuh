@@ -157,6 +157,10 @@ __device__ __forceinline__ void swap_ab_k_loop(const GemmParams& p,
 #pragma unroll
       for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[j][i]);
     ptx::wgmma_wait_group<0>();
+#pragma unroll
+    for (int j = 0; j < kSubTiles; ++j)
+#pragma unroll
+      for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[j][i]);  // read only after the wait
     if constexpr (kFp4) {  // a_cur's registers stay a_cur's until the WGMMAs reading them completed
 #pragma unroll
       for (int j = 0; j < kSubTiles; ++j)

@@ -126,7 +126,9 @@ __device__ __forceinline__ void swap_ab_epilogue_l2_writeback(const MegaParams& 
     const int token = 8 * c + 2 * (lane % 4) + (odd ? 1 : 0);
     dst[c] = nullptr;
     if (token < tile.num_rows) {
-      const layout::PoolRowSource src = *p.ws.get_l1_pool_src(uint64_t(tile.row_begin + token));
+      // L2-coherent load (no L1 line): the pull wrote the record during this kernel.
+      const int4 rec = __ldcg(reinterpret_cast<const int4*>(p.ws.get_l1_pool_src(uint64_t(tile.row_begin + token))));
+      const layout::PoolRowSource src{rec.x, rec.y, rec.z, rec.w};
       dst[c] = p.sym.map(p.ws.get_combine_row(src.src_token, src.src_topk), uint32_t(src.src_rank)) + col;
     }
   }
