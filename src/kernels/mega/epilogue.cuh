@@ -1,11 +1,13 @@
-// Epilogues of the fused kernel, run by the math warpgroups after the GEMM core's mainloop (math.cuh):
-//   L1: the GEMM core's SwiGLU epilogue (epilogue_swiglu.cuh: SwiGLU + top-k weight + FP8/UE8M0 per 128 channels)
-//       into the L2 pool; PendingL1Signal then sets the tile's bit in the pool block's l2_arrival_mask.
+// Epilogues of the fused kernel, run by the math warpgroups after the GEMM core's mainloop:
+//   L1: the GEMM core's SwiGLU epilogue (epilogue_swiglu.cuh; swap-AB: swap_ab_epilogue.cuh, from the registers:
+//       SwiGLU + top-k weight + FP8/UE8M0 per 128 channels) into the L2 pool; PendingL1Signal then sets the tile's bit
+//       in the pool block's l2_arrival_mask.
 //   L2: epilogue_l2_writeback: bf16 rows (as epilogue_bf16.cuh's staged path) stored by bulk copies straight into
-//       the SOURCE rank's combine[token][lane] row (SymBuffer::map), the source read from l1_pool_src.
+//       the SOURCE rank's combine[token][lane] row (SymBuffer::map), the source read from l1_pool_src;
+//       swap_ab_epilogue_l2_writeback: the same rows as 4-byte bf16 pairs from the swap-AB core's registers.
 // NOTES: the signal drains the warps' bulk stores before its release (the L2 producer of any SM may read the rows
-// right after); with FP4 weights it waits for the end of the next tile's mainloop (PendingL1Signal), when the stores
-// are long complete (MegaRoles::defers_l1_signal says when, and why).
+// right after); with FP4 weights on the tokens-on-M core it waits for the end of the next tile's mainloop
+// (PendingL1Signal), when the stores are long complete (MegaRoles::defers_l1_signal says when, and why).
 #pragma once
 
 #include <cuda_bf16.h>

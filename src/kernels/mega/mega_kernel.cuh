@@ -1,7 +1,8 @@
 // The fused MoE kernel (MegaMoE, docs/design.md §8) on Hopper: one persistent launch per layer call wires the roles
 //   dispatch.cuh   count + publish (all warps), pull rows into the L1 pool (3 dispatch warps per CTA)
 //   producer.cuh   TMA producer (1 thread), the GEMM core's loads behind a wait on the arrival counter / mask
-//   math.cuh       the GEMM core's WGMMA mainloop (2 math warpgroups, per-128-K promotion), L1 then L2
+//   math.cuh       the GEMM core's WGMMA mainloop (2 math warpgroups, per-128-K promotion), L1 then L2; at BLOCK_M
+//                  16 and 32 the swap-AB core's (swap_ab_math.cuh: tokens on WGMMA N; run_mega_math_swap_ab below)
 //   epilogue.cuh   L1 SwiGLU/FP8 into the L2 pool + mask bit; L2 bf16 rows into the source rank's combine rows
 //   combine.cuh    fp32 sum of each token's rows in ascending lane order, one bf16 rounding (all warps)
 //   scheduler.cuh  waves of experts; L1 then L2 tiles per wave; block counts from device-side counts
@@ -16,9 +17,9 @@
 // done at the grid sync. The combine rows are written again only after the next call's rank_barrier #1, which this
 // rank reaches only after its combine. So nothing needs a host-side reset between calls or graph replays.
 // Warp roles, register split and named barriers: layout/mega_roles.hpp (MegaRoles), shared with the planner.
-// FP4 weights (mega_moe_kernel<..., kFp4 true>; BLOCK_M 64 only, plan::mega_block_m_candidates): the FP4 grouped GEMM's
-// math-warp conversion (kernels/gemm/math_fp4.cuh, kMixedPhases: the base codes from the B scales of the tile's
-// phase). Per K block j of the CTA's tile sequence:
+// FP4 weights at BLOCK_M 64 (mega_moe_kernel<..., kFp4 true>; at 16 and 32 the swap-AB core converts in registers):
+// the FP4 grouped GEMM's math-warp conversion (kernels/gemm/math_fp4.cuh, kMixedPhases: the base codes from the B
+// scales of the tile's phase). Per K block j of the CTA's tile sequence:
 //   producer:   wait empty[j % R] -> arrive_expect_tx raw_full[j % R] -> TMA FP4 B + codes (+ A, A scales; early
 //               stages: after the tile's row wait)
 //   math:       math warpgroup w waits raw_full[j % R], converts its own 128 B rows into E4M3 tile j % 2 (during the
