@@ -22,7 +22,7 @@ namespace symmoe::plan {
 // weights kFp4: num_stages counts the stages of packed FP4 tiles (+ A); the E4M3 tiles the WGMMA reads are a
 // second ring of kGemmFp4ConvStages tiles, written at BLOCK_M 64 by the math warpgroups one K block ahead
 // (kernels/gemm/math_fp4.cuh), at BLOCK_M 128 by converter warps (kernels/gemm/fp4_converter.cuh; grouped GEMM
-// only: the fused kernel exists with FP4 weights at BLOCK_M 64 only, mega_block_m_candidates).
+// only: the fused kernel has no FP4 kernel at BLOCK_M 128, mega_block_m_candidates).
 // The cores (GemmCore, symmoe/plan.hpp):
 //   kTwoHalves: the tiles above; a 64 x 256 warpgroup tile is two m64n128 passes sharing one partial accumulator,
 //               the warpgroups take issue turns, the epilogue goes through staging rows and bulk stores
