@@ -274,10 +274,10 @@ std::vector<const uint16_t*> MegaMoe::Impl::forward(MegaMoe& self, const std::ve
     p.l1 = mega::kernel::make_phase_params(p, false);
     p.l2 = mega::kernel::make_phase_params(p, true);
     ys[i] = p.y;
-    int candidate = 0;  // the maps of the plan's BLOCK_M
-    while (candidate < layout::kMegaNumBlockMCandidates &&
-           layout::kMegaBlockMCandidates[candidate] != call_plan.block_m)
-      ++candidate;
+    // The maps of the plan's BLOCK_M.
+    const int* const candidates_end = layout::kMegaBlockMCandidates + layout::kMegaNumBlockMCandidates;
+    const int candidate = int(std::find(layout::kMegaBlockMCandidates, candidates_end, call_plan.block_m) -
+                              layout::kMegaBlockMCandidates);
     SYMMOE_CHECK(candidate < layout::kMegaNumBlockMCandidates, "mega", "BLOCK_M ", call_plan.block_m,
                  " is no fused-kernel candidate");
     launch(r.placement.rank, call_plan, p, r.maps[candidate], stream);
