@@ -25,29 +25,41 @@ namespace symmoe::gemm::kernel {
 
 constexpr int kSwapAbAmaxBarrier = 1;  // named barrier of the 256 math threads (0 is __syncthreads)
 
-// acc: the warpgroup's BLOCK_N / 128 sub-tiles of 64 weight rows (swap_ab_k_loop).
-template <int BLOCK_M, int BLOCK_N>
-__device__ __forceinline__ void swap_ab_epilogue_bf16(const GemmParams& p, const Tile& tile, int wg,
-                                                      const float (&acc)[BLOCK_N / 128 * BLOCK_M / 2]) {
+// The bf16 pairs of the warpgroup's kSubTiles sub-tiles of 64 weight rows (acc: swap_ab_k_loop's order), for every
+// sub-tile j, 8-token group c and row half h after one shuffle: store(c, 64 j + 8 h, pair) stores the lane's token
+// 8c + 2 (lane % 4) + odd, if valid, at that column offset from the pair's first column; pair() converts the two
+// values to the 4-byte bf16 pair (called only by a storing lane, so the conversion stays inside the store's branch).
+template <int BLOCK_M, int kSubTiles, typename Store>
+__device__ __forceinline__ void swap_ab_store_bf16_pairs(const float (&acc)[kSubTiles * BLOCK_M / 2], Store&& store) {
   constexpr int kNumAcc = BLOCK_M / 2;
-  if (!swap_ab_active<BLOCK_N>(p, tile, wg)) return;  // rows past n (uniform over the warpgroup)
-  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const int lane = threadIdx.x % 32;
   const bool odd = (lane / 4) % 2;
-  const int col = tile.n_begin + BLOCK_N / 2 * wg + 16 * warp + lane / 4 - (odd ? 1 : 0);  // the pair's first column
 #pragma unroll
-  for (int j = 0; j < BLOCK_N / 128; ++j)
+  for (int j = 0; j < kSubTiles; ++j)
 #pragma unroll
     for (int c = 0; c < BLOCK_M / 8; ++c)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float v0 = acc[kNumAcc * j + 4 * c + 2 * h], v1 = acc[kNumAcc * j + 4 * c + 2 * h + 1];  // 2t, 2t + 1
         const float other = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-        const int token = 8 * c + 2 * (lane % 4) + (odd ? 1 : 0);
-        if (token < tile.num_rows) {
-          const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(other, v1) : __floats2bfloat162_rn(v0, other);
-          *reinterpret_cast<__nv_bfloat162*>(p.d + size_t(tile.row_begin + token) * p.n + col + 64 * j + 8 * h) = pair;
-        }
+        store(c, 64 * j + 8 * h,
+              [&] { return odd ? __floats2bfloat162_rn(other, v1) : __floats2bfloat162_rn(v0, other); });
       }
+}
+
+// acc: the warpgroup's BLOCK_N / 128 sub-tiles of 64 weight rows (swap_ab_k_loop).
+template <int BLOCK_M, int BLOCK_N>
+__device__ __forceinline__ void swap_ab_epilogue_bf16(const GemmParams& p, const Tile& tile, int wg,
+                                                      const float (&acc)[BLOCK_N / 128 * BLOCK_M / 2]) {
+  if (!swap_ab_active<BLOCK_N>(p, tile, wg)) return;  // rows past n (uniform over the warpgroup)
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const bool odd = (lane / 4) % 2;
+  const int col = tile.n_begin + BLOCK_N / 2 * wg + 16 * warp + lane / 4 - (odd ? 1 : 0);  // the pair's first column
+  swap_ab_store_bf16_pairs<BLOCK_M, BLOCK_N / 128>(acc, [&](int c, int offset, auto pair) {
+    const int token = 8 * c + 2 * (lane % 4) + (odd ? 1 : 0);
+    if (token < tile.num_rows)
+      *reinterpret_cast<__nv_bfloat162*>(p.d + size_t(tile.row_begin + token) * p.n + col + offset) = pair();
+  });
 }
 
 // acc: two 64-row sub-tiles (swap_ab_k_loop with BLOCK_N 256); parity: the tile count's parity (amax buffer).

@@ -14,6 +14,7 @@
 
 #include "kernels/gemm/epilogue_staging.cuh"
 #include "kernels/gemm/math.cuh"
+#include "kernels/gemm/swap_ab_epilogue.cuh"
 #include "kernels/gemm/swap_ab_math.cuh"
 #include "kernels/mega/params.hpp"
 #include "kernels/mega/scheduler.cuh"
@@ -111,13 +112,12 @@ __device__ __forceinline__ void epilogue_l2_writeback(
 }
 
 // Swap-AB core (BLOCK_M 16, 32): math warpgroup wg's 128 weight rows (= output columns) x the tile's tokens
-// (acc: swap_ab_k_loop's order) -> bf16 pairs straight into each token's combine row on its source rank (as
-// swap_ab_epilogue_bf16: one shuffle pairs neighbouring columns; the even lane of a pair stores token 2t, the odd lane
-// token 2t + 1). A warpgroup whose rows lie past H (the partial last n-block) stores nothing (swap_ab_active).
+// (acc: swap_ab_k_loop's order) -> bf16 pairs straight into each token's combine row on its source rank
+// (swap_ab_store_bf16_pairs: one shuffle pairs neighbouring columns; the even lane of a pair stores token 2t, the odd
+// lane token 2t + 1). A warpgroup whose rows lie past H (the partial last n-block) stores nothing (swap_ab_active).
 template <int BLOCK_M>
 __device__ __forceinline__ void swap_ab_epilogue_l2_writeback(const MegaParams& p, const gemm::kernel::Tile& tile,
                                                               int wg, const float (&acc)[BLOCK_M]) {
-  constexpr int kNumAcc = BLOCK_M / 2;
   if (!gemm::kernel::swap_ab_active<256>(p.l2, tile, wg)) return;  // uniform over the warpgroup
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
   const bool odd = (lane / 4) % 2;
@@ -134,19 +134,9 @@ __device__ __forceinline__ void swap_ab_epilogue_l2_writeback(const MegaParams& 
       dst[c] = p.sym.map(p.ws.get_combine_row(src.src_token, src.src_topk), uint32_t(src.src_rank)) + col;
     }
   }
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int c = 0; c < BLOCK_M / 8; ++c)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float v0 = acc[kNumAcc * j + 4 * c + 2 * h], v1 = acc[kNumAcc * j + 4 * c + 2 * h + 1];  // 2t, 2t + 1
-        const float other = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 4);
-        if (dst[c] != nullptr) {
-          const __nv_bfloat162 pair = odd ? __floats2bfloat162_rn(other, v1) : __floats2bfloat162_rn(v0, other);
-          *reinterpret_cast<__nv_bfloat162*>(dst[c] + 64 * j + 8 * h) = pair;
-        }
-      }
+  gemm::kernel::swap_ab_store_bf16_pairs<BLOCK_M, 2>(acc, [&](int c, int offset, auto pair) {
+    if (dst[c] != nullptr) *reinterpret_cast<__nv_bfloat162*>(dst[c] + offset) = pair();
+  });
 }
 
 }  // namespace symmoe::mega::kernel
