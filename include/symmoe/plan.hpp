@@ -211,7 +211,7 @@ struct MegaPlan {
   int num_producer_warps = 0, num_dispatch_warps = 0, num_math_warpgroups = 0;
   int num_threads = 0;
   int data_registers = 0, math_registers = 0, math_registers_needed = 0;
-  int named_barriers = 0;  // named-barrier ids the kernel uses (0 .. named_barriers - 1)
+  int named_barriers = 0;  // one past the highest named-barrier id the kernel uses (ids below may be unused)
   // Shared memory
   int num_stages = 0, smem_per_stage = 0, smem_fixed = 0, smem_bytes = 0;
   // Workspace

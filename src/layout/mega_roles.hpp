@@ -58,8 +58,11 @@ struct MegaRoles {
   static constexpr int kFp4ConvertBarrier0 = kL1DoneBarrier + 1;
   static constexpr int kNumFp4ConvertBarriers = kNumMathWarpgroups;
   static constexpr int kNumNamedBarriers = kFp4ConvertBarrier0 + kNumFp4ConvertBarriers;
-  // Named-barrier ids one kernel uses (0 .. n - 1): all with FP4 weights, else none of the conversion's.
-  SYMMOE_HD static constexpr int num_named_barriers(bool fp4) { return fp4 ? kNumNamedBarriers : kFp4ConvertBarrier0; }
+  // One past the highest named-barrier id one kernel uses: the conversion barriers only with FP4 weights on the
+  // tokens-on-M core. The swap-AB core uses ids 0, 1 and kL1DoneBarrier (no issue turns, no conversion barrier).
+  SYMMOE_HD static constexpr int num_named_barriers(bool fp4, bool swap_ab) {
+    return fp4 && !swap_ab ? kNumNamedBarriers : kFp4ConvertBarrier0;
+  }
 
   // ---- when an L1 tile's arrival signal is sent (PendingL1Signal, src/kernels/mega/epilogue.cuh) ----
   // FP4 weights on the two-halves core: after the next tile's mainloop (so its bulk-store drain and fences overlap

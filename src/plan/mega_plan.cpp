@@ -130,7 +130,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   p.num_threads = Roles::kNumThreads;
   p.data_registers = Roles::kDataRegisters;
   p.math_registers = Roles::kMathRegisters;
-  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4);
+  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4, p.core == GemmCore::kSwapAB);
   SYMMOE_CHECK(p.math_registers == detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers), "plan",
                "MegaMoE: register split ", p.data_registers, "/", p.math_registers, " does not fill the SM");
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
