@@ -12,8 +12,10 @@ native_out_pair is: one function making the two calls (buf.dispatch(...), buf.co
                     ep_graph_timing's host_pair_us is whichever symmoe chooses
   ext_dispatch      its dispatch alone (with the release of the previous call's EPHandle)
   ext_combine       its combine alone (one handle, combined again and again)
-  ext_alloc_raw     the pair's five outputs' bytes from torch's CUDA allocator and back (allocate + free), in C++
-  ext_alloc         the five outputs as the extension makes them (at::detail::empty_cuda), released, in C++
+  ext_alloc_raw     the pair's output bytes from torch's CUDA allocator and back (allocate + free), in C++, as
+                    the extension asks for them: one block for dispatch's four outputs, one for combine's output
+  ext_alloc         the five outputs as the extension makes them (per call one at::detail::empty_cuda block,
+                    each further output a TensorImpl over its storage), released, in C++
   ext_alloc_py      the same plus their Python tensor objects, made and dropped (what a caller dropping the
                     outputs costs): the extension's allocation work per pair
   ext_rest          ext_pair - native_out_pair - ext_alloc_py: the extension's own host work beyond torch's
@@ -132,7 +134,7 @@ def main():
             torch.empty(s, dtype=d, device=dev)
     t["torch_empty"] = host_us(torch_empty, it, rep)
     if "ext_pair" in t:  # the extension's allocations alone: allocator, + tensors, + Python objects
-        probe, templates = sys.modules["symmoe._torch_ep"].probe_alloc, tuple(outs)
+        probe, templates = sys.modules["symmoe._torch_ep"].probe_alloc, (tuple(outs[:4]), tuple(outs[4:]))
         for mode, name in enumerate(("ext_alloc_raw", "ext_alloc", "ext_alloc_py")):
             t[name] = host_us(lambda m=mode: probe(m, templates), it, rep)
 

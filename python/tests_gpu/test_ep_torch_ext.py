@@ -1,6 +1,7 @@
 """symmoe._torch_ep (ElasticBuffer's eager dispatch / combine in C++ over libtorch) against symmoe._ep_eager's Python
 on the same inputs, bitwise: outputs (their valid rows), dtypes, shapes, None positions, the EPHandle's fields and
-device metadata, EventOverlap, the buffer's stream order; arguments the fast path leaves to the general path give
+device metadata, EventOverlap, the buffer's stream order; the extension's outputs of one call from one allocation
+(contiguous, 256-byte aligned, not overlapping); arguments the fast path leaves to the general path give
 the general path's errors; errors of the call come through symmoe._C's C interface as symmoe._C's. Skipped (with the
 reason) only when the extension is not built (python/tests_gpu/build_torch_ext.sh)."""
 import ctypes
@@ -119,6 +120,29 @@ def same_dispatch(a, b, what):
     assert type(ev_a) is type(ev_b) is symmoe.EventOverlap and ev_a.event is None and ev_b.event is None, what
 
 
+def one_allocation(outputs, what):
+    """The extension's outputs of one call: one storage (torch's caching allocator, one block), each output a
+    contiguous tensor of its own at a 256-byte aligned offset, inside the storage, overlapping none of the others
+    (written one after the other with distinct bytes, each keeps its own), record_stream accepted."""
+    outs = [o for o in outputs if o is not None]
+    base = outs[0].untyped_storage().data_ptr()
+    size = outs[0].untyped_storage().nbytes()
+    spans = []
+    for o in outs:
+        assert o.is_contiguous() and o.device == outs[0].device and o.untyped_storage().data_ptr() == base, what
+        assert o.data_ptr() % 256 == 0 and o._base is None, f"{what}: {o.data_ptr():#x} {o._base}"
+        spans.append((o.data_ptr(), o.data_ptr() + o.numel() * o.element_size()))
+    spans.sort()
+    assert spans[0][0] >= base and spans[-1][1] <= base + size, f"{what}: outside the storage"
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:])), f"{what}: overlapping {spans}"
+    side = torch.cuda.Stream()
+    for i, o in enumerate(outs):
+        o.record_stream(side)
+        o.view(-1).view(torch.uint8).fill_(i + 1)
+    for i, o in enumerate(outs):
+        assert bool((o.view(-1).view(torch.uint8) == i + 1).all()), f"{what}: output {i} overwritten by another"
+
+
 @pytest.mark.parametrize("scales", [None, "fp32_per128", "ue8m0_per32", "ue8m0_per128"])
 @pytest.mark.parametrize("expand, alignment", [(False, None), (True, 1), (True, 32)])
 @pytest.mark.parametrize("combine_weights, cpu_sync_combine", [(True, False), (False, True)])
@@ -137,6 +161,10 @@ def test_extension_matches_python_bitwise(ext, buffers, scales, expand, alignmen
         same_tensor(py[2][i], cc[2][i], H * T_MAX, what)
     assert type(py[2][2]) is type(cc[2][2]) is symmoe.EventOverlap
     assert py[3] == cc[3] == (torch.cuda.current_stream().cuda_stream or 1)  # last_stream: the compute stream
+    for what, (x, idx, w) in (("fresh", cc[0][:3]), ("cached", cc[1][:3])):  # after the bitwise comparisons
+        one_allocation([*(x if isinstance(x, tuple) else (x,)), idx, w], f"extension's {what} dispatch")
+    one_allocation(cc[2][:2], "extension's combine")
+    torch.cuda.synchronize()
 
 
 def test_shared_topk_idx_handle(ext, buffers):

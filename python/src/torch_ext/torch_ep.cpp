@@ -1,26 +1,31 @@
 // symmoe._torch_ep: the eager fast path of ElasticBuffer.dispatch / combine (python/symmoe/_ep_eager.py) in C++
 // over libtorch, so that an eager pair costs the C++ call plus a few microseconds: the checks read the tensors
-// directly, the outputs are at::empty (torch's caching allocator, on the current stream of the rank's GPU, as
-// torch.empty), and the call goes to symmoe._C through its C interface (python/src/ep_capi.hpp).
+// directly, the outputs come from torch's caching allocator (on the current stream of the rank's GPU, as
+// torch.empty; the outputs of one call from one allocation, see Outputs), and the call goes to symmoe._C through its
+// C interface (python/src/ep_capi.hpp).
 // Optional: python/tests_gpu/build_torch_ext.sh builds it where torch is installed; symmoe._ep_eager uses it when
 // it imports and falls back to its own Python otherwise.
 // Contract: dispatch() and combine() are _ep_eager.dispatch / combine: the same arguments (the buffer's EpState
 // first), outputs, EPHandle record, EventOverlap, stream order (EpState.last_stream) and native handle pool, or None
 // whenever the Python version returns None or the case is one it leaves to the general path (tensor subclasses
-// included): symmoe.ep then makes the call and words any error. Errors of the call itself are those of symmoe._C
-// (ep_capi.hpp); torch's (an allocation that fails) are torch's Python exceptions.
+// included): symmoe.ep then makes the call and words any error. One difference a caller can see: the outputs of
+// one call share one storage, each at its own offset (Outputs; the Python path allocates each on its own).
+// Errors of the call itself are those of symmoe._C (ep_capi.hpp); torch's (an allocation that fails) are torch's
+// Python exceptions.
 // The state and the handle are the records of python/symmoe/_ep_types.py (EpState, EPHandle), the one definition
 // the three paths share: init() takes that module, resolves every field used here (kStateFields, kHandleFields) to
 // its __slots__ member and refuses a module whose classes lack one, and takes the payload key of bf16, the largest
 // expert alignment, the scale-format table (per EpState) and the framework marker from it, not from copies here.
 // NOTES: host cost. A record field is one load at a fixed offset (no attribute lookup); dispatch and combine are
 // METH_FASTCALL functions (no pybind11 argument dispatch); outputs come from at::detail::empty_cuda (torch.empty's
-// CUDA kernel without the dispatcher) whenever torch.empty would do nothing more (see new_empty). No Python frame
+// CUDA kernel without the dispatcher) whenever torch.empty would do nothing more (see direct_empty), the outputs
+// of one call from one allocation (Outputs: one allocator round trip per call, not per output). No Python frame
 // runs in an eager call: ElasticBuffer.dispatch / combine themselves are C entry points of this module
 // (bind_buffer: the condition of ep.py's fast path, then dispatch_impl / combine_impl), the native handle comes
 // from the EpState's pool and goes back to it here (take_native, EPHandle.__del__ = handle_del), and a handle's
-// routing is read from its record (routing_of), not through symmoe._C. What is left per call is torch's: five
-// outputs allocated and wrapped (python/tests_gpu/ep_host_breakdown.py's ext_alloc rows time them alone).
+// routing is read from its record (routing_of), not through symmoe._C. What is left per call is torch's: the
+// outputs allocated (one block per call) and wrapped (python/tests_gpu/ep_host_breakdown.py's ext_alloc rows time
+// them alone).
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/EmptyTensor.h>
@@ -319,10 +324,75 @@ bool direct_empty() {
   return !at::globalContext().deterministicAlgorithms() &&
          !c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python);
 }
-at::Tensor new_empty(at::IntArrayRef shape, at::ScalarType dtype, const at::Device& device, bool direct) {
-  if (direct) return at::Tensor(at::detail::empty_cuda(shape, dtype, device, at::MemoryFormat::Contiguous));
-  return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
-}
+
+// The outputs of one call (dispatch: recv_x, recv_sf, recv_topk_idx, recv_topk_weights; combine: combined_x,
+// combined_topk_weights), each contiguous, of its own shape and dtype, on `device`, as torch.empty makes them, from
+// ONE allocation of torch's caching allocator (`direct`; a call with one output is exactly torch.empty):
+//   block = at::detail::empty_cuda(block_bytes / itemsize of the first output), that tensor resized (metadata
+//   only) to the first output; every further output a TensorImpl over the same c10::Storage at its own offset,
+//   each offset a multiple of kOutputAlignment bytes (block_layout), so the outputs never overlap.
+// One allocator round trip, StorageImpl and deleter instead of one per output (the ext_alloc rows of
+// python/tests_gpu/ep_host_breakdown.py). What a caller can see: the outputs of one call share one storage
+// (untyped_storage(), storage_offset() > 0 for all but the first; the memory goes back to torch's allocator when
+// the last of them is dropped; record_stream on one covers the block); each is a plain tensor of its own (no view
+// of another: own version counter, _base None), dtype, shape, strides and device as before. Without `direct` (a
+// deterministic fill or a Python dispatch mode wants to see each aten::empty) every output is its own at::empty,
+// as before.
+constexpr int64_t kOutputAlignment = 256;
+constexpr int kMaxOutputs = 4;
+struct Outputs {
+  int n = 0;
+  int64_t shape[kMaxOutputs][2] = {};
+  int64_t dims[kMaxOutputs] = {};
+  at::ScalarType dtype[kMaxOutputs] = {};
+  at::Tensor* dst[kMaxOutputs] = {};
+
+  void add(at::Tensor* t, int64_t rows, int64_t cols, at::ScalarType type) {  // cols < 0: the 1-D shape (rows,)
+    shape[n][0] = rows, shape[n][1] = cols, dims[n] = cols < 0 ? 1 : 2, dtype[n] = type, dst[n++] = t;
+  }
+  at::IntArrayRef sizes(int i) const { return at::IntArrayRef(shape[i], size_t(dims[i])); }
+  int64_t nbytes(int i) const {
+    int64_t items = 1;
+    for (int d = 0; d < dims[i]; ++d) items *= shape[i][d];
+    return items * int64_t(c10::elementSize(dtype[i]));
+  }
+  // Byte offsets of the outputs in the block (each rounded up to kOutputAlignment) and the block's size (rounded
+  // up likewise, so a multiple of every itemsize).
+  int64_t block_layout(int64_t* offset) const {
+    int64_t end = 0;
+    for (int i = 0; i < n; ++i) {
+      offset[i] = (end + kOutputAlignment - 1) / kOutputAlignment * kOutputAlignment;
+      end = offset[i] + nbytes(i);
+    }
+    return (end + kOutputAlignment - 1) / kOutputAlignment * kOutputAlignment;
+  }
+  void make(const at::Device& device, bool direct) {
+    if (!direct) {
+      for (int i = 0; i < n; ++i) *dst[i] = at::empty(sizes(i), at::TensorOptions().dtype(dtype[i]).device(device));
+      return;
+    }
+    if (n == 1) {
+      *dst[0] = at::Tensor(at::detail::empty_cuda(sizes(0), dtype[0], device, at::MemoryFormat::Contiguous));
+      return;
+    }
+    int64_t offset[kMaxOutputs] = {};
+    const int64_t bytes = block_layout(offset);
+    const int64_t first_items = bytes / int64_t(c10::elementSize(dtype[0]));
+    at::Tensor block(
+        at::detail::empty_cuda(at::IntArrayRef(&first_items, 1), dtype[0], device, at::MemoryFormat::Contiguous));
+    constexpr c10::DispatchKeySet kCuda(c10::DispatchKey::CUDA);  // as at::detail::empty_cuda's TensorImpl
+    for (int i = 1; i < n; ++i) {
+      at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(block.storage()), kCuda,
+                                                              c10::scalarTypeToTypeMeta(dtype[i]));
+      c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+      impl->set_storage_offset(offset[i] / int64_t(c10::elementSize(dtype[i])));
+      impl->set_sizes_contiguous(sizes(i));
+      *dst[i] = std::move(t);
+    }
+    block.unsafeGetTensorImpl()->set_sizes_contiguous(sizes(0));  // offset 0: the block's own tensor
+    *dst[0] = std::move(block);
+  }
+};
 
 // The marker _ep_types.framework_marker returns for torch tensors (made on first use, as the Python path does).
 PyObject* marker(PyObject* x) {
@@ -477,11 +547,13 @@ py::object dispatch_impl(PyObject* state, PyObject* x_obj, PyObject* idx_obj, Py
   int num_rows = 0, row_capacity = 0;
   try {
     if (cached) store(handle, kLike, mark);
-    // _ep_types.new_dispatch_outputs' shapes and dtypes
-    recv_x = new_empty({rows, H}, x->scalar_type(), device, direct);
-    if (sf) recv_sf = new_empty({rows, sf_cols}, sf->scalar_type(), device, direct);
-    if (!expand) recv_idx = new_empty({rows, K}, at::kLong, device, direct);
-    recv_w = expand ? new_empty({rows}, at::kFloat, device, direct) : new_empty({rows, K}, at::kFloat, device, direct);
+    // _ep_types.new_dispatch_outputs' shapes and dtypes, from one allocation (Outputs::make)
+    Outputs outs;
+    outs.add(&recv_x, rows, H, x->scalar_type());
+    if (sf) outs.add(&recv_sf, rows, sf_cols, sf->scalar_type());
+    if (!expand) outs.add(&recv_idx, rows, K, at::kLong);
+    outs.add(&recv_w, rows, expand ? -1 : K, at::kFloat);
+    outs.make(device, direct);
     native = cached ? py::reinterpret_borrow<py::object>(field(handle, kNative)) : take_native(state);
     capi::DispatchCall c{};
     c.num_tokens = int(T), c.x = address(*x), c.x_scales = sf ? address(*sf) : 0, c.topk_idx = idx_ptr;
@@ -561,8 +633,10 @@ py::object combine_impl(PyObject* state, PyObject* x_obj, PyObject* handle, PyOb
   const py::object stream_int = new_uint(stream);
   at::Tensor combined_x, combined_w;
   try {
-    combined_x = new_empty({T, H}, at::kBFloat16, device, direct);
-    if (w) combined_w = new_empty({T, K}, at::kFloat, device, direct);
+    Outputs outs;  // one allocation (Outputs::make)
+    outs.add(&combined_x, T, H, at::kBFloat16);
+    if (w) outs.add(&combined_w, T, K, at::kFloat);
+    outs.make(device, direct);
     capi::CombineCall c{};
     c.x = address(*x), c.topk_weights = w_ptr, c.stream = stream, c.reduce_local_experts = reduce;
     c.num_sms = int(num_sms ? num_sms : handle_sms), c.cpu_sync = cpu_sync;
@@ -1037,28 +1111,52 @@ py::tuple bind_buffer(py::handle cls, py::handle chosen, py::handle module, cons
 }
 
 // ep_host_breakdown.py's allocation rows: one round of the allocations of a dispatch + combine, shaped like
-// `templates` (the five outputs of a pair), each released at once. mode 0: torch's CUDA allocator alone (allocate
-// and free the bytes); 1: + the tensors (new_empty, as dispatch_impl / combine_impl make them); 2: + their Python
+// `groups` (a tuple of tuples of tensors: the outputs of one call each, e.g. dispatch's four and combine's one),
+// each released at once. mode 0: torch's CUDA allocator alone (allocate and free the bytes the extension asks for:
+// one block per call, Outputs::block_layout, or one per output where Outputs::make takes at::empty or the call has
+// one output); 1: + the tensors (Outputs::make, as dispatch_impl / combine_impl make them); 2: + their Python
 // objects (made, then dropped as a caller drops the outputs).
 PyObject* probe_alloc(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   try {
     int64_t mode = 0;
     if (nargs != 2 || !exact_int(args[0], &mode) || mode < 0 || mode > 2 || !PyTuple_CheckExact(args[1])) {
-      PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc(mode 0-2, tuple of torch tensors)");
+      PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc(mode 0-2, tuple of tuples of torch tensors)");
       return nullptr;
     }
     const bool direct = direct_empty();
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[1]); ++i) {
-      const at::Tensor* t = as_tensor(PyTuple_GET_ITEM(args[1], i));
-      if (!t || !t->is_cuda()) {
-        PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc: templates must be CUDA torch.Tensors");
+    for (Py_ssize_t gi = 0; gi < PyTuple_GET_SIZE(args[1]); ++gi) {
+      PyObject* group = PyTuple_GET_ITEM(args[1], gi);
+      const Py_ssize_t n = PyTuple_Check(group) ? PyTuple_GET_SIZE(group) : 0;
+      if (n < 1 || n > kMaxOutputs) {
+        PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc: each group is a tuple of 1-4 tensors");
         return nullptr;
       }
+      at::Tensor made[kMaxOutputs];
+      Outputs outs;
+      at::Device device(c10::DeviceType::CUDA);
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        const at::Tensor* t = as_tensor(PyTuple_GET_ITEM(group, i));
+        if (!t || !t->is_cuda() || t->dim() < 1 || t->dim() > 2) {
+          PyErr_SetString(PyExc_TypeError, "symmoe._torch_ep.probe_alloc: templates must be 1-D or 2-D CUDA tensors");
+          return nullptr;
+        }
+        outs.add(&made[i], t->size(0), t->dim() == 2 ? t->size(1) : -1, t->scalar_type());
+        device = t->device();
+      }
       if (mode == 0) {
-        const c10::DataPtr bytes = at::cuda::getCUDADeviceAllocator()->allocate(t->nbytes());  // freed here
+        int64_t offset[kMaxOutputs] = {};
+        const int64_t block = outs.block_layout(offset);
+        c10::Allocator* allocator = at::cuda::getCUDADeviceAllocator();
+        if (direct && n > 1) {
+          const c10::DataPtr bytes = allocator->allocate(size_t(block));  // freed here
+        } else {
+          for (int i = 0; i < n; ++i) const c10::DataPtr bytes = allocator->allocate(size_t(outs.nbytes(i)));
+        }
       } else {
-        at::Tensor out = new_empty(t->sizes(), t->scalar_type(), t->device(), direct);
-        if (mode == 2) (void)py::cast(std::move(out));  // the Python object, released with the temporary
+        outs.make(device, direct);
+        if (mode == 2) {
+          for (int i = 0; i < n; ++i) (void)py::cast(std::move(made[i]));  // the Python object, released at once
+        }
       }
     }
     Py_RETURN_NONE;

@@ -15,7 +15,8 @@
 #include <cstdio>
 PyObject* THPVariableClass = Py_None;
 PyObject* ParameterClass = Py_None;
-static PyObject* g_factory = nullptr;  // factory(shape tuple, dtype name) -> fake tensor
+static PyObject* g_factory = nullptr;  // factory(shape tuple, dtype name) -> fake tensor (its own allocation)
+static PyObject* g_hooks = nullptr;    // view(owner, dtype name), set_offset(t, elements), set_sizes(t, shape)
 static PyObject* call(PyObject* o, const char* m) {
   PyObject* r = PyObject_CallMethod(o, m, nullptr);
   if (!r) {
@@ -37,11 +38,33 @@ static long long as_ll(PyObject* o) {
   Py_DECREF(o);
   return v;
 }
-extern "C" void fake_setup(PyObject* tensor_cls, PyObject* factory) {
+extern "C" void fake_setup(PyObject* tensor_cls, PyObject* factory, PyObject* hooks) {
   THPVariableClass = tensor_cls;
   g_factory = factory;
+  g_hooks = hooks;
   Py_INCREF(tensor_cls);
   Py_INCREF(factory);
+  Py_INCREF(hooks);
+}
+static void hook(const char* name, PyObject* args) {  // g_hooks.name(*args), aborting on an error
+  if (!args) {
+    PyErr_Print();
+    std::abort();
+  }
+  PyObject* f = attr(g_hooks, name);
+  PyObject* r = PyObject_CallObject(f, args);
+  Py_DECREF(f);
+  Py_DECREF(args);
+  if (!r) {
+    PyErr_Print();
+    std::abort();
+  }
+  Py_DECREF(r);
+}
+static PyObject* shape_tuple(c10::IntArrayRef size) {
+  PyObject* shape = PyTuple_New(size.length_);
+  for (size_t i = 0; i < size.length_; ++i) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(size.data_[i]));
+  return shape;
 }
 bool THPVariable_CheckExact(PyObject* o) { return (PyObject*)Py_TYPE(o) == THPVariableClass; }
 const at::Tensor& THPVariable_Unpack(PyObject* o) {
@@ -49,9 +72,17 @@ const at::Tensor& THPVariable_Unpack(PyObject* o) {
   t->impl_ = o;
   return *t;
 }
+static const char* dname(c10::ScalarType t);
 namespace c10 {
 template <>
 ArrayRef<int64_t>::ArrayRef(const std::initializer_list<int64_t>& l) : data_(l.begin()), length_(l.size()) {}
+// A TensorImpl* here is the fake tensor (PyObject*) itself.
+void TensorImpl::set_storage_offset(int64_t storage_offset) {
+  hook("set_offset", Py_BuildValue("(OL)", reinterpret_cast<PyObject*>(this), (long long)storage_offset));
+}
+void TensorImpl::set_sizes_contiguous(IntArrayRef new_size) {
+  hook("set_sizes", Py_BuildValue("(ON)", reinterpret_cast<PyObject*>(this), shape_tuple(new_size)));
+}
 DataPtr::DataPtr(DataPtr&&) noexcept {}
 DataPtr::~DataPtr() {}
 void* DataPtr::get() const { return nullptr; }
@@ -67,6 +98,27 @@ CUDAStream getCurrentCUDAStream(DeviceIndex) { return CUDAStream(); }
 namespace at {
 #define O static_cast<PyObject*>(impl_)
 Tensor::Tensor(const TensorBase& b) { impl_ = b.impl_; }
+const Storage& TensorBase::storage() const {
+  auto* s = new Storage();  // leaked, as the tensors
+  s->owner_ = impl_;
+  return *s;
+}
+TensorImpl* TensorBase::unsafeGetTensorImpl() const { return static_cast<TensorImpl*>(impl_); }
+namespace detail {
+Tensor make_tensor_over(Storage&& storage, DispatchKeySet key_set, caffe2::TypeMeta data_type) {
+  if (key_set.key_ != DispatchKey::CUDA) std::abort();
+  PyObject* f = attr(g_hooks, "view");
+  PyObject* r = PyObject_CallFunction(f, "Os", static_cast<PyObject*>(storage.owner_), dname(data_type.type_));
+  Py_DECREF(f);
+  if (!r) {
+    PyErr_Print();
+    std::abort();
+  }
+  Tensor t;
+  t.impl_ = r;  // leaked: the test's tensors live on
+  return t;
+}
+}  // namespace detail
 bool Tensor::is_cuda() const {
   PyObject* v = attr(O, "is_cuda");
   bool r = v == Py_True;
@@ -109,7 +161,9 @@ void* Tensor::data_ptr() const { return reinterpret_cast<void*>(as_ll(call(O, "d
 Device Tensor::device() const { return Device(DeviceType::CUDA, DeviceIndex(get_device())); }
 size_t Tensor::nbytes() const { std::abort(); }
 IntArrayRef Tensor::sizes() const { std::abort(); }
-static const char* dname(ScalarType t) {
+}  // namespace at
+static const char* dname(c10::ScalarType t) {
+  using namespace at;
   switch (t) {
     case kByte:
       return "uint8";
@@ -125,9 +179,9 @@ static const char* dname(ScalarType t) {
       return "float8_e4m3fn";
   }
 }
+namespace at {
 static TensorBase make(IntArrayRef size, ScalarType dtype) {
-  PyObject* shape = PyTuple_New(size.length_);
-  for (size_t i = 0; i < size.length_; ++i) PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(size.data_[i]));
+  PyObject* shape = shape_tuple(size);
   PyObject* r = PyObject_CallFunction(g_factory, "Os", shape, dname(dtype));
   Py_DECREF(shape);
   if (!r) {

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 namespace c10 {
-enum class DispatchKey : uint16_t { Undefined, Python };
+enum class DispatchKey : uint16_t { Undefined, CUDA, Python };
 namespace impl {
 bool tls_is_dispatch_key_included(DispatchKey x);
 }  // namespace impl
