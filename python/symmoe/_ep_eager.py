@@ -10,10 +10,11 @@ the state, the handle, the scale-format rule and the output shapes); this module
 NOTES: hot path (the Python of a dispatch + combine pair within 10 us of the C++ call). The remaining torch calls are
 the floor: per input tensor is_cuda, get_device, is_contiguous, dtype, shape, data_ptr; per output torch.empty and
 data_ptr. python/tests/bench_ep_host.py measures the Python around them.
-The same two functions in C++ (symmoe._torch_ep, python/src/torch_ext/torch_ep.cpp: at::empty outputs, no Python in
-between) are used instead when that optional libtorch extension is built (python/tests_gpu/build_torch_ext.sh):
-implementation() picks one per torch module, native_status() says which and why. Once it loads, ElasticBuffer.dispatch
-/ combine themselves are its C entry points (bind_buffer_class), so an eager call runs no Python frame at all.
+The same two functions in C++ (symmoe._torch_ep, python/src/torch_ext/torch_ep.cpp: the outputs of one call from one
+allocation of torch's caching allocator, sharing its storage; no Python in between) are used instead when that
+optional libtorch extension is built (python/tests_gpu/build_torch_ext.sh): implementation() picks one per torch
+module, native_status() says which and why. Once it loads, ElasticBuffer.dispatch / combine themselves are its C entry
+points (bind_buffer_class), so an eager call runs no Python frame at all.
 """
 import importlib
 import sys

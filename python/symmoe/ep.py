@@ -457,7 +457,10 @@ class ElasticBuffer:
                  handle=None, do_handle_copy=True, do_cpu_sync=None, do_expand=False, do_zero_padding=True,
                  use_tma_aligned_col_major_sf=False):
         """-> (recv_x, recv_topk_idx, recv_topk_weights, handle, event). recv_x is (recv_x, recv_sf) for FP8;
-        recv_topk_idx is None in expand mode; recv_topk_weights None without topk_weights."""
+        recv_topk_idx is None in expand mode; recv_topk_weights None without topk_weights.
+        With the libtorch extension symmoe._torch_ep, an eager call's outputs share one storage (one allocation of
+        torch's caching allocator, each output a contiguous tensor of its own at a 256-byte aligned offset): the
+        memory goes back when the last of them is dropped."""
         # NOTES: hot path (~1 call per layer and step). The common eager call goes through symmoe._ep_eager (same
         # semantics, None when it is not that case or an argument is wrong); the rest: plain ifs, messages formatted
         # only on failure, torch tensors checked with a few C calls each (symmoe._checks). With the libtorch
@@ -662,7 +665,8 @@ class ElasticBuffer:
     def combine(self, x, handle=None, topk_weights=None, bias=None, num_sms=0, num_qps=0, previous_event=None,
                 previous_event_before_epilogue=None, async_with_compute_stream=False, allocate_on_comm_stream=False,
                 reduce_local_experts=None, do_cpu_sync=False):
-        """-> (combined_x bf16 [T, H], combined_topk_weights fp32 [T, K] or None, event)."""
+        """-> (combined_x bf16 [T, H], combined_topk_weights fp32 [T, K] or None, event).
+        With the libtorch extension symmoe._torch_ep, an eager call's two outputs share one storage (as dispatch's)."""
         if (bias is None and previous_event is None and previous_event_before_epilogue is None
                 and not async_with_compute_stream and not allocate_on_comm_stream and reduce_local_experts is None
                 and not self.zero_copy_outputs):
