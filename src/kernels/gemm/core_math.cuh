@@ -12,7 +12,9 @@
 #include "kernels/gemm/core_smem_layout.hpp"
 #include "kernels/gemm/math.cuh"
 #include "kernels/gemm/scheduler.cuh"
+#include "kernels/ptx/cluster.cuh"
 #include "kernels/ptx/mbarrier.cuh"
+#include "kernels/ptx/sync.cuh"
 #include "kernels/ptx/wgmma.cuh"
 
 namespace symmoe::gemm::kernel {
@@ -65,8 +67,12 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 // The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return. A
 // warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster partner past the
 // expert) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the other warpgroup's.
-// NOTES: the descriptors are formed from warp-uniform values (the stage, wg, the shared-memory base), so they live in
-// uniform registers and step by adding to their low halves; sa / sb are read before the WGMMAs are issued.
+// The loop body is unrolled over the kNumStages stages, so each copy's stage is a compile-time constant: its
+// barrier, tile and scale addresses are immediate offsets, and only the K block, the phase and the tile's start
+// stage are runtime values (a tile starts at the stage the previous one left: `pipe`).
+// NOTES: the descriptors are formed from warp-uniform values (wg, the shared-memory base), so they live in uniform
+// registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
+// CTA's empty barrier and, with clusters, on the peer's (through its cluster address).
 template <int BLOCK_N, int kNumStages, int kClusterM>
 __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemLayout<BLOCK_N, kNumStages>& smem,
                                             const Tile& tile, int wg, PipelineState<kNumStages>& pipe,
@@ -74,45 +80,62 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemL
   using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
   constexpr int kNumAcc = BLOCK_N / 2;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
-  const int num_k_blocks = p.k / 128;
 #pragma unroll
   for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
   const bool active = 64 * wg < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
-  const float* sfb0 = smem.sfb(0);
-  const float* sfb1 = smem.sfb(1);
+  const float* sfb = smem.sfb(0);  // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks]
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + 64 * wg * 128));
   const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0)));
+  // The peer CTA's empty barriers (cluster 2): warp-uniform, so the address lives in a uniform register.
+  const uint32_t peer_empty0 =
+      kClusterM == 1 ? 0u : ptx::mapa_shared_cluster(ptx::smem_addr(smem.empty(0)), ptx::cluster_cta_rank() ^ 1u);
   float partial[kNumAcc];
-#pragma unroll 1
-  for (int kb = 0; kb < num_k_blocks; ++kb) {
-    const float sb0 = sfb0[kb];
-    const float sb1 = BLOCK_N > 128 ? sfb1[kb] : 0.f;
-    const float sb_mid = mid_first ? sb0 : sb1;
-    ptx::mbarrier_wait_parity(smem.full(pipe.stage), pipe.phase);
-    const float sa0 = sfa0[pipe.stage * (Layout::kSfaBytes / 4)];
-    const float sa1 = sfa0[pipe.stage * (Layout::kSfaBytes / 4) + 8];
-    const uint32_t a_lo = a_lo0 + pipe.stage * (Layout::kABytes / 16);
-    const uint32_t b_lo = b_lo0 + pipe.stage * (Layout::kBBytes / 16);
-    if (active) {
-      ptx::wgmma_fence();
-      // partial is dead between K blocks: the first WGMMA overwrites it.
-      ptx::wgmma_m64nk32_e4m3_overwrite<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
-                                                 ptx::wgmma_desc_k128b_from_lo(b_lo));
+  int stage = pipe.stage;
+  uint32_t phase = pipe.phase;
+  for (const float* const sfb_end = sfb + p.k / 128; sfb != sfb_end;) {
 #pragma unroll
-      for (int k = 1; k < 4; ++k)
-        ptx::wgmma_m64nk32_e4m3<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
-                                         ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), true);
-      ptx::wgmma_commit_group();
+    for (int s = 0; s < kNumStages; ++s) {
+      if (s != stage || sfb == sfb_end) continue;
+      const float sb0 = sfb[0];
+      const float sb1 = BLOCK_N > 128 ? sfb[plan::kGemmCoreMaxKBlocks] : 0.f;
+      const float sb_mid = mid_first ? sb0 : sb1;
+      ptx::mbarrier_wait_parity(smem.full(s), phase);
+      const float sa0 = sfa0[s * (Layout::kSfaBytes / 4)];
+      const float sa1 = sfa0[s * (Layout::kSfaBytes / 4) + 8];
+      if (active) {
+        const uint32_t a_lo = a_lo0 + s * (Layout::kABytes / 16);
+        const uint32_t b_lo = b_lo0 + s * (Layout::kBBytes / 16);
+        ptx::wgmma_fence();
+        // partial is dead between K blocks: the first WGMMA overwrites it.
+        ptx::wgmma_m64nk32_e4m3_overwrite<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
+                                                   ptx::wgmma_desc_k128b_from_lo(b_lo));
 #pragma unroll
-      for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
-      ptx::wgmma_wait_group<0>();
+        for (int k = 1; k < 4; ++k)
+          ptx::wgmma_m64nk32_e4m3<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
+                                           ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), true);
+        ptx::wgmma_commit_group();
+#pragma unroll
+        for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
+        ptx::wgmma_wait_group<0>();
+      }
+      __syncwarp();  // the warp's reads of the stage (scales) are ordered before the release
+      if (ptx::elect_one_sync()) {  // one lane per warp releases the stage in every CTA of the cluster
+        ptx::mbarrier_arrive(smem.empty(s));
+        if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);
+      }
+      if (active) core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
+      ++sfb;
+      ++stage;
     }
-    release_stage<kClusterM>(smem.empty(pipe.stage), lane);
-    if (active) core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
-    pipe.advance();
+    if (stage == kNumStages) {
+      stage = 0;
+      phase ^= 1;
+    }
   }
+  pipe.stage = stage;
+  pipe.phase = phase;
 }
 
 }  // namespace symmoe::gemm::kernel

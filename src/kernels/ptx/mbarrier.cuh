@@ -36,6 +36,19 @@ __device__ __forceinline__ void mbarrier_arrive_remote_release_cta(uint64_t* bar
       : "memory");
 }
 
+// The shared::cluster address of the object at shared::cta address `smem_byte_addr` in CTA `cta_id` of the cluster.
+__device__ __forceinline__ uint32_t mapa_shared_cluster(uint32_t smem_byte_addr, uint32_t cta_id) {
+  uint32_t remote;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_byte_addr), "r"(cta_id));
+  return remote;
+}
+
+// Arrive on the barrier at shared::cluster address `cluster_addr` (mapa_shared_cluster), release at CTA scope (as
+// mbarrier_arrive_remote_release_cta).
+__device__ __forceinline__ void mbarrier_arrive_cluster_addr(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
+}
+
 // Arrive and announce `tx_bytes` bytes that async copies will complete on this barrier.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t tx_bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(tx_bytes)

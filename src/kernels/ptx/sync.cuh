@@ -8,6 +8,16 @@
 
 namespace symmoe::ptx {
 
+// ---- warp ----
+// True in exactly one lane of the full warp (elect.sync): a single-lane predicate without reading the lane index.
+__device__ __forceinline__ bool elect_one_sync() {
+  uint32_t elected;
+  asm volatile(
+      "{\n .reg .pred p;\n .reg .b32 lane;\n elect.sync lane|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(elected));
+  return elected != 0;
+}
+
 // ---- loads ----
 __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
   uint32_t v;
