@@ -121,11 +121,11 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
     maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
                                 c.block_n / c.cluster_size, true, "b");
   }
-  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x block_m rows (the
-  // other cores store without a map).
+  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x one warpgroup's rows
+  // (the other cores store without a map).
   if (c.core == plan::GemmCore::kOneBatch)
     maps.d = make_tensor_map_2d(params.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, in.n, rows, uint64_t(in.n) * 2, 64,
-                                c.block_m, true, "d");
+                                plan::kGemmCoreStoreBoxRows, true, "d");
   kernel::launch_grouped_gemm(c, params, maps, l.num_ctas, stream);
 }
 

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
       core_k_loop<BLOCK_N, kNumStages, kClusterM>(params, smem, tile, wg, pipe, acc);
       core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
     }
-    if (threadIdx.x < Layout::kNumAtoms) ptx::bulk_wait_group<0>();  // the last TMA stores done with the D tile
+    if (threadIdx.x % 128 < Layout::kNumAtoms) ptx::bulk_wait_group<0>();  // the last TMA stores done with the D tile
   }
   // No CTA may leave while its cluster peer can still multicast into it or arrive on its barriers.
   if constexpr (kClusterM > 1) {

@@ -20,8 +20,9 @@
 namespace symmoe::gemm::kernel {
 
 // Named barrier ids of the one-batch core's 256 math threads (0 is __syncthreads).
-constexpr int kCoreEpilogueBarrier = 1;  // the D tile: free before stmatrix, written before the TMA store
-constexpr int kCoreSfbBarrier = 2;       // the tile's B scales staged
+constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
+// + wg: warpgroup wg's half of the D tile free before its stmatrix, written before its TMA store (128 threads).
+constexpr int kCoreEpilogueBarrier = 2;
 
 // Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
 template <int BLOCK_N>
