@@ -118,13 +118,16 @@ constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
   return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
 }
 // One-batch core (GemmCore::kOneBatch), fixed: the bf16 output tile (128 x block_n x 2 B, TMA store source) + the
-// tile's B scales for every K block, two per K block (the 128-column scale blocks a 192-column tile spans), up to
-// kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
+// tile's B scales for every K block in two buffers (consecutive tiles alternate), two per K block (the 128-column
+// scale blocks a 192-column tile spans), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base;
+// per stage as gemm_stage_smem_bytes.
 constexpr int kGemmCoreMaxKBlocks = 128;
 // The one-batch core's D tensor map boxes: 64 bf16 columns (one 128-byte swizzle row) x one math warpgroup's 64 rows;
 // each warpgroup stores its own half of the tile.
 constexpr int kGemmCoreStoreBoxRows = 64;
-constexpr int gemm_core_fixed_smem_bytes(int block_n) { return 128 * block_n * 2 + 2 * kGemmCoreMaxKBlocks * 4 + 1024; }
+constexpr int gemm_core_fixed_smem_bytes(int block_n) {
+  return 128 * block_n * 2 + 2 * 2 * kGemmCoreMaxKBlocks * 4 + 1024;
+}
 // Swap-AB core (GemmCore::kSwapAB), per stage: as gemm_stage_smem_bytes (the token tile block_m x 128 B + its
 // scales + 2 mbarriers + the weight tile of block_n rows: FP8 block_n x 128 B; FP4 block_n x 64 B + its scale codes
 // block_n x 4 B); fixed: the FP4 upconversion tables + 1 KiB to align the base + the SwiGLU tile's (block_n 256)

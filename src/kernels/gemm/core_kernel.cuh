@@ -47,9 +47,9 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
     PipelineState<kNumStages> pipe;
     float acc[BLOCK_N / 2];
     Tile tile;
-    while (sched.next(tile)) {
-      stage_core_b_scales(params, tile, smem, int(threadIdx.x));
-      core_k_loop<BLOCK_N, kNumStages, kClusterM>(params, smem, tile, wg, pipe, acc);
+    for (int sfb_buffer = 0; sched.next(tile); sfb_buffer ^= 1) {
+      stage_core_b_scales(params, tile, smem, sfb_buffer, int(threadIdx.x));
+      core_k_loop<BLOCK_N, kNumStages, kClusterM>(params, smem, tile, wg, sfb_buffer, pipe, acc);
       core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
     }
     if (threadIdx.x % 128 < Layout::kNumAtoms) ptx::bulk_wait_group<0>();  // the last TMA stores done with the D tile

@@ -30,12 +30,15 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
   return min(BLOCK_N, 128 - n_begin % 128) / 8;
 }
 
-// The 256 math threads copy the tile's B scales of every K block into shared memory: [0][kb] of the scale block of
-// column n_begin, [1][kb] of the next one (0 where the tile does not reach it or it lies past n). `math_thread` in
-// [0, 256). Ends with the math threads' barrier, so the K loop may read them.
+// The 256 math threads copy the tile's B scales of every K block into shared-memory buffer `buffer` (tiles alternate
+// between the two: a warpgroup ends its epilogue and stages the next tile while the other may still read this
+// tile's): [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does not reach it
+// or it lies past n). `math_thread` in [0, 256). Ends with the math threads' barrier, so the K loop may read them;
+// that barrier also keeps the warpgroups within one tile of each other, so two buffers suffice.
 template <int BLOCK_N, int kNumStages>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
-                                                    const CoreSmemLayout<BLOCK_N, kNumStages>& smem, int math_thread) {
+                                                    const CoreSmemLayout<BLOCK_N, kNumStages>& smem, int buffer,
+                                                    int math_thread) {
   const int num_k_blocks = p.k / 128;
   const int first_block = tile.n_begin / 128;
   const bool has_second = core_former_chunks<BLOCK_N>(tile.n_begin) * 8 < BLOCK_N && (first_block + 1) * 128 < p.n;
@@ -43,7 +46,7 @@ __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const T
   for (int i = math_thread; i < 2 * num_k_blocks; i += 256) {
     const int second = i >= num_k_blocks, kb = i - second * num_k_blocks;
     const float s = second && !has_second ? 0.f : __ldg(src + size_t(first_block + second) * num_k_blocks + kb);
-    smem.sfb(second)[kb] = s;
+    smem.sfb(buffer, second)[kb] = s;
   }
   ptx::named_barrier_sync(kCoreSfbBarrier, 256);
 }
@@ -76,7 +79,7 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 // CTA's empty barrier and, with clusters, on the peer's (through its cluster address).
 template <int BLOCK_N, int kNumStages, int kClusterM>
 __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemLayout<BLOCK_N, kNumStages>& smem,
-                                            const Tile& tile, int wg, PipelineState<kNumStages>& pipe,
+                                            const Tile& tile, int wg, int sfb_buffer, PipelineState<kNumStages>& pipe,
                                             float (&acc)[BLOCK_N / 2]) {
   using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
   constexpr int kNumAcc = BLOCK_N / 2;
@@ -85,7 +88,7 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemL
   for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
   const bool active = 64 * wg < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
-  const float* sfb = smem.sfb(0);  // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks]
+  const float* sfb = smem.sfb(sfb_buffer, 0);  // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks]
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + 64 * wg * 128));
   const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0)));

@@ -4,8 +4,10 @@
 //               (j ^ r % 8) * 16): written by stmatrix, read by the TMA store (core_epilogue.cuh)
 //   per stage   A tile [128, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA), A scales
 //               [128 + kSfaBoxPad] fp32 (params.hpp)
-//   B scales    the tile's fp32 B block scales for every K block: [2][plan::kGemmCoreMaxKBlocks], the 128-column
-//               scale block of the tile's first column, then the next one (a 192-column tile spans two)
+//   B scales    two buffers (tiles alternate; a warpgroup may start staging the next tile's while the other still
+//               reads the current one's) of the tile's fp32 B block scales for every K block:
+//               [2 buffers][2][plan::kGemmCoreMaxKBlocks], the 128-column scale block of the tile's first column,
+//               then the next one (a 192-column tile spans two)
 //   barriers    full[kNumStages], empty[kNumStages]
 #pragma once
 
@@ -33,7 +35,7 @@ struct CoreSmemLayout {
   static constexpr int kBOffset = kAOffset + kNumStages * kABytes;
   static constexpr int kSfaOffset = kBOffset + kNumStages * kBBytes;
   static constexpr int kSfbOffset = kSfaOffset + kNumStages * kSfaBytes;
-  static constexpr int kSfbBytes = 2 * plan::kGemmCoreMaxKBlocks * 4;
+  static constexpr int kSfbBytes = 2 * 2 * plan::kGemmCoreMaxKBlocks * 4;
   static constexpr int kBarrierOffset = kSfbOffset + kSfbBytes;
   static constexpr int kBytes = kBarrierOffset + 2 * kNumStages * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
@@ -53,9 +55,9 @@ struct CoreSmemLayout {
   __device__ uint8_t* a(int s) const { return base + kAOffset + s * kABytes; }
   __device__ uint8_t* b(int s) const { return base + kBOffset + s * kBBytes; }
   __device__ float* sfa(int s) const { return reinterpret_cast<float*>(base + kSfaOffset + s * kSfaBytes); }
-  // B scale of K block kb: second = the tile's second 128-column scale block.
-  __device__ float* sfb(int second) const {
-    return reinterpret_cast<float*>(base + kSfbOffset) + second * plan::kGemmCoreMaxKBlocks;
+  // B scales of buffer `buffer`, indexed by K block: second = the tile's second 128-column scale block.
+  __device__ float* sfb(int buffer, int second) const {
+    return reinterpret_cast<float*>(base + kSfbOffset) + (2 * buffer + second) * plan::kGemmCoreMaxKBlocks;
   }
   __device__ StageBarriers<kNumStages> stage_barriers() const {
     return {reinterpret_cast<uint64_t*>(base + kBarrierOffset)};
