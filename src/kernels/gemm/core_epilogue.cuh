@@ -63,7 +63,8 @@ __device__ __forceinline__ void core_epilogue_bf16(const GemmParams& p, const Ti
     if (wg_thread < Layout::kNumAtoms) {
       const int col = tile.n_begin + 64 * wg_thread;
       // The box's rows start at row 64 wg of the atom: 8 KiB in, a multiple of the 1 KiB swizzle period.
-      if (col < p.n) ptx::tma_store_2d(tmap_d, smem.d_atom(wg_thread) + kRows * wg * 128, col, tile.row_begin + kRows * wg);
+      if (col < p.n)
+        ptx::tma_store_2d(tmap_d, smem.d_atom(wg_thread) + kRows * wg * 128, col, tile.row_begin + kRows * wg);
       ptx::bulk_commit_group();
     }
   } else {

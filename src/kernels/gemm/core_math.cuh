@@ -124,7 +124,7 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemL
         for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
         ptx::wgmma_wait_group<0>();
       }
-      __syncwarp();  // the warp's reads of the stage (scales) are ordered before the release
+      __syncwarp();                 // the warp's reads of the stage (scales) are ordered before the release
       if (ptx::elect_one_sync()) {  // one lane per warp releases the stage in every CTA of the cluster
         ptx::mbarrier_arrive(smem.empty(s));
         if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);

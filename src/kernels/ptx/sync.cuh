@@ -12,9 +12,8 @@ namespace symmoe::ptx {
 // True in exactly one lane of the full warp (elect.sync): a single-lane predicate without reading the lane index.
 __device__ __forceinline__ bool elect_one_sync() {
   uint32_t elected;
-  asm volatile(
-      "{\n .reg .pred p;\n .reg .b32 lane;\n elect.sync lane|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(elected));
+  asm volatile("{\n .reg .pred p;\n .reg .b32 lane;\n elect.sync lane|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}"
+               : "=r"(elected));
   return elected != 0;
 }
 
