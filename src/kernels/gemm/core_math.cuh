@@ -19,7 +19,7 @@
 
 namespace symmoe::gemm::kernel {
 
-// Named barrier ids of the one-batch core's 256 math threads (0 is __syncthreads).
+// Named barrier ids of the one-batch core's math threads (0 is __syncthreads).
 constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
 // + wg: warpgroup wg's half of the D tile free before its stmatrix, written before its TMA store (128 threads).
 constexpr int kCoreEpilogueBarrier = 2;
@@ -82,6 +82,7 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemL
                                             const Tile& tile, int wg, int sfb_buffer, PipelineState<kNumStages>& pipe,
                                             float (&acc)[BLOCK_N / 2]) {
   using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
+  static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
   constexpr int kNumAcc = BLOCK_N / 2;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
 #pragma unroll
