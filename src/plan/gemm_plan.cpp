@@ -172,30 +172,28 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                  " tile_buffer=", pins.tile_buffer, core_scope(planned_core), " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
-  // Core: the one-batch core for bf16 128-row tiles when an expert's last m-block is expected to be partial (the
-  // expected rows per expert are no multiple of 128, as with real routing): its warpgroup without valid rows issues
-  // no WGMMA, where the two-halves core computes the whole 128 x 256 tile (each kernel alone, H200: 0.88-0.91x the
-  // two-halves core's time at 192 and 386 rows per expert). With full tiles only (a multiple of 128 rows) the
-  // two-halves core (one-batch 0.98-1.08x its time, e128 1.08x; docs/notes/gemm.md). Elsewhere (64-row tiles, the
-  // SwiGLU epilogue, FP4 weights) the two-halves core; the swap-AB core as planned above; pins override.
+  // Core: the one-batch core for bf16 128-row tiles (with its per-warpgroup TMA-store epilogue and unrolled K loop:
+  // 0.88-0.99x the two-halves core's time on every full-tile bench case, and its warpgroup without valid rows
+  // issues no WGMMA on partial ones; H200, docs/notes/gemm.md). Elsewhere (64-row tiles, the SwiGLU epilogue, FP4
+  // weights) the two-halves core; the swap-AB core as planned above; pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
       k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
-  const bool two_halves_fits = any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 1);
-  const int core = planned_core ? planned_core : one_batch_fits && (partial_tiles_expected || !two_halves_fits) ? 2 : 1;
+  const int core = planned_core ? planned_core : one_batch_fits ? 2 : 1;
   SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
   SYMMOE_CHECK(core != 2 || k_fits_one_batch, "plan",
                "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
                " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
-  // Cluster: the one-batch core pairs neighbouring m-blocks of an expert (B multicast) when the expected m-blocks
-  // per expert are even, so no partner tile runs past the expert's rows (e128, 3 m-blocks: 1.23x the time of
-  // cluster 1; even counts 0.98-1.0x); the two-halves core runs single CTAs (its cluster-2 kernels were 6-10% slower,
-  // docs/notes/plan.md).
+  // Cluster: the one-batch core runs clusters of 2 (B multicast; m-blocks paired across experts, scheduler.cuh) where
+  // an expert is expected to hold at most two m-blocks, the last of them partial (Flash at 8192 tokens: 192 rows per
+  // expert, 0.83-0.91x cluster 1's time); single CTAs elsewhere (0.94-0.98x cluster 2's time at 3-12 m-blocks per
+  // expert and at two full ones; H200, docs/notes/gemm.md). The two-halves core runs single CTAs (its cluster-2
+  // kernels were 6-10% slower, docs/notes/plan.md).
   const long long m_blocks = expected_m_blocks(m_per_expert_expected, block_m);
   const int cluster = pins.cluster_size ? pins.cluster_size
-                      : core == 2 && m_blocks % 2 == 0 && num_sms >= 2 &&
+                      : core == 2 && m_blocks <= 2 && partial_tiles_expected && num_sms >= 2 &&
                               any_kernel(kind, block_m, pins.block_n, 2, stages, pins.tile_buffer, core)
                           ? 2
                           : 1;

@@ -226,22 +226,24 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
   // The grouped GEMM goes to 128-row tiles for large batches (SwiGLU: 128 x 256), 64-row tiles when an expert holds
   // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
-  // bf16 at 128-row tiles with a partial last m-block per expert: the one-batch core, 128 x 192, clusters of 2 for an
-  // even m-block count per expert (1500 rows: 12), single CTAs for an odd one (300: 3); full tiles only (1536 rows):
-  // the two-halves core.
-  const plan::GemmPlan bf16 =
-      plan::plan_grouped_gemm(1500, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
-  EXPECT_EQ(bf16.core, plan::GemmCore::kOneBatch) << bf16.to_string();
-  EXPECT_EQ(bf16.block_n, 192) << bf16.to_string();
-  EXPECT_EQ(bf16.cluster_size, 2) << bf16.to_string();
-  EXPECT_EQ(plan::plan_grouped_gemm(300, 4096, 4096, 128, 132, plan::GemmEpilogue::kBf16, kNoOverrides).cluster_size,
-            1);
+  // bf16 at 128-row tiles: the one-batch core, 128 x 192; clusters of 2 only where an expert is expected to hold at
+  // most two m-blocks, the last partial (192 rows), single CTAs at more m-blocks (1500 rows: 12; 300: 3; 1536: full
+  // tiles) and at two full ones (256). SwiGLU: the two-halves core's 128 x 256 tile.
+  for (const double rows : {1500.0, 300.0, 1536.0, 256.0, 192.0}) {
+    const plan::GemmPlan bf16 =
+        plan::plan_grouped_gemm(rows, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
+    EXPECT_EQ(bf16.core, plan::GemmCore::kOneBatch) << bf16.to_string();
+    EXPECT_EQ(bf16.block_m, 128) << bf16.to_string();
+    EXPECT_EQ(bf16.block_n, 192) << bf16.to_string();
+    EXPECT_EQ(bf16.cluster_size, rows == 192.0 ? 2 : 1) << bf16.to_string();
+  }
+  const plan::GemmPlan l1 =
+      plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides);
+  EXPECT_EQ(l1.block_m, 128);
+  EXPECT_EQ(l1.core, plan::GemmCore::kTwoHalves);
+  EXPECT_EQ(l1.block_n, 256);
+  EXPECT_EQ(l1.cluster_size, 1);
   for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
-    const plan::GemmPlan big = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, epilogue, kNoOverrides);
-    EXPECT_EQ(big.block_m, 128);
-    EXPECT_EQ(big.core, plan::GemmCore::kTwoHalves);
-    EXPECT_EQ(big.block_n, 256);
-    EXPECT_EQ(big.cluster_size, 1);
     const plan::GemmPlan decode = plan::plan_grouped_gemm(16, 4096, 7168, 128, 132, epilogue, kNoOverrides);
     EXPECT_EQ(decode.block_m, 64);
     EXPECT_EQ(decode.block_n, 256);

@@ -23,7 +23,8 @@ struct Tile {
   int row_begin;  // first global row of this CTA's BLOCK_M rows
   int num_rows;   // valid rows in this block (0 .. BLOCK_M); rows past it are computed, never stored
   int n_begin;    // first output column
-  bool multicast = false;  // kClusterM 2: both CTAs' m-blocks belong to one expert (one B tile, loaded in halves, multicast)
+  bool multicast =
+      false;  // kClusterM 2: both CTAs' m-blocks belong to one expert (one B tile, loaded in halves, multicast)
 };
 
 // The grid is the persistent cluster grid: cluster blockIdx.x / kClusterM of gridDim.x / kClusterM. The grid and the
@@ -35,8 +36,8 @@ struct TileScheduler {
   int expert_idx = -1;  // the group's expert: its m-blocks are the rank-0 m-blocks of the group's clusters
   int expert_tile_end = 0, expert_tile_begin = 0;
   int expert_row_begin = 0, expert_rows = 0, num_m_clusters = 0;
-  int m_blocks_end = 0;   // flat m-blocks of the experts up to and including the group's
-  int first_local = 0;    // the group's first cluster's rank-0 m-block, counted from the expert's first m-block
+  int m_blocks_end = 0;  // flat m-blocks of the experts up to and including the group's
+  int first_local = 0;   // the group's first cluster's rank-0 m-block, counted from the expert's first m-block
   // The first expert after the group's with rows (kClusterM 2, when the group's last cluster reaches into it):
   // -1 if none.
   int next_expert = -1, next_row_begin = 0, next_rows = 0;

@@ -45,14 +45,14 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   in.num_experts = 32, in.n = 4096, in.k = 7168, in.num_rows = 32 * 1536, in.sfa_stride = sfa_stride_for(32 * 1536);
   LaunchOptions opt;
   opt.num_sms = 132;  // no device query
-  // bf16 with full tiles only (1536 rows per expert): the two-halves core's tile-buffer kernel (3 stages) unless pinned
-  // off; a partial last m-block expected (1500 rows per expert): the one-batch core, 128 x 192, clusters of 2.
+  // bf16 at 128-row tiles: the one-batch core, 128 x 192, single CTAs at 12 m-blocks per expert (1536 rows), clusters
+  // of 2 at one full and one partial m-block (192 rows); the two-halves core's tile-buffer kernel when pinned.
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 128x192x128, stages 4, cluster 1, epilogue bf16, one-batch core} x 132 CTAs");
+  opt.tile_buffer = 1;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x256x128, stages 3, cluster 1, epilogue bf16, tile buffer} x 132 CTAs");
-  opt.tile_buffer = -1;
-  EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue bf16} x 132 CTAs");
-  opt.tile_buffer = 0, opt.expected_rows_per_expert = 1500;
+  opt.tile_buffer = 0, opt.expected_rows_per_expert = 192;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x192x128, stages 4, cluster 2, epilogue bf16, one-batch core} x 132 CTAs");
   opt.expected_rows_per_expert = 0;
