@@ -186,12 +186,11 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(core != 2 || k_fits_one_batch, "plan",
                "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
                " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
-  // Cluster: the one-batch core runs clusters of 2 (B multicast; m-blocks paired across experts, scheduler.cuh) where
+  // Cluster: the one-batch core runs clusters of 2 (B multicast to neighbouring m-blocks of one expert) where
   // an expert is expected to hold two m-blocks, the second partial (Flash at 8192 tokens: 192 rows per
   // expert, 0.83-0.91x cluster 1's time); single CTAs elsewhere (0.94-0.98x cluster 2's time at 3-12 m-blocks per
-  // expert and at two full ones; H200, docs/notes/gemm.md; at one m-block per expert the pairs would join two experts,
-  // which share no weight tile). The two-halves core runs single CTAs (its cluster-2
-  // kernels were 6-10% slower, docs/notes/plan.md).
+  // expert and at two full ones; H200, docs/notes/gemm.md; at an odd count a partner runs empty tiles). The two-halves
+  // core runs single CTAs (its cluster-2 kernels were 6-10% slower, docs/notes/plan.md).
   const long long m_blocks = expected_m_blocks(m_per_expert_expected, block_m);
   const int cluster = pins.cluster_size ? pins.cluster_size
                       : core == 2 && m_blocks == 2 && partial_tiles_expected && num_sms >= 2 &&
