@@ -226,7 +226,7 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
   // The grouped GEMM goes to 128-row tiles for large batches (SwiGLU: 128 x 256), 64-row tiles when an expert holds
   // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
-  // bf16 at 128-row tiles: the one-batch core, 128 x 192; clusters of 2 only where an expert is expected to hold at
+  // bf16 at 128-row tiles: the one-batch core, 128 x 192; clusters of 2 only where an expert is expected to
   // hold two m-blocks, the second partial (192 rows), single CTAs at one (100 rows) or more (1500 rows: 12; 300: 3;
   // 1536: full tiles) and at two full ones (256). SwiGLU: the two-halves core's 128 x 256 tile.
   for (const double rows : {1500.0, 300.0, 1536.0, 256.0, 192.0, 100.0}) {
