@@ -121,11 +121,17 @@ void launch(const GroupedGemmInput& in, const kernel::GemmParams& params, const 
     maps.b = make_tensor_map_2d(in.b, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.k, weight_rows, in.k, 128,
                                 c.block_n / c.cluster_size, true, "b");
   }
-  // The one-batch core stores D (bf16 [rows, n]) with TMA: 128B-swizzled boxes of 64 columns x one warpgroup's rows
-  // (the other cores store without a map).
-  if (c.core == plan::GemmCore::kOneBatch)
-    maps.d = make_tensor_map_2d(params.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, in.n, rows, uint64_t(in.n) * 2, 64,
-                                plan::kGemmCoreStoreBoxRows, true, "d");
+  // The one-batch core stores its output with TMA through maps.d, 128B-swizzled boxes of 128 bytes x one warpgroup's
+  // rows: bf16 D [rows, n] (64 columns a box) or the SwiGLU kernel's e4m3 out [rows, n / 2] (the tile's 128
+  // channels). The other cores store without a map.
+  if (c.core == plan::GemmCore::kOneBatch) {
+    if (c.epilogue == plan::GemmEpilogue::kSwigluFp8)
+      maps.d = make_tensor_map_2d(params.out, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, in.n / 2, rows, uint64_t(in.n) / 2, 128,
+                                  plan::kGemmCoreStoreBoxRows, true, "out");
+    else
+      maps.d = make_tensor_map_2d(params.d, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, in.n, rows, uint64_t(in.n) * 2, 64,
+                                  plan::kGemmCoreStoreBoxRows, true, "d");
+  }
   kernel::launch_grouped_gemm(c, params, maps, l.num_ctas, stream);
 }
 

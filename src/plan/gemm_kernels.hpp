@@ -27,11 +27,13 @@ namespace symmoe::plan {
 //   kTwoHalves: the tiles above; a 64 x 256 warpgroup tile is two m64n128 passes sharing one partial accumulator,
 //               the warpgroups take issue turns, the epilogue goes through staging rows and bulk stores
 //               (kernels/gemm/math.cuh, epilogue_*.cuh).
-//   kOneBatch:  BLOCK_M 128, bf16 output; each warpgroup's 64 x block_n (128 or 192) in one m64nN batch per K block
-//               into its own partial accumulator, no issue turns; the tile's B scales staged in shared memory once
-//               per tile; the epilogue writes the tile with stmatrix into one 128B-swizzled shared-memory tile and
-//               stores it with one TMA store per 64 columns (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs
-//               take neighbouring m-blocks of one n-block and each multicasts half of the weight tile to both.
+//   kOneBatch:  BLOCK_M 128; each warpgroup's 64 x block_n per K block into its own partial accumulator, no issue
+//               turns: bf16 output at block_n 128 / 192 in one m64nN batch; the SwiGLU + FP8 tile (block_n 256) as
+//               two m64n128 batches into one 64-register partial (gemm_core_num_halves). The tile's B scales staged in
+//               shared memory once per tile; the epilogue writes the warpgroup's rows into one 128B-swizzled
+//               shared-memory tile (bf16 with stmatrix; e4m3 codes) and stores them with one TMA store per 128-byte
+//               column atom (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs take neighbouring m-blocks of one
+//               n-block and each multicasts half of the weight tile to both.
 //   kSwapAB:    block_m tokens (16 / 32 / 64, the WGMMA's N) x block_n weight rows (the WGMMA's M: 128 = 64 per
 //               math warpgroup, or 256 = two independent 64-row WGMMA tiles per warpgroup; bf16 output stored
 //               straight from the accumulators; the SwiGLU tile is 256 rows = 128 channels, one output scale block
@@ -78,6 +80,7 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {16, 256, 11, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {32, 256, 10, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {64, 256, 8, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
+    {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -117,16 +120,22 @@ constexpr int kGemmSfbChunkKBlocks = 64;
 constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
   return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
 }
-// One-batch core (GemmCore::kOneBatch), fixed: the bf16 output tile (128 x block_n x 2 B, TMA store source) + the
-// tile's B scales for every K block in two buffers (consecutive tiles alternate), two per K block (the 128-column
-// scale blocks a 192-column tile spans), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base;
-// per stage as gemm_stage_smem_bytes.
+// One-batch core (GemmCore::kOneBatch), fixed: the output tile (TMA store source; bf16: 128 x block_n x 2 B; SwiGLU:
+// the 128 channels' e4m3 codes, 128 x 128 B) + the tile's B scales for every K block in two buffers (consecutive
+// tiles alternate), two per K block (the 128-column scale blocks a 192-column tile spans; SwiGLU: gate and up), up to
+// kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
 constexpr int kGemmCoreMaxKBlocks = 128;
-// The one-batch core's D tensor map boxes: 64 bf16 columns (one 128-byte swizzle row) x one math warpgroup's 64 rows;
-// each warpgroup stores its own half of the tile.
+// The one-batch core's output tensor map boxes: 128 bytes (one 128B swizzle row: 64 bf16 columns or the SwiGLU tile's
+// 128 e4m3 channels) x one math warpgroup's 64 rows; each warpgroup stores its own half of the tile.
 constexpr int kGemmCoreStoreBoxRows = 64;
-constexpr int gemm_core_fixed_smem_bytes(int block_n) {
-  return 128 * block_n * 2 + 2 * 2 * kGemmCoreMaxKBlocks * 4 + 1024;
+// m64n128 WGMMA batches per K block of a one-batch warpgroup tile: one for 128 / 192 columns, two for the 256-column
+// SwiGLU tile (a 64 x 256 partial would not fit next to its 128 accumulators).
+constexpr int gemm_core_num_halves(int block_n) { return block_n == 256 ? 2 : 1; }
+constexpr int gemm_core_out_tile_bytes(int block_n, GemmEpilogue epilogue) {
+  return epilogue == GemmEpilogue::kSwigluFp8 ? 128 * (block_n / 2) : 128 * block_n * 2;
+}
+constexpr int gemm_core_fixed_smem_bytes(int block_n, GemmEpilogue epilogue) {
+  return gemm_core_out_tile_bytes(block_n, epilogue) + 2 * 2 * kGemmCoreMaxKBlocks * 4 + 1024;
 }
 // Swap-AB core (GemmCore::kSwapAB), per stage: as gemm_stage_smem_bytes (the token tile block_m x 128 B + its
 // scales + 2 mbarriers + the weight tile of block_n rows: FP8 block_n x 128 B; FP4 block_n x 64 B + its scale codes
@@ -136,17 +145,19 @@ constexpr int kGemmSwapAbMaxBlockM = 64;
 constexpr int gemm_swap_ab_fixed_smem_bytes(int block_n) {
   return kGemmFp4TableBytes + 1024 + (block_n == 256 ? 2 * 8 * kGemmSwapAbMaxBlockM * 4 : 0);
 }
+// epilogue: only the one-batch core's output tile depends on it.
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
-                                    bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves) {
-  if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n);
+                                    bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves,
+                                    GemmEpilogue epilogue = GemmEpilogue::kBf16) {
+  if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n, epilogue);
   if (core == GemmCore::kSwapAB) return gemm_swap_ab_fixed_smem_bytes(block_n);
   return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
          1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
 }
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
                               GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false,
-                              GemmCore core = GemmCore::kTwoHalves) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core) +
+                              GemmCore core = GemmCore::kTwoHalves, GemmEpilogue epilogue = GemmEpilogue::kBf16) {
+  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue) +
          num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
 }
 

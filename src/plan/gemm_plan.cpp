@@ -81,12 +81,14 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.num_math_warpgroups = 2;
   p.producer_registers = 40;  // FP8 and FP4 alike (kernels/gemm/grouped_gemm_fp4_kernel.cuh)
   p.math_registers = detail::math_registers_for(p.num_math_warpgroups, 1, p.producer_registers);
-  // One-batch core: a partial accumulator as wide as the warpgroup tile (kernels/gemm/core_math.cuh). Swap-AB: the
-  // same (kernels/gemm/swap_ab_math.cuh) + 32 for the FP4 weights' A fragments converted in registers.
-  const int partial_and_final = 2 * p.wg_tile_m * p.wg_tile_n / hopper::kThreadsPerWarpgroup;
-  p.math_registers_needed = swap_ab ? partial_and_final + (kernel.weights == GemmWeights::kFp4 ? 32 : 0) + 40
-                            : kernel.core == GemmCore::kOneBatch ? partial_and_final + 40
-                                                                 : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
+  // One-batch core: a partial accumulator as wide as one WGMMA batch, the warpgroup tile or (256 columns) half of it
+  // (kernels/gemm/core_math.cuh). Swap-AB: as wide as the warpgroup tile (kernels/gemm/swap_ab_math.cuh) + 32 for the
+  // FP4 weights' A fragments converted in registers.
+  const int final_acc = p.wg_tile_m * p.wg_tile_n / hopper::kThreadsPerWarpgroup;
+  p.math_registers_needed = swap_ab ? 2 * final_acc + (kernel.weights == GemmWeights::kFp4 ? 32 : 0) + 40
+                            : kernel.core == GemmCore::kOneBatch
+                                ? final_acc + final_acc / gemm_core_num_halves(kernel.block_n) + 40
+                                : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
   p.cluster_size = kernel.cluster_size;
   p.tile_buffer = kernel.tile_buffer;
@@ -94,8 +96,9 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.num_stages = kernel.num_stages;
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
   p.b_scales_smem = gemm_b_scales_in_smem(p.weights, false);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
-  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core);
+  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core, p.epilogue);
+  p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core,
+                                 p.epilogue);
   p.num_tiles_expected =
       static_cast<long long>(num_experts) * expected_m_blocks(m_expected, p.block_m) * ceil_div(n, p.block_n);
   p.num_waves_expected = static_cast<int>(ceil_div<long long>(p.num_tiles_expected, p.num_sms > 0 ? p.num_sms : 1));
@@ -172,10 +175,11 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
                  " tile_buffer=", pins.tile_buffer, core_scope(planned_core), " (compiled:", compiled_list(kind), ")");
     block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
   }
-  // Core: the one-batch core for bf16 128-row tiles (with its per-warpgroup TMA-store epilogue and unrolled K loop:
-  // 0.88-0.99x the two-halves core's time on every full-tile bench case, and its warpgroup without valid rows
-  // issues no WGMMA on partial ones; H200, docs/notes/gemm.md). Elsewhere (64-row tiles, the SwiGLU epilogue, FP4
-  // weights) the two-halves core; the swap-AB core as planned above; pins override.
+  // Core: the one-batch core for 128-row tiles with FP8 weights, bf16 and SwiGLU output, where k fits its per-tile
+  // B-scale buffer (with its per-warpgroup TMA-store epilogue and unrolled K loop: 0.88-0.99x the two-halves core's
+  // time on every full-tile bf16 bench case, and its warpgroup without valid rows issues no WGMMA on partial ones;
+  // H200, docs/notes/gemm.md; its SwiGLU tile, two n128 batches per K block, is not measured yet). Elsewhere (64-row
+  // tiles, FP4 weights, larger k) the two-halves core; the swap-AB core as planned above; pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
@@ -267,7 +271,7 @@ void GemmPlan::validate() const {
                " but gemm_b_scales_in_smem says ", gemm_b_scales_in_smem(weights, false), " for ",
                gemm_weights_name(weights), " weights", where());
   SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
-                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core) &&
+                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue) &&
                    smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
                "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
                " or disagrees with gemm_smem_bytes", where());
@@ -284,7 +288,8 @@ static_assert(
     [] {
       for (const GemmKernelShape& kernel : kGemmKernels)
         if (gemm_smem_bytes(kernel.block_m, kernel.block_n, kernel.num_stages, kernel.tile_buffer, kernel.weights,
-                            gemm_b_scales_in_smem(kernel.weights, false), kernel.core) > hopper::kMaxSmemPerBlock)
+                            gemm_b_scales_in_smem(kernel.weights, false), kernel.core,
+                            kernel.epilogue) > hopper::kMaxSmemPerBlock)
           return false;
       return true;
     }(),

@@ -43,9 +43,14 @@ void check_gemm(const plan::GemmPlan& p) {
   ASSERT_LE(p.math_registers_needed, p.math_registers) << p.to_string();
   ASSERT_EQ(p.wg_tile_m % 64, 0);
   ASSERT_TRUE(p.wg_tile_n % 8 == 0 && p.wg_tile_n >= 8 && p.wg_tile_n <= 256) << p.to_string();
-  // At most one 64 x 256 fp32 accumulator per warpgroup (the 128 x 256 kernel), next to the 64-register partial; the
-  // one-batch core's partial is as wide as its accumulator (at most 64 x 192: 96 + 96 registers).
-  ASSERT_LE(p.wg_tile_m * p.wg_tile_n / 128, p.core == plan::GemmCore::kOneBatch ? 96 : 128) << p.to_string();
+  // At most one 64 x 256 fp32 accumulator per warpgroup (the 128 x 256 kernels), next to the 64-register partial; the
+  // one-batch core's partial is as wide as its accumulator up to 64 x 192 (96 + 96 registers), half of it at 256
+  // columns (64 + 128).
+  const int final_acc = p.wg_tile_m * p.wg_tile_n / 128;
+  ASSERT_LE(final_acc, 128) << p.to_string();
+  if (p.core == plan::GemmCore::kOneBatch) {
+    ASSERT_LE(final_acc + final_acc / plan::gemm_core_num_halves(p.block_n), 192) << p.to_string();
+  }
   // The plan is a compiled kernel, and its shared memory is that kernel's.
   bool compiled = false;
   for (const plan::GemmKernelShape& k : plan::kGemmKernels)
@@ -55,7 +60,7 @@ void check_gemm(const plan::GemmPlan& p) {
   // B scales in shared memory exactly for the standalone FP8 kernels (plan::gemm_b_scales_in_smem), counted.
   ASSERT_EQ(p.b_scales_smem, p.weights == plan::GemmWeights::kFp8) << p.to_string();
   ASSERT_EQ(p.smem_bytes, plan::gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights,
-                                                p.b_scales_smem, p.core))
+                                                p.b_scales_smem, p.core, p.epilogue))
       << p.to_string();
   // The two warpgroups cover the block exactly: tokens x channels = 2 warpgroup tiles.
   ASSERT_EQ(2 * p.wg_tile_m * p.wg_tile_n, p.block_m * p.block_n) << p.to_string();
@@ -140,14 +145,20 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
         planned[i] = 1;
     }
   };
-  // Both cores pinned (plan::GemmPins::core), both clusters for the one-batch core: the two-halves core's bf16
-  // 128-row kernels are the bench's comparison for the one-batch core.
+  // Both cores pinned (plan::GemmPins::core), both clusters for the one-batch core: the two-halves core's 128-row
+  // kernels (bf16 and SwiGLU) are the bench's comparison for the one-batch core.
   for (const double m : {1000.0})
     for (const int n : {128, 256, 4096})
       for (const int tile_buffer : {0, -1}) {
         plan::GemmPins pins;
         pins.core = 1, pins.tile_buffer = tile_buffer;
         mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins));
+        if (n % 256 == 0 && tile_buffer == 0) {
+          const plan::GemmPlan l1 =
+              plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins);
+          EXPECT_EQ(l1.core, plan::GemmCore::kTwoHalves) << l1.to_string();
+          mark(l1);
+        }
       }
   for (const double m : {16.0, 1000.0})
     for (const int n : {384, 4096})
@@ -228,7 +239,8 @@ TEST(Plan, BlockMLadder) {
   // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
   // bf16 at 128-row tiles: the one-batch core, 128 x 192; clusters of 2 only where an expert is expected to
   // hold two m-blocks, the second partial (192 rows), single CTAs at one (100 rows) or more (1500 rows: 12; 300: 3;
-  // 1536: full tiles) and at two full ones (256). SwiGLU: the two-halves core's 128 x 256 tile.
+  // 1536: full tiles) and at two full ones (256). SwiGLU: the one-batch core's 128 x 256 tile where k fits its
+  // per-tile B-scale buffer (plan::kGemmCoreMaxKBlocks), else the two-halves core's.
   for (const double rows : {1500.0, 300.0, 1536.0, 256.0, 192.0, 100.0}) {
     const plan::GemmPlan bf16 =
         plan::plan_grouped_gemm(rows, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
@@ -237,12 +249,21 @@ TEST(Plan, BlockMLadder) {
     EXPECT_EQ(bf16.block_n, rows == 100.0 ? 128 : 192) << bf16.to_string();  // 100: fewer waves at 128 (32 experts)
     EXPECT_EQ(bf16.cluster_size, rows == 192.0 ? 2 : 1) << bf16.to_string();
   }
-  const plan::GemmPlan l1 =
-      plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides);
-  EXPECT_EQ(l1.block_m, 128);
-  EXPECT_EQ(l1.core, plan::GemmCore::kTwoHalves);
-  EXPECT_EQ(l1.block_n, 256);
-  EXPECT_EQ(l1.cluster_size, 1);
+  for (const double rows : {1536.0, 192.0}) {
+    const plan::GemmPlan l1 =
+        plan::plan_grouped_gemm(rows, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides);
+    EXPECT_EQ(l1.block_m, 128) << l1.to_string();
+    EXPECT_EQ(l1.core, plan::GemmCore::kOneBatch) << l1.to_string();
+    EXPECT_EQ(l1.block_n, 256) << l1.to_string();
+    EXPECT_EQ(l1.cluster_size, 1) << l1.to_string();
+  }
+  const int max_k = plan::kGemmCoreMaxKBlocks * 128;
+  EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, max_k, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides).core,
+            plan::GemmCore::kOneBatch);
+  const plan::GemmPlan l1_deep_k =
+      plan::plan_grouped_gemm(1536, 4096, max_k + 128, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides);
+  EXPECT_EQ(l1_deep_k.core, plan::GemmCore::kTwoHalves) << l1_deep_k.to_string();
+  EXPECT_EQ(l1_deep_k.block_m, 128) << l1_deep_k.to_string();
   for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
     const plan::GemmPlan decode = plan::plan_grouped_gemm(16, 4096, 7168, 128, 132, epilogue, kNoOverrides);
     EXPECT_EQ(decode.block_m, 64);

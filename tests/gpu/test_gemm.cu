@@ -156,9 +156,18 @@ const std::vector<Config> kAllConfigs = with_cores({{128, 128, 0, 0, 0, 1},
                                                     {128, 256, 0, 1},
                                                     {128, 256, 5, 1},
                                                     {0, 0, 0}});
-// The L1 (SwiGLU + FP8) kernels: the two-halves core's and the swap-AB core's (256 interleaved weight rows per tile).
-const std::vector<Config> kL1Configs =
-    with_swap_ab({{64, 256, 0}, {128, 256, 0}, {64, 256, 4}, {128, 256, 3}, {0, 0, 0}}, true);
+// The L1 (SwiGLU + FP8) kernels: the two-halves core's, the one-batch core's 128 x 256 (all SMs and few CTAs: the
+// stage ring and the output tile's TMA stores wrap across tiles) and the swap-AB core's (256 interleaved weight rows
+// per tile).
+const std::vector<Config> kOneBatchL1Configs = {{128, 256, 0, 0, 0, 2}, {128, 256, 3, 0, 0, 2}};
+const std::vector<Config> kL1Configs = with_swap_ab({{64, 256, 0},
+                                                     {128, 256, 0, 0, 0, 1},
+                                                     {64, 256, 4},
+                                                     {128, 256, 3, 0, 0, 1},
+                                                     kOneBatchL1Configs[0],
+                                                     kOneBatchL1Configs[1],
+                                                     {0, 0, 0}},
+                                                    true);
 
 // Runs the bf16 GEMM with config c into a poisoned D and returns D; a second call into a fresh poisoned buffer must
 // give it bitwise (deterministic, no state left between calls).
@@ -369,19 +378,29 @@ double e4m3_ulp(uint8_t q) {
   return std::exp2(std::floor(std::log2(double(v))) - 3);
 }
 
-// L1: kernel output (with interleaved weights) vs ref::l1_epilogue over ref::gemm_faithful (original weights).
-void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
-  SCOPED_TRACE(name(c) + " clamp " + std::to_string(clamp));
+// The L1 kernel's outputs: e4m3 codes [total rows, n / 2] and the row scales [n / 256, scale stride], both poisoned
+// (0xFF) before the call.
+struct L1Output {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+
+// Runs the L1 GEMM (SwiGLU + FP8) with config c on the problem's weights, interleaved (transform_l1_weights), and the
+// row weights of row_weights_for(p).
+std::vector<float> row_weights_for(const Problem& p) {
+  std::mt19937_64 rng(p.k * 7 + p.n);
+  std::vector<float> weights(p.total_rows());
+  for (auto& w : weights) w = float(0.05 + rnd::uniform01(rng));
+  return weights;
+}
+L1Output run_l1(const Problem& p, float clamp, const Config& c) {
   const int inter = p.n / 2, kb = p.k / 128, total = p.total_rows();
   std::vector<uint8_t> b_data, t_data(size_t(p.num_experts) * p.n * p.k);
   std::vector<float> b_scales, t_scales(size_t(p.num_experts) * (inter / 128) * kb * 2);
   concat_weights(p, b_data, b_scales);
   gemm::transform_l1_weights(b_data.data(), b_scales.data(), p.num_experts, inter, p.k, t_data.data(), t_scales.data());
   DeviceInputs dev(p, t_data, t_scales);
-  std::mt19937_64 rng(p.k * 7 + p.n);
-  std::vector<float> weights(total);
-  for (auto& w : weights) w = float(0.05 + rnd::uniform01(rng));
-  DeviceArray<float> d_weights(weights);
+  DeviceArray<float> d_weights(row_weights_for(p));
   DeviceArray<uint8_t> out(size_t(total) * inter);
   const int scale_stride = gemm::sfa_stride_for(total);
   DeviceArray<float> out_scales(size_t(inter / 128) * scale_stride);
@@ -390,11 +409,34 @@ void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
   gemm::SwigluFp8Output o;
   o.out = out.ptr, o.out_scales = out_scales.ptr, o.out_scale_stride = scale_stride, o.row_weights = d_weights.ptr;
   o.clamp = clamp;
-  const gemm::LaunchOptions opt = launch_options(c);
-  gemm::grouped_gemm_swiglu_fp8(dev.input(p), o, nullptr, opt);
+  gemm::grouped_gemm_swiglu_fp8(dev.input(p), o, nullptr, launch_options(c));
   sync_kernels();
-  const auto got = out.download();
-  const auto got_scales = out_scales.download();
+  return {out.download(), out_scales.download()};
+}
+
+// The L1 outputs of every config in `configs` bitwise equal to the first's (same arithmetic: the two-halves and the
+// one-batch cores promote the same WGMMA partial sums in the same order).
+void check_l1_configs_agree(const Problem& p, float clamp, const std::vector<Config>& configs) {
+  ASSERT_FALSE(configs.empty());
+  const L1Output first = run_l1(p, clamp, configs[0]);
+  for (size_t i = 1; i < configs.size(); ++i) {
+    SCOPED_TRACE(name(configs[i]) + " clamp " + std::to_string(clamp));
+    const L1Output other = run_l1(p, clamp, configs[i]);
+    const std::string what = name(configs[i]) + " vs " + name(configs[0]);
+    EXPECT_TRUE(symmoe::test::bitwise_equal(first.codes, other.codes, what + ": codes"));
+    EXPECT_TRUE(symmoe::test::bitwise_equal(first.scales, other.scales, what + ": scales"));
+  }
+}
+
+// L1: kernel output (with interleaved weights) vs ref::l1_epilogue over ref::gemm_faithful (original weights).
+void check_l1(const Problem& p, float clamp, const Config& c, bool exact_acc) {
+  SCOPED_TRACE(name(c) + " clamp " + std::to_string(clamp));
+  const int inter = p.n / 2, total = p.total_rows();
+  const std::vector<float> weights = row_weights_for(p);
+  const int scale_stride = gemm::sfa_stride_for(total);
+  const L1Output output = run_l1(p, clamp, c);
+  const std::vector<uint8_t>& got = output.codes;
+  const std::vector<float>& got_scales = output.scales;
   std::ostringstream first_offenders;
   size_t num_values = 0, num_exact = 0, num_over_ulp = 0, num_beyond_one_ulp = 0, num_scale_diff = 0, overwritten = 0;
   std::vector<double> ref_deq, got_deq;
@@ -501,10 +543,35 @@ TEST(GroupedGemmL1, SwigluFp8KAcrossBScaleChunks) {
   const int k = 128 * (2 * symmoe::plan::kGemmSfbChunkKBlocks + 3);
   const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 129, 3}, 64, 512, k, fmt::ScaleFormat::kFp32, seed,
                               Data::kSmallIntegers);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0}, Config{16, 0, 0, 0, 0, 3}}) check_l1(p, 0.f, c, true);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 0, 0, 0, 1}, Config{16, 0, 0, 0, 0, 3}})
+    check_l1(p, 0.f, c, true);
   const auto m = make_problem(gemm::GroupLayout::kMasked, {1, 0, 5}, 8, 512, k, fmt::ScaleFormat::kUe8m0, seed + 1,
                               Data::kSmallIntegers);
-  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 3}, Config{32, 0, 3, 0, 0, 3}}) check_l1(m, 2.f, c, true);
+  for (const auto& c : {Config{64, 256, 0}, Config{128, 256, 3, 0, 0, 1}, Config{32, 0, 3, 0, 0, 3}})
+    check_l1(m, 2.f, c, true);
+}
+
+// The one-batch core's SwiGLU tile (two n128 batches per K block into one partial, math.cuh's promotion) against the
+// two-halves core's 128 x 256 kernel, bitwise (codes and scales): contiguous with partial m-blocks and a warpgroup
+// without valid rows (rows 1, 64, 65, 127, 129), masked, normal and exact-accumulation data, with and without the
+// clamp, all SMs and few CTAs; and at the largest K its per-tile B-scale buffer takes (plan::kGemmCoreMaxKBlocks).
+TEST(GroupedGemmL1, OneBatchCoreBitwiseToTwoHalves) {
+  const uint64_t seed = printed_seed();
+  std::vector<Config> configs = {{128, 256, 0, 0, 0, 1}};
+  configs.insert(configs.end(), kOneBatchL1Configs.begin(), kOneBatchL1Configs.end());
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 64, 65, 127, 129, 300, 0}, 64, 768, 640,
+                              fmt::ScaleFormat::kFp32, seed);
+  for (float clamp : {0.f, 0.75f}) check_l1_configs_agree(p, clamp, configs);
+  const auto x = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 64, 65, 127, 129, 300, 0}, 64, 768, 640,
+                              fmt::ScaleFormat::kFp32, seed + 1, Data::kSmallIntegers);
+  check_l1_configs_agree(x, 3.f, configs);
+  const auto m =
+      make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 512, 512, fmt::ScaleFormat::kUe8m0, seed + 2);
+  check_l1_configs_agree(m, 0.5f, configs);
+  constexpr int kMaxK = 128 * symmoe::plan::kGemmCoreMaxKBlocks;
+  const auto deep = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 128, 512, kMaxK, fmt::ScaleFormat::kFp32,
+                                 seed + 3, Data::kSmallIntegers);
+  check_l1_configs_agree(deep, 0.f, configs);
 }
 
 // The swap-AB core's L1 tiles at decode row counts (as GroupedGemm.SwapAbDecodeRowCounts): contiguous with segments

@@ -1,14 +1,18 @@
-// Epilogue of the one-batch core: the 128 x BLOCK_N fp32 tile -> bf16 D through one 128B-swizzled shared-memory
-// tile (CoreSmemLayout::d_atom). Each math warpgroup stores its own 64 rows, synchronising only its 128 threads: its
-// warps write their 16 rows each with stmatrix (two 8-column chunks per instruction); then a warpgroup whose 64 rows
-// are all valid stores them with one TMA store per 64-column atom (box plan::kGemmCoreStoreBoxRows rows), issued by
-// its threads 0 .. BLOCK_N / 64 - 1; one with fewer valid rows (an expert's last m-block) copies them with 16-byte
-// shared loads and global stores, so rows of the next expert are never written; one without valid rows stores
-// nothing. Columns at or past n (a partial last n-block) are not stored: the TMA store clips them at the tensor
-// map's bound, the row copy skips them.
+// Epilogues of the one-batch core: the 128 x BLOCK_N fp32 tile -> the output through one 128B-swizzled
+// shared-memory tile (CoreSmemLayout::d_atom). Each math warpgroup stores its own 64 rows, synchronising only its 128
+// threads (named barrier kCoreEpilogueBarrier + wg):
+//   bf16 D: its warps write their 16 rows each with stmatrix (two 8-column chunks per instruction);
+//   SwiGLU + FP8 (BLOCK_N 256): SwiGLU, top-k weight, row amax and UE8M0 scale (epilogue_swiglu.cuh's swiglu_slice
+//     and row_scale, the two-halves core's math), the e4m3 codes of the row's 128 channels (one 128-byte atom)
+//     written two at a time; the row scales go to p.out_scales straight from the registers.
+// Then a warpgroup whose 64 rows are all valid stores them with one TMA store per 128-byte column atom (box
+// plan::kGemmCoreStoreBoxRows rows), issued by its threads 0 .. kNumAtoms - 1; one with fewer valid rows (an expert's
+// last m-block) copies them with 16-byte shared loads and global stores, so rows of the next expert are never
+// written; one without valid rows stores nothing. Columns at or past n (a partial last bf16 n-block) are not stored:
+// the TMA store clips them at the tensor map's bound, the row copy skips them.
 // NOTES: the warpgroup goes on to the next tile while the TMA engine reads its half of the D tile; the storing threads
-// wait for that read (bulk_wait_group_read) only before the warpgroup's next stmatrix, and the warpgroup's epilogue
-// barrier makes its other threads wait with them.
+// wait for that read (bulk_wait_group_read) only before the warpgroup next writes the tile, and the warpgroup's
+// epilogue barrier makes its other threads wait with them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/core_math.cuh"
+#include "kernels/gemm/epilogue_swiglu.cuh"
 #include "kernels/ptx/bulk.cuh"
 #include "kernels/ptx/stmatrix.cuh"
 #include "kernels/ptx/sync.cuh"
@@ -36,9 +41,9 @@ __device__ __forceinline__ uint32_t core_d_offset(int row, int chunk) {
 
 template <int BLOCK_N, int kNumStages>
 __device__ __forceinline__ void core_epilogue_bf16(const GemmParams& p, const Tile& tile, int wg,
-                                                   const CoreSmemLayout<BLOCK_N, kNumStages>& smem,
+                                                   const CoreSmemLayout<BLOCK_N, kNumStages, EpilogueKind::kBf16>& smem,
                                                    const float (&acc)[BLOCK_N / 2], const CUtensorMap* tmap_d) {
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, EpilogueKind::kBf16>;
   constexpr int kChunks = BLOCK_N / 8;
   constexpr int kRows = plan::kGemmCoreStoreBoxRows;
   static_assert(kRows == 64 && Layout::BLOCK_M == 2 * kRows, "one box of rows per math warpgroup");
@@ -73,6 +78,65 @@ __device__ __forceinline__ void core_epilogue_bf16(const GemmParams& p, const Ti
       if (col >= p.n) continue;
       const uint4 v = *reinterpret_cast<const uint4*>(d + core_d_offset<Layout::kAtomBytes>(r, chunk));
       *reinterpret_cast<uint4*>(p.d + size_t(tile.row_begin + r) * p.n + col) = v;
+    }
+  }
+}
+
+// tmap_out: e4m3 p.out [num_rows_total, n / 2], boxes of 128 B x plan::kGemmCoreStoreBoxRows rows, 128B swizzle.
+// NOTES: the codes are stored as the cvt makes them, two channels (2 B) per st.shared: 4-byte stores would first need
+// a quad exchange (per two words a pack, a shuffle and two byte permutes), more instructions than the stores save.
+template <int kNumStages>
+__device__ __forceinline__ void core_epilogue_swiglu_fp8(
+    const GemmParams& p, const Tile& tile, int wg,
+    const CoreSmemLayout<256, kNumStages, EpilogueKind::kSwigluFp8>& smem, float (&acc)[128],
+    const CUtensorMap* tmap_out) {
+  using Layout = CoreSmemLayout<256, kNumStages, EpilogueKind::kSwigluFp8>;
+  using Slice = WarpgroupSlice<128, 256>;
+  constexpr int kRows = plan::kGemmCoreStoreBoxRows;
+  constexpr int kPairs = Slice::kWgN / 16;  // (gate chunk, up chunk) pairs per thread row
+  static_assert(kRows == 64 && Layout::kNumAtoms == 1 && Layout::kDBytes == Layout::BLOCK_M * 128,
+                "one 128-byte atom of 128 rows; one box of rows per math warpgroup");
+  const int wg_thread = threadIdx.x % 128, warp = wg_thread / 32, lane = wg_thread % 32;
+  const int rows = min(max(tile.num_rows - kRows * wg, 0), kRows);  // this warpgroup's valid rows
+  if (rows == 0) return;
+  const Slice slice(wg);
+  const int inter = p.n / 2, inter_begin = tile.n_begin / 2;
+  float amax[2];
+  swiglu_slice(p, tile, wg, 0, smem, slice, acc, amax);
+  if (wg_thread < Layout::kNumAtoms) ptx::bulk_wait_group_read<0>();  // its previous store has read its rows
+  ptx::named_barrier_sync(kCoreEpilogueBarrier + wg, 128);
+  // Chunk j (16 channels) of tile row R sits at R * 128 + (j ^ R % 8) * 16. Thread row r is R = 64 wg + 16 warp +
+  // lane / 4 + 8r, so R % 8 = lane / 4; its channels 8q + 2 (lane % 4) + {0, 1} are bytes 8 (q % 2) + 2 (lane % 4) of
+  // chunk q / 2.
+  uint8_t* const out_tile = smem.d_atom(0);
+  uint8_t* const thread_row = out_tile + (slice.row0 + warp * 16 + lane / 4) * 128 + 2 * (lane % 4);
+  const int swz = lane / 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
+    const float scale = row_scale<false>(amax[r], smem, 0, wg, row_in_tile);
+    const float inv_scale = 1.f / scale;  // exact: scale is a power of two
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) {
+      *reinterpret_cast<uint16_t*>(thread_row + 8 * 128 * r + ((q / 2) ^ swz) * 16 + 8 * (q % 2)) =
+          quantize_e4m3x2_pow2(acc[8 * q + 2 * r], acc[8 * q + 2 * r + 1], inv_scale);
+    }
+    if (row_in_tile < tile.num_rows && lane % 4 == 0)
+      p.out_scales[size_t(inter_begin / 128) * p.out_scale_stride + tile.row_begin + row_in_tile] = scale;
+  }
+  ptx::fence_proxy_async_shared_cta();  // generic-proxy writes -> visible to the TMA store
+  ptx::named_barrier_sync(kCoreEpilogueBarrier + wg, 128);
+  if (rows == kRows) {
+    if (wg_thread < Layout::kNumAtoms) {
+      // The box's rows start at row 64 wg of the tile: 8 KiB in, a multiple of the 1 KiB swizzle period.
+      ptx::tma_store_2d(tmap_out, out_tile + kRows * wg * 128, inter_begin, tile.row_begin + kRows * wg);
+      ptx::bulk_commit_group();
+    }
+  } else {
+    for (int i = wg_thread; i < rows * 8; i += 128) {
+      const int r = kRows * wg + i / 8, chunk = i % 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + r * 128 + ((chunk ^ (r % 8)) * 16));
+      *reinterpret_cast<uint4*>(p.out + size_t(tile.row_begin + r) * inter + inter_begin + 16 * chunk) = v;
     }
   }
 }

@@ -1,4 +1,4 @@
-// The one-batch SM90 FP8 grouped GEMM kernel (plan::GemmCore::kOneBatch), bf16 output: wires its roles
+// The one-batch SM90 FP8 grouped GEMM kernel (plan::GemmCore::kOneBatch), bf16 or SwiGLU + FP8 output: wires its roles
 // (producer.cuh, core_math.cuh, core_epilogue.cuh, scheduler.cuh). 384 threads: warpgroups 0-1 math (setmaxnreg
 // 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA). Persistent: gridDim.x CTAs (a multiple of
 // kClusterM) loop over the 128 x BLOCK_N tiles of all experts. kClusterM 2: the cluster's two CTAs take neighbouring
@@ -16,13 +16,14 @@ namespace symmoe::gemm::kernel {
 constexpr int kCoreNumThreads = 384;
 constexpr int kCoreMathRegisters = 232, kCoreProducerRegisters = 40;
 
-template <int BLOCK_N, int kNumStages, int kClusterM>
+// tmap_d: the output's map (bf16 D, or the SwiGLU kernel's e4m3 p.out; core_epilogue.cuh).
+template <int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
 __global__ void __launch_bounds__(kCoreNumThreads, 1)
     grouped_gemm_core_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
                              const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b,
                              const __grid_constant__ CUtensorMap tmap_d) {
   constexpr int BLOCK_M = 128;
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>;
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);  // warp-uniform: uniform-register descriptors
@@ -50,9 +51,12 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
     for (int sfb_buffer = 0; sched.next(tile); sfb_buffer ^= 1) {
       stage_core_b_scales(params, tile, smem, sfb_buffer, int(threadIdx.x));
       core_k_loop<BLOCK_N, kNumStages, kClusterM>(params, smem, tile, wg, sfb_buffer, pipe, acc);
-      core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
+      if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
+        core_epilogue_swiglu_fp8(params, tile, wg, smem, acc, &tmap_d);
+      else
+        core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
     }
-    if (threadIdx.x % 128 < Layout::kNumAtoms) ptx::bulk_wait_group<0>();  // the last TMA stores done with the D tile
+    if (threadIdx.x % 128 < Layout::kNumAtoms) ptx::bulk_wait_group<0>();  // the last TMA stores done with the tile
   }
   // No CTA may leave while its cluster peer can still multicast into it or arrive on its barriers.
   if constexpr (kClusterM > 1) {

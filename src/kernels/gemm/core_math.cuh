@@ -1,12 +1,17 @@
 // Math role of the one-batch core (plan::GemmCore::kOneBatch): math warpgroup wg computes rows [64 wg, 64 wg + 64)
-// x all BLOCK_N columns of the 128 x BLOCK_N tile. Per 128-wide K block: one batch of 4 m64nBLOCK_Nk32 WGMMAs
-// (e4m3 -> fp32) into the partial accumulator, wait, release the stage, then promote
-// acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). The two
-// warpgroups issue independently: while one promotes, the other's batch runs.
+// x all BLOCK_N columns of the 128 x BLOCK_N tile. Per 128-wide K block: bf16 (BLOCK_N 128 / 192): one batch of
+// 4 m64nBLOCK_Nk32 WGMMAs (e4m3 -> fp32) into the partial accumulator, wait, release the stage, then promote
+// acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). SwiGLU + FP8
+// (BLOCK_N 256): two halves of 128 columns into one 64-register partial (issue half 0, wait, promote it into
+// acc[0, 64), issue half 1, wait, release the stage, promote into acc[64, 128)): the two-halves core's arithmetic
+// (math.cuh's promote, gate or up scale by chunk), so the results are bitwise equal to it. The two warpgroups issue
+// independently: while one promotes, the other's batch runs.
 // B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
-// chunk takes which). The 256 math threads stage the tile's scales of every K block in shared memory
-// (CoreSmemLayout::sfb) before its K loop; the loop reads them with ld.shared ahead of the stage's full-barrier wait.
-// NOTES: registers per math thread: BLOCK_N / 2 partial + BLOCK_N / 2 accumulators (96 + 96 for BLOCK_N 192).
+// chunk takes which); the SwiGLU tile has a gate and an up scale per K block. The 256 math threads stage the tile's
+// scales of every K block in shared memory (CoreSmemLayout::sfb) before its K loop; the loop reads them with ld.shared
+// ahead of the stage's full-barrier wait.
+// NOTES: registers per math thread: BLOCK_N / 2 / kNumHalves partial + BLOCK_N / 2 accumulators (96 + 96 for
+// BLOCK_N 192, 64 + 128 for 256).
 #pragma once
 
 #include "kernels/gemm/core_smem_layout.hpp"
@@ -21,7 +26,7 @@ namespace symmoe::gemm::kernel {
 
 // Named barrier ids of the one-batch core's math threads (0 is __syncthreads).
 constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
-// + wg: warpgroup wg's half of the D tile free before its stmatrix, written before its TMA store (128 threads).
+// + wg: warpgroup wg's half of the D tile free before it writes it, written before its TMA store (128 threads).
 constexpr int kCoreEpilogueBarrier = 2;
 
 // Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
@@ -32,21 +37,27 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
 
 // The 256 math threads copy the tile's B scales of every K block into shared-memory buffer `buffer` (tiles alternate
 // between the two: a warpgroup ends its epilogue and stages the next tile while the other may still read this
-// tile's): [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does not reach it
-// or it lies past n). `math_thread` in [0, 256). Ends with the math threads' barrier, so the K loop may read them;
+// tile's): bf16: [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does not
+// reach it or it lies past n); SwiGLU: [0][kb] gate, [1][kb] up, from the (gate, up) pairs of the tile's 256-column
+// block (params.hpp). `math_thread` in [0, 256). Ends with the math threads' barrier, so the K loop may read them;
 // that barrier also keeps the warpgroups within one tile of each other, so two buffers suffice.
-template <int BLOCK_N, int kNumStages>
+template <int BLOCK_N, int kNumStages, EpilogueKind kEpilogue>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
-                                                    const CoreSmemLayout<BLOCK_N, kNumStages>& smem, int buffer,
-                                                    int math_thread) {
+                                                    const CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>& smem,
+                                                    int buffer, int math_thread) {
   const int num_k_blocks = p.k / 128;
-  const int first_block = tile.n_begin / 128;
-  const bool has_second = core_former_chunks<BLOCK_N>(tile.n_begin) * 8 < BLOCK_N && (first_block + 1) * 128 < p.n;
-  const float* src = p.sfb + size_t(tile.expert_idx) * (p.n / 128) * num_k_blocks;
-  for (int i = math_thread; i < 2 * num_k_blocks; i += 256) {
-    const int second = i >= num_k_blocks, kb = i - second * num_k_blocks;
-    const float s = second && !has_second ? 0.f : __ldg(src + size_t(first_block + second) * num_k_blocks + kb);
-    smem.sfb(buffer, second)[kb] = s;
+  if constexpr (kEpilogue == EpilogueKind::kSwigluFp8) {
+    const float* src = p.sfb + (size_t(tile.expert_idx) * (p.n / 256) + tile.n_begin / 256) * num_k_blocks * 2;
+    for (int i = math_thread; i < 2 * num_k_blocks; i += 256) smem.sfb(buffer, i % 2)[i / 2] = __ldg(src + i);
+  } else {
+    const int first_block = tile.n_begin / 128;
+    const bool has_second = core_former_chunks<BLOCK_N>(tile.n_begin) * 8 < BLOCK_N && (first_block + 1) * 128 < p.n;
+    const float* src = p.sfb + size_t(tile.expert_idx) * (p.n / 128) * num_k_blocks;
+    for (int i = math_thread; i < 2 * num_k_blocks; i += 256) {
+      const int second = i >= num_k_blocks, kb = i - second * num_k_blocks;
+      const float s = second && !has_second ? 0.f : __ldg(src + size_t(first_block + second) * num_k_blocks + kb);
+      smem.sfb(buffer, second)[kb] = s;
+    }
   }
   ptx::named_barrier_sync(kCoreSfbBarrier, 256);
 }
@@ -76,27 +87,42 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 // stage are runtime values (a tile starts at the stage the previous one left: `pipe`).
 // NOTES: the descriptors are formed from warp-uniform values (wg, the shared-memory base), so they live in uniform
 // registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
-// CTA's empty barrier and, with clusters, on the peer's (through its cluster address).
-template <int BLOCK_N, int kNumStages, int kClusterM>
-__device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemLayout<BLOCK_N, kNumStages>& smem,
+// CTA's empty barrier and, with clusters, on the peer's (through its cluster address), after the stage's last batch
+// has completed and before its promotion.
+template <int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+__device__ __forceinline__ void core_k_loop(const GemmParams& p,
+                                            const CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>& smem,
                                             const Tile& tile, int wg, int sfb_buffer, PipelineState<kNumStages>& pipe,
                                             float (&acc)[BLOCK_N / 2]) {
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages>;
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>;
   static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
+  constexpr int kNumHalves = Layout::kNumHalves;
+  constexpr int kBatchN = BLOCK_N / kNumHalves;  // columns of one WGMMA batch
+  constexpr int kNumPartial = kBatchN / 2;
+  static_assert(kNumHalves == 1 || (kBatchN == 128 && Layout::kSwiglu), "two halves: the SwiGLU tile's 2 x 128");
   constexpr int kNumAcc = BLOCK_N / 2;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
 #pragma unroll
   for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
   const bool active = 64 * wg < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
-  const float* sfb = smem.sfb(sfb_buffer, 0);  // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks]
+  // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
+  const float* sfb = smem.sfb(sfb_buffer, 0);
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + 64 * wg * 128));
   const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0)));
   // The peer CTA's empty barriers (cluster 2): warp-uniform, so the address lives in a uniform register.
   const uint32_t peer_empty0 =
       kClusterM == 1 ? 0u : ptx::mapa_shared_cluster(ptx::smem_addr(smem.empty(0)), ptx::cluster_cta_rank() ^ 1u);
-  float partial[kNumAcc];
+  // Two halves: the first WGMMA of each batch is the accumulating form with scale-d 0 on a partial that stays in its
+  // registers ("+f"), as in math.cuh: with the overwriting form ("=f") ptxas kept two copies of the 64-register
+  // partial across the halves and spilled the 128 + 64 accumulators. One batch: the overwriting form (partial is dead
+  // between K blocks).
+  float partial[kNumPartial];
+  if constexpr (kNumHalves > 1) {
+#pragma unroll
+    for (int i = 0; i < kNumPartial; ++i) partial[i] = 0.f;
+  }
   int stage = pipe.stage;
   uint32_t phase = pipe.phase;
   for (const float* const sfb_end = sfb + p.k / 128; sfb != sfb_end;) {
@@ -109,28 +135,47 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p, const CoreSmemL
       ptx::mbarrier_wait_parity(smem.full(s), phase);
       const float sa0 = sfa0[s * (Layout::kSfaBytes / 4)];
       const float sa1 = sfa0[s * (Layout::kSfaBytes / 4) + 8];
-      if (active) {
-        const uint32_t a_lo = a_lo0 + s * (Layout::kABytes / 16);
-        const uint32_t b_lo = b_lo0 + s * (Layout::kBBytes / 16);
-        ptx::wgmma_fence();
-        // partial is dead between K blocks: the first WGMMA overwrites it.
-        ptx::wgmma_m64nk32_e4m3_overwrite<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
-                                                   ptx::wgmma_desc_k128b_from_lo(b_lo));
 #pragma unroll
-        for (int k = 1; k < 4; ++k)
-          ptx::wgmma_m64nk32_e4m3<BLOCK_N>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
-                                           ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), true);
-        ptx::wgmma_commit_group();
+      for (int h = 0; h < kNumHalves; ++h) {
+        if (active) {
+          const uint32_t a_lo = a_lo0 + s * (Layout::kABytes / 16);
+          // Half h reads B rows [128 h, 128 h + 128) of the stage: 128 h rows of 128 B in.
+          const uint32_t b_lo = b_lo0 + s * (Layout::kBBytes / 16) + h * (kBatchN * 128 / 16);
+          ptx::wgmma_fence();
+          // The first WGMMA of the batch starts the partial sums afresh (scale-d 0; see partial above).
+          if constexpr (kNumHalves > 1)
+            ptx::wgmma_m64nk32_e4m3<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
+                                             ptx::wgmma_desc_k128b_from_lo(b_lo), false);
+          else
+            ptx::wgmma_m64nk32_e4m3_overwrite<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
+                                                       ptx::wgmma_desc_k128b_from_lo(b_lo));
 #pragma unroll
-        for (int i = 0; i < kNumAcc; ++i) ptx::fence_operand(partial[i]);
-        ptx::wgmma_wait_group<0>();
+          for (int k = 1; k < 4; ++k)
+            ptx::wgmma_m64nk32_e4m3<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
+                                             ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), true);
+          ptx::wgmma_commit_group();
+#pragma unroll
+          for (int i = 0; i < kNumPartial; ++i) ptx::fence_operand(partial[i]);
+          ptx::wgmma_wait_group<0>();
+        }
+        if (h == kNumHalves - 1) {
+          __syncwarp();                 // the warp's reads of the stage (scales) are ordered before the release
+          if (ptx::elect_one_sync()) {  // one lane per warp releases the stage in every CTA of the cluster
+            ptx::mbarrier_arrive(smem.empty(s));
+            if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);
+          }
+        }
+        if (active) {
+          if constexpr (Layout::kSwiglu) {
+            // math.cuh's promotion: chunk c of the half takes the gate scale for even c, up for odd.
+            const float s_gate[2] = {sa0 * sb0, sa1 * sb0};
+            const float s_up[2] = {sa0 * sb1, sa1 * sb1};
+            promote(acc + kNumPartial * h, partial, s_gate, s_up);
+          } else {
+            core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
+          }
+        }
       }
-      __syncwarp();                 // the warp's reads of the stage (scales) are ordered before the release
-      if (ptx::elect_one_sync()) {  // one lane per warp releases the stage in every CTA of the cluster
-        ptx::mbarrier_arrive(smem.empty(s));
-        if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);
-      }
-      if (active) core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
       ++sfb;
       ++stage;
     }

@@ -7,6 +7,9 @@
 //              ahead never overwrites a value the other has not read).
 // Math is ref::l1_epilogue's, element by element: h = swiglu_weighted(g, u, w, clamp) (include/symmoe/swiglu.hpp,
 // the formula the golden model uses), scale = fmt::scale_for_amax(amax, 448, kUe8m0), q = e4m3(h * (1 / scale)).
+// swiglu_slice and row_scale hold that math for every kernel with this accumulator layout: epilogue_swiglu_fp8 below
+// (the two-halves core, the fused kernel: per-warp staging rows and bulk stores) and the one-batch core's
+// core_epilogue_swiglu_fp8 (core_epilogue.cuh: a swizzled tile and TMA stores).
 #pragma once
 
 #include <cuda_fp8.h>
@@ -27,20 +30,19 @@ __device__ __forceinline__ uint16_t quantize_e4m3x2_pow2(float first, float seco
                                   __NV_E4M3);
 }
 
-// Layout: a GemmSmemLayout (FP8 or FP4 weights); only its amax exchange is used.
-template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
-__device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
-                                                    const Layout& smem, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
-                                                    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
-                                                    const WarpStaging& staging) {
+// SwiGLU + top-k weight of the warpgroup's slice in place, and each thread row's amax over the slice's channels
+// (reduced over the quad; split N: also written to the exchange for the other warpgroup, read after a 256-thread
+// barrier; Layout: a GemmSmemLayout, used only then). h overwrites the gate slot of acc: acc[8q + 2r + b] (chunk 2q)
+// holds channel 8q + 2 (lane % 4) + b of thread row r (row slice.row0 + 16 warp + lane / 4 + 8r of the tile).
+template <int BLOCK_M, int BLOCK_N, typename Layout>
+__device__ __forceinline__ void swiglu_slice(const GemmParams& p, const Tile& tile, int wg, int parity,
+                                             const Layout& smem, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+                                             float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+                                             float (&amax)[2]) {
   using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
   static_assert(BLOCK_N == 256, "the SwiGLU tile is 256 interleaved columns");
   constexpr int kPairs = Slice::kWgN / 16;  // (gate chunk, up chunk) pairs per thread row
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
-  const int inter = p.n / 2, inter_begin = tile.n_begin / 2;
-  const int channel0 = Slice::kSplitN ? 64 * wg : 0;
-  float amax[2];
-  // h overwrites the gate slot of acc: acc[8q + 2r + b] (chunk 2q) holds channel 8q + 2*(lane%4) + b of row r.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
@@ -63,6 +65,29 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
     if constexpr (Slice::kSplitN)
       if (lane % 4 == 0) smem.amax(parity, wg)[row_in_tile] = amax[r];
   }
+}
+
+// A thread row's UE8M0 scale from its slice amax: split N, after the exchange barrier, with the other warpgroup's.
+template <bool kSplitN, typename Layout>
+__device__ __forceinline__ float row_scale(float amax, const Layout& smem, int parity, int wg, int row_in_tile) {
+  if constexpr (kSplitN) amax = fmaxf(amax, smem.amax(parity, wg ^ 1)[row_in_tile]);
+  return fmt::scale_for_amax(amax, fmt::kE4M3Max, fmt::ScaleFormat::kUe8m0);
+}
+
+// The staging path (file header). Layout: a GemmSmemLayout (FP8 or FP4 weights); only its amax exchange is used.
+// kNamedBarrier: the split-N amax exchange's barrier (256 math threads).
+template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
+__device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,
+                                                    const Layout& smem, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
+                                                    float (&acc)[WarpgroupSlice<BLOCK_M, BLOCK_N>::kNumAcc],
+                                                    const WarpStaging& staging) {
+  using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
+  constexpr int kPairs = Slice::kWgN / 16;
+  const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
+  const int inter = p.n / 2, inter_begin = tile.n_begin / 2;
+  const int channel0 = Slice::kSplitN ? 64 * wg : 0;
+  float amax[2];
+  swiglu_slice(p, tile, wg, parity, smem, slice, acc, amax);
   if constexpr (Slice::kSplitN) ptx::named_barrier_sync(kNamedBarrier, 256);
   // FP8 rows: kWgN / 2 channels = 128 (or 64, split N) bytes per row, staged (one bulk store per valid row).
   staging.acquire();
@@ -70,9 +95,7 @@ __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const T
   for (int r = 0; r < 2; ++r) {
     const int row_in_tile = slice.row0 + warp * 16 + lane / 4 + 8 * r;
     const bool valid = row_in_tile < tile.num_rows;
-    float row_amax = amax[r];
-    if constexpr (Slice::kSplitN) row_amax = fmaxf(row_amax, smem.amax(parity, wg ^ 1)[row_in_tile]);
-    const float scale = fmt::scale_for_amax(row_amax, fmt::kE4M3Max, fmt::ScaleFormat::kUe8m0);
+    const float scale = row_scale<Slice::kSplitN>(amax[r], smem, parity, wg, row_in_tile);
     const float inv_scale = 1.f / scale;  // exact: scale is a power of two
     const int row = tile.row_begin + row_in_tile;
     uint8_t* out = staging.row(lane / 4 + 8 * r) + 2 * (lane % 4);

@@ -19,8 +19,9 @@ std::string kernel_name(const plan::GemmKernelShape& shape);
 // The TMA descriptors of one launch (src/gemm/tensor_map): A, its scales, B (e4m3 [E n, k], 128B-swizzled boxes of
 // 128 x block_n; FP4: packed [E n, k/2], unswizzled boxes of 64 B x block_n) and, FP4 only, B's scale codes
 // (int32 [E k/128, n], boxes of block_n x 1).
-// The one-batch core (plan::GemmCore::kOneBatch) also stores D through a map: bf16 [rows, n], 128B-swizzled boxes of
-// 64 columns x 128 rows. The swap-AB core (plan::GemmCore::kSwapAB) stores D straight to params.d (no D map).
+// The one-batch core (plan::GemmCore::kOneBatch) also stores its output through `d`: bf16 D [rows, n] in boxes of
+// 64 columns, or the SwiGLU kernel's e4m3 out [rows, n / 2] in boxes of 128 channels; 128B-swizzled, 64 rows a box.
+// The swap-AB core (plan::GemmCore::kSwapAB) stores D straight to params.d (no D map).
 struct GemmTensorMaps {
   CUtensorMap a, sfa, b, b_codes, d;
 };

@@ -46,7 +46,9 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   LaunchOptions opt;
   opt.num_sms = 132;  // no device query
   // bf16 at 128-row tiles: the one-batch core, 128 x 192, single CTAs at 12 m-blocks per expert (1536 rows), clusters
-  // of 2 at one full and one partial m-block (192 rows); the two-halves core's tile-buffer kernel when pinned.
+  // of 2 at one full and one partial m-block (192 rows); the two-halves core's tile-buffer kernel when pinned. SwiGLU:
+  // the one-batch core's 128 x 256 tile, the two-halves core's when pinned (core 1) or k exceeds the one-batch core's
+  // per-tile B-scale buffer.
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x192x128, stages 4, cluster 1, epilogue bf16, one-batch core} x 132 CTAs");
   opt.tile_buffer = 1;
@@ -57,7 +59,14 @@ TEST(GemmHost, LaunchComesFromThePlan) {
             "GemmKernel{block 128x192x128, stages 4, cluster 2, epilogue bf16, one-batch core} x 132 CTAs");
   opt.expected_rows_per_expert = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
+            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8, one-batch core} x 132 CTAs");
+  opt.core = 1;
+  EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
+  opt.core = 0, in.k = 128 * 129;  // plan::kGemmCoreMaxKBlocks (128) + 1 K blocks
+  EXPECT_EQ(describe_launch(in, true, opt),
+            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
+  in.k = 7168;
   opt = {};
   opt.num_sms = 132, opt.block_m = 64, opt.block_n = 128;
   try {
