@@ -44,10 +44,11 @@ summary=()
 # The gtest arguments of one (binary, tool) run: small cases only. memcheck: every binary, its heavy tests left out
 # (all-float casts, 100k barriers, model shapes, 1,000 graph replays); racecheck / synccheck: one small case of the
 # fused (gpu_test_mega: MegaFewSms, the fused kernel on 4 CTAs, 1 and 8 tokens, fused + composed + golden; racecheck:
-# one 1-token call on 4 CTAs, MegaSanitize.OneCallOneToken and MegaFp4Sanitize (BLOCK_M 64), since racecheck of
-# MegaFewSms took 90 s in session 6 and did not finish in 180 s alone in session 8, nor MegaFp4FewSms in 150 s), EP
-# (bad-id dispatch and a good dispatch) and GEMM (one masked GEMM) suites. Empty: the whole binary. A run whose
-# filter matches no test is reported with rc 98.
+# one call on 4 CTAs: MegaSanitize.OneCallOneToken, .OneCallBlockM128 (512 tokens) and MegaFp4Sanitize (BLOCK_M 64),
+# since racecheck of MegaFewSms took 90 s in session 6 and did not finish in 180 s alone in session 8, nor
+# MegaFp4FewSms in 150 s), EP
+# (bad-id dispatch and a good dispatch) and GEMM (one masked bf16 GEMM and one masked SwiGLU GEMM, each on every
+# core) suites. Empty: the whole binary. A run whose filter matches no test is reported with rc 98.
 sanitize_filter() {  # binary tool
   case "$2:$1" in
     memcheck:gpu_test_formats) echo "--gtest_filter=-GpuFormats.CastsMatchHardwareCvtOnAllFloats" ;;
@@ -60,12 +61,12 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_soak) echo "--seconds=5" ;;
     memcheck:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*:MegaFp4Errors.*" ;;
     memcheck:gpu_test_moe_fp4) echo "--gtest_filter=Ranks/MoeComposedFp4.*/ranks1_host_fp4:MoeComposedFp4Errors.*" ;;
-    racecheck:gpu_test_mega) echo "--gtest_filter=MegaSanitize.OneCallOneToken" ;;
+    racecheck:gpu_test_mega) echo "--gtest_filter=MegaSanitize.OneCallOneToken:MegaSanitize.OneCallBlockM128" ;;
     *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
     racecheck:gpu_test_mega_fp4) echo "--gtest_filter=*MegaFp4Sanitize.*" ;;
     *:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*" ;;
     *:gpu_test_ep) echo "--gtest_filter=EpInputErrors.*" ;;
-    *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert" ;;
+    *:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert:GroupedGemmL1.MaskedSwigluFp8" ;;
     *:gpu_test_gemm_fp4) echo "--gtest_filter=GroupedGemmFp4.MaskedDecodeSizes" ;;
     *) echo "" ;;
   esac

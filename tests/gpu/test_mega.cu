@@ -138,21 +138,22 @@ TEST(MegaFewSms, FourCtasMatchComposedBitwiseAndGoldenModel) {
 }
 
 // One fused call under compute-sanitizer (issue 21: memcheck of MegaFewSms did not finish in 200 s; is it slow or
-// stalled?): 1 rank, 4 CTAs, the small shape, ONE forward of 1 token (uniform routing), then the composed layer on
-// the same input: bitwise equal. Timestamps (flushed) around the launch (its first call loads and instruments the
-// kernel's module), the kernel's end and the check; the call is waited for by polling (mega_diag.hpp), so a stall
+// stalled?): 1 rank, 4 CTAs, the small shape, ONE forward of `tokens` tokens (uniform routing), then the composed
+// layer on the same input: bitwise equal. Timestamps (flushed) around the launch (its first call loads and instruments
+// the kernel's module), the kernel's end and the check; the call is waited for by polling (mega_diag.hpp), so a stall
 // ends with the timeout records (and, traced, the stage each CTA reached) instead of a hang. The wait bound is
 // SYMMOE_TIMEOUT_MS (default 10 s): raise it to tell a slow kernel (no record) from a stalled one. ~1 s plainly.
-void one_sanitized_call(bool traced) {
+// block_m 0: the planner's (the swap-AB core at 1 token); else forced (SYMMOE_BLOCK_M).
+void one_sanitized_call(bool traced, int block_m = 0, int tokens = 1) {
   using test::diag_stamp;
   diag_stamp(std::string("MegaSanitize: start (") + (traced ? "traced" : "untraced") + " kernel)");
-  auto s = make_setup(small_shape(1, 8), true, 128, 0.f, true, -1);
+  auto s = make_setup(small_shape(1, std::max(8, tokens)), true, 128, 0.f, true, -1);
   MegaMoeOptions o;
   o.num_sms = 4;
-  auto mega = make_mega(*s, 0, o);
+  auto mega = make_mega(*s, block_m, o);
   if (traced) mega->set_trace(true);
   Case c;
-  c.kind = ref::RoutingKind::kUniform, c.tokens = 1, c.seed = fresh_seed();
+  c.kind = ref::RoutingKind::kUniform, c.tokens = tokens, c.seed = fresh_seed();
   std::printf("  case %s seed %llu, wait timeout %.1f s\n", case_name(c).c_str(), (unsigned long long)c.seed,
               double(s->comm->timeout_ns()) * 1e-9);
   Inputs in = make_inputs(*s, c);
@@ -187,12 +188,15 @@ void one_sanitized_call(bool traced) {
   }
   const auto composed = forward_into_poisoned_y(*s, *s->layer, in);
   diag_stamp("composed layer done");
-  EXPECT_TRUE(test::bitwise_equal(composed[0], fused[0], "1 token, 4 CTAs: fused vs composed"));
+  EXPECT_TRUE(
+      test::bitwise_equal(composed[0], fused[0], std::to_string(tokens) + " token(s), 4 CTAs: fused vs composed"));
   diag_stamp("check done");
 }
 
 TEST(MegaSanitize, OneCallOneToken) { one_sanitized_call(false); }
 TEST(MegaSanitize, OneTracedCallOneToken) { one_sanitized_call(true); }
+// 512 tokens, top-6 of 32 experts (~96 rows each): 128-row tiles with partial m-blocks, both math warpgroups busy.
+TEST(MegaSanitize, OneCallBlockM128) { one_sanitized_call(false, 128, 512); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
                          ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},
