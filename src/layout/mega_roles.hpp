@@ -2,19 +2,22 @@
 // split (setmaxnreg) and the named barriers they use. One description, read by the kernel and by the planner
 // (plan_mega_moe fills MegaPlan's warp and register fields from it; `symmoe plan` prints them).
 //
-//   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (kernels/gemm/math.cuh), the L1 SwiGLU/FP8 epilogue,
-//                    the L2 epilogue with its NVLink write-back
+//   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (plan::mega_core: BLOCK_M 128 the one-batch core,
+//                    kernels/gemm/core_math.cuh, each warpgroup issuing on its own; 64 the two-halves core,
+//                    kernels/gemm/math.cuh, with issue turns; 16 and 32 the swap-AB core), the L1 SwiGLU/FP8
+//                    epilogue, the L2 epilogue with its NVLink write-back
 //   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
 // FP4 weights at BLOCK_M 64: the math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh: each split-N
 // warpgroup's WGMMAs read only its own 128 B rows, so it converts those one K block ahead, named barrier
-// kFp4ConvertBarrier0 + warpgroup). At BLOCK_M 16 and 32 (the swap-AB core, plan::mega_core) each thread converts its
-// own A fragments in registers (kernels/gemm/swap_ab_math.cuh): no conversion barrier, no issue turns.
+// kFp4ConvertBarrier0 + warpgroup). At BLOCK_M 16 and 32 (the swap-AB core) each thread converts its own A fragments
+// in registers (kernels/gemm/swap_ab_math.cuh): no conversion barrier, no issue turns.
 // Every warp also joins the stages before the roles (count + publish) and after them (clear, combine); those run at
 // kCommonRegisters, the launch bound.
 // Plain integer constants, no CUDA headers: g++ compiles this too.
 #pragma once
 
 #include "symmoe/common.hpp"
+#include "symmoe/plan.hpp"
 
 namespace symmoe::layout {
 
@@ -40,7 +43,7 @@ struct MegaRoles {
   // 65536 per SM / kNumThreads rounded down to 8: the launch bound, held by every warp outside the roles.
   static constexpr int kCommonRegisters = 65536 / kNumThreads / 8 * 8;
   // Inside the roles: the data warpgroup decreases to kDataRegisters, the math warpgroups increase to
-  // kMathRegisters; 128 x data + 256 x math = 64512 (plan::hopper::kRegisterBudget). One split for both BLOCK_M:
+  // kMathRegisters; 128 x data + 256 x math = 64512 (plan::hopper::kRegisterBudget). One split for every BLOCK_M:
   // BLOCK_M 128's 64 x 256 warpgroup tile (128 promoted + 64 partial accumulators) fits 224 math registers, and at
   // 40 the producer and pull spilled. NOTES: ptxas -v (nvcc 13.0) reports no spills for any fused kernel, traced or
   // not (the build checks it).
@@ -50,18 +53,23 @@ struct MegaRoles {
   // ---- named barriers (hardware ids 0..15; each used with a fixed thread count) ----
   static constexpr int kCtaBarrier = 0;           // __syncthreads (all kNumThreads)
   static constexpr int kAmaxExchangeBarrier = 1;  // math threads: the split-N L1 amax exchange (epilogue_swiglu.cuh)
-  static constexpr int kGemmIssueBarrier0 = 2;    // math threads: 2 and 3, the GEMM core's issue turns (math.cuh
+  static constexpr int kGemmIssueBarrier0 = 2;    // math threads: 2 and 3, the two-halves core's issue turns (math.cuh
                                                   // kIssueBarrier0; the kernel static_asserts they agree)
   static constexpr int kNumGemmIssueBarriers = 2;
   static constexpr int kL1DoneBarrier = kGemmIssueBarrier0 + kNumGemmIssueBarriers;  // math threads: L1 tile stored
   // FP4 weights: 5 and 6, math warpgroup w's conversion barrier (its 128 threads; math_fp4.cuh).
   static constexpr int kFp4ConvertBarrier0 = kL1DoneBarrier + 1;
   static constexpr int kNumFp4ConvertBarriers = kNumMathWarpgroups;
-  static constexpr int kNumNamedBarriers = kFp4ConvertBarrier0 + kNumFp4ConvertBarriers;
-  // One past the highest named-barrier id one kernel uses: the conversion barriers only with FP4 weights on the
-  // tokens-on-M core. The swap-AB core uses ids 0, 1 and kL1DoneBarrier (no issue turns, no conversion barrier).
-  SYMMOE_HD static constexpr int num_named_barriers(bool fp4, bool swap_ab) {
-    return fp4 && !swap_ab ? kNumNamedBarriers : kFp4ConvertBarrier0;
+  // The one-batch core (BLOCK_M 128): math threads, the tile's B scales staged (core_math.cuh stage_core_b_scales).
+  static constexpr int kCoreSfbBarrier = kFp4ConvertBarrier0 + kNumFp4ConvertBarriers;
+  static constexpr int kNumNamedBarriers = kCoreSfbBarrier + 1;
+  // One past the highest named-barrier id one kernel uses (ids below may be unused): the swap-AB core uses ids 0, 1
+  // and kL1DoneBarrier (no issue turns, no conversion barrier); the two-halves core also the issue turns, with FP4
+  // weights the conversion barriers; the one-batch core (FP8) ids 0, kL1DoneBarrier and kCoreSfbBarrier.
+  SYMMOE_HD static constexpr int num_named_barriers(bool fp4, plan::GemmCore core) {
+    return core == plan::GemmCore::kOneBatch           ? kCoreSfbBarrier + 1
+           : fp4 && core == plan::GemmCore::kTwoHalves ? kFp4ConvertBarrier0 + kNumFp4ConvertBarriers
+                                                       : kFp4ConvertBarrier0;
   }
 
   // ---- when an L1 tile's arrival signal is sent (PendingL1Signal, src/kernels/mega/epilogue.cuh) ----

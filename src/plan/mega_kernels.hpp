@@ -14,11 +14,15 @@ namespace symmoe::plan {
 //   16, 32   the swap-AB core's tiles (kernels/gemm/swap_ab_*.cuh: the tokens are the WGMMA's N, each math warpgroup
 //            runs 128 weight rows as two 64-row chains; FP4 converted in registers), the stage counts of its SwiGLU
 //            entries in kGemmKernels where the per-expert counts still fit (FP8 BLOCK_M 32: one fewer);
-//   64, 128  the two-halves core's 64 x 256 and 128 x 256 tiles with the stage counts of the matching kGemmKernels
-//            entries (FP4: num_stages counts the raw stages of packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as
-//            in the FP4 grouped GEMM; the math warpgroups convert).
-// Shared memory = the GEMM core's (gemm_smem_bytes) + the per-expert counts (layout::MegaSmemCounts): mega_smem_bytes
-// below; src/kernels/mega/smem_layout.hpp stacks the two.
+//   64       the two-halves core's split-N 64 x 256 tile (kernels/gemm/math.cuh, issue turns) with the stage count of
+//            the matching kGemmKernels entry (FP4: num_stages counts the raw stages of packed FP4 tiles, +
+//            kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM; the math warpgroups convert);
+//   128      the one-batch core's 128 x 256 tile (kernels/gemm/core_math.cuh: each math warpgroup 64 rows x 256
+//            columns as two n128 batches per K block, no issue turns, the tile's B scales staged in shared memory),
+//            FP8 only, with the 4 stages of the one-batch SwiGLU entry; its epilogues write through the staging rows
+//            (GemmCoreOutput::kStagingRows), not the standalone kernel's output tile.
+// Shared memory = the GEMM core's (mega_core_fixed_smem_bytes + stages x gemm_stage_smem_bytes) + the per-expert
+// counts (layout::MegaSmemCounts): mega_smem_bytes below; src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
   int block_m, block_n, num_stages;
   GemmWeights weights = GemmWeights::kFp8;
@@ -50,12 +54,33 @@ constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
     if (kMegaKernels[i].block_m == block_m && kMegaKernels[i].weights == weights) return i;
   return -1;
 }
-// Dynamic shared memory of a fused kernel: the GEMM core's (gemm_smem_bytes) + the per-expert counts.
+// Fixed shared memory of a fused kernel's GEMM core: the standalone core's, except that the one-batch core (BLOCK_M
+// 128) has the staging rows as its output region (GemmCoreOutput::kStagingRows).
+constexpr int mega_core_fixed_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
+  const GemmCore core = mega_core(block_m);
+  return core == GemmCore::kOneBatch
+             ? gemm_core_fixed_smem_bytes(block_n, GemmCoreOutput::kStagingRows)
+             : gemm_fixed_smem_bytes(block_n, false, weights, gemm_b_scales_in_smem(weights, true), core);
+}
+// Dynamic shared memory of a fused kernel: the GEMM core's + the per-expert counts.
 constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_experts, int num_local_experts,
                               GemmWeights weights = GemmWeights::kFp8) {
-  return gemm_smem_bytes(block_m, block_n, num_stages, false, weights, gemm_b_scales_in_smem(weights, true),
-                         mega_core(block_m)) +
+  return mega_core_fixed_smem_bytes(block_m, block_n, weights) +
+         num_stages * gemm_stage_smem_bytes(block_m, block_n, weights) +
          layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
+// The one-batch core stages a tile's B scales for at most kGemmCoreMaxKBlocks K blocks; the fused kernel's K is H (L1)
+// or I (L2), which the planner bounds (plan_mega_moe refuses larger shapes).
+static_assert(kMegaMaxHidden <= kGemmCoreMaxKBlocks * hopper::kBlockK &&
+                  layout::kMegaMaxIntermediate <= kGemmCoreMaxKBlocks * hopper::kBlockK,
+              "the fused one-batch core's staged B scales must cover the largest H and I the planner accepts");
+// The one-batch core runs FP8 weights only.
+constexpr bool mega_one_batch_kernels_are_fp8() {
+  for (const MegaKernelShape& k : kMegaKernels)
+    if (mega_core(k.block_m) == GemmCore::kOneBatch && (k.weights != GemmWeights::kFp8 || k.block_n != 256))
+      return false;
+  return true;
+}
+static_assert(mega_one_batch_kernels_are_fp8(), "the fused one-batch core: FP8 weights, 128 x 256 tiles");
 
 }  // namespace symmoe::plan

@@ -95,11 +95,12 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   }
 
   // ---- tiles per math warpgroup (the GEMM core's: mega_core) ----
-  // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. Tokens on WGMMA M: 64 x 256: the
-  // warpgroups split the 256 columns (64 x 128 each; the L1 amax over the tile's 128 channels crosses them through
-  // shared memory); 128 x 256: they split the rows (64 x 256 each, two 128-column halves sharing one partial
-  // accumulator). Swap-AB (BLOCK_M 16, 32): each warpgroup runs 128 of the 256 weight rows (two 64-row WGMMA chains)
-  // x the BLOCK_M tokens; the warpgroup tile is printed as weight rows x tokens.
+  // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. Tokens on WGMMA M: 64 x 256 (the
+  // two-halves core): the warpgroups split the 256 columns (64 x 128 each; the L1 amax over the tile's 128 channels
+  // crosses them through shared memory); 128 x 256 (the one-batch core): they split the rows (64 x 256 each, two
+  // 128-column batches per K block sharing one partial accumulator). Swap-AB (BLOCK_M 16, 32): each warpgroup runs 128
+  // of the 256 weight rows (two 64-row WGMMA chains) x the BLOCK_M tokens; the warpgroup tile is printed as weight rows
+  // x tokens.
   p.core = mega_core(p.block_m);
   p.l1_block_n = 256;
   p.l2_block_n = 256;
@@ -130,23 +131,23 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
   p.num_threads = Roles::kNumThreads;
   p.data_registers = Roles::kDataRegisters;
   p.math_registers = Roles::kMathRegisters;
-  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4, p.core == GemmCore::kSwapAB);
+  p.named_barriers = Roles::num_named_barriers(weights == GemmWeights::kFp4, p.core);
   SYMMOE_CHECK(p.math_registers == detail::math_registers_for(p.num_math_warpgroups, 1, p.data_registers), "plan",
                "MegaMoE: register split ", p.data_registers, "/", p.math_registers, " does not fill the SM");
   p.math_registers_needed = std::max(math_registers_estimate(p.l1_wg_tile_m, p.l1_wg_tile_n),
                                      math_registers_estimate(p.l2_wg_tile_m, p.l2_wg_tile_n));
 
   // ---- shared memory: the compiled kernel's stage count ----
-  // The fused kernel reuses the GEMM core's shared-memory layout (stage ring, epilogue staging, amax exchange)
-  // and adds the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by the instantiation. FP4:
-  // the stages hold packed FP4 weight tiles and their codes, the E4M3 ring and the tables are fixed
-  // (plan::gemm_smem_bytes).
+  // The fused kernel reuses the GEMM core's shared-memory layout (stage ring; two-halves: epilogue staging, amax
+  // exchange; one-batch: staging rows as its output region, the staged B scales; mega_core_fixed_smem_bytes) and adds
+  // the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by the instantiation. FP4: the stages hold
+  // packed FP4 weight tiles and their codes, the E4M3 ring and the tables are fixed (plan::gemm_smem_bytes).
   const int index = mega_kernel_index(p.block_m, weights);
   SYMMOE_CHECK(index >= 0, "plan", "no compiled fused kernel with BLOCK_M ", p.block_m, " and ",
                gemm_weights_name(weights), " weights");
   const MegaKernelShape* kernel = &kMegaKernels[index];
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.l1_block_n, weights);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.l1_block_n, false, weights, gemm_b_scales_in_smem(weights, true), p.core) +
+  p.smem_fixed = mega_core_fixed_smem_bytes(p.block_m, p.l1_block_n, weights) +
                  layout::MegaSmemCounts::num_bytes(shape.num_experts, num_local_experts);
   const int forced = detail::forced_stages(overrides);
   if (forced) {
@@ -226,8 +227,9 @@ std::string MegaPlan::to_string() const {
   std::ostringstream os;
   os << "mega " << shape.to_string() << " sms=" << num_sms << " tokens=" << num_tokens
      << " expected_tokens_per_expert=" << expected_tokens_per_expert << " | "
-     << (core == GemmCore::kSwapAB ? "swap-ab: tokens on WGMMA N" : "tokens on WGMMA M") << " BLOCK_M=" << block_m
-     << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k
+     << (core == GemmCore::kSwapAB ? std::string("swap-ab: tokens on WGMMA N")
+                                   : std::string(gemm_core_name(core)) + ": tokens on WGMMA M")
+     << " BLOCK_M=" << block_m << " L1 BLOCK_N=" << l1_block_n << " L2 BLOCK_N=" << l2_block_n << " BLOCK_K=" << block_k
      << " weights=" << gemm_weights_name(weights) << " wg_tiles L1 " << l1_wg_tile_m << "x" << l1_wg_tile_n << " L2 "
      << l2_wg_tile_m << "x" << l2_wg_tile_n << " | L1 blocks/expert~" << l1_blocks_per_expert
      << " experts/wave=" << num_experts_per_wave << " waves=" << num_waves << " wave_l1_tiles=" << wave_l1_tiles

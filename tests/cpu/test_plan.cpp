@@ -34,6 +34,17 @@ void expect_error(F&& f, const std::string& needle) {
   }
 }
 
+// A fused kernel's GEMM-core shared memory from the standalone cores' model: the core's own, except that the
+// one-batch core (BLOCK_M 128) has the staging rows in place of its standalone SwiGLU kernel's output tile.
+int fused_core_smem_bytes(const plan::MegaKernelShape& k) {
+  const plan::GemmCore core = plan::mega_core(k.block_m);
+  if (core != plan::GemmCore::kOneBatch)
+    return plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, core);
+  return plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, core,
+                               plan::GemmEpilogue::kSwigluFp8) -
+         plan::gemm_core_out_bytes(k.block_n, plan::GemmCoreOutput::kFp8Tile) + plan::kGemmStagingBytes;
+}
+
 void check_gemm(const plan::GemmPlan& p) {
   ASSERT_NO_THROW(p.validate()) << p.to_string();
   ASSERT_GE(p.num_stages, 2) << p.to_string();
@@ -310,10 +321,8 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 2048), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 8192), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
-    EXPECT_EQ(
-        plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
-        plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, plan::mega_core(k.block_m)) +
-            layout::MegaSmemCounts::num_bytes(256, 32));
+    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
+              fused_core_smem_bytes(k) + layout::MegaSmemCounts::num_bytes(256, 32));
   for (const auto& name : test::sweep_shape_names())
     for (const int r : test::sweep_ranks(name)) {
       int prev = 0;
@@ -535,12 +544,43 @@ TEST(Plan, BScalesInSharedMemory) {
   const plan::GemmPlan fp4 = plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides,
                                                      {}, plan::GemmWeights::kFp4);
   EXPECT_FALSE(fp4.b_scales_smem) << fp4.to_string();
-  // The fused kernel's shared memory has no B-scale chunk: 384 experts at H 7168 fit next to BLOCK_M 64's 5 stages.
+  // The fused kernel's shared memory has no B-scale chunk (the two-halves and swap-AB cores read the B scales from
+  // global memory; the one-batch core stages its own per tile): 384 experts at H 7168 fit next to BLOCK_M 64's 5
+  // stages.
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)
-    EXPECT_EQ(
-        plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
-        plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, plan::mega_core(k.block_m)) +
-            layout::MegaSmemCounts::num_bytes(256, 32));
+    EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
+              fused_core_smem_bytes(k) + layout::MegaSmemCounts::num_bytes(256, 32));
+}
+
+// The fused kernel at BLOCK_M 128 (FP8) runs the one-batch core (plan::mega_core): 64 x 256 warpgroup tiles, its
+// shared memory the one-batch layout with the staging rows as output region (4 stages: 220736 B before the counts),
+// its B-scale barrier counted; the largest H and I the planner accepts fit its staged B scales; an expert count
+// whose counts no longer fit next to it is refused, not planned over the limit.
+TEST(Plan, MegaBlockM128RunsTheOneBatchCore) {
+  const plan::MegaPlan p = plan::plan_mega_moe(named_shape("v3", 8, 4096), 132, kNoOverrides);
+  ASSERT_EQ(p.block_m, 128) << p.to_string();
+  EXPECT_EQ(p.core, plan::GemmCore::kOneBatch);
+  EXPECT_EQ(p.l1_wg_tile_m, 64);
+  EXPECT_EQ(p.l1_wg_tile_n, 256);
+  EXPECT_EQ(p.num_stages, 4);
+  EXPECT_EQ(plan::mega_core_fixed_smem_bytes(128, 256) + 4 * plan::gemm_stage_smem_bytes(128, 256), 220736);
+  EXPECT_EQ(p.smem_fixed, plan::gemm_core_fixed_smem_bytes(256, plan::GemmCoreOutput::kStagingRows) +
+                              layout::MegaSmemCounts::num_bytes(256, 32));
+  EXPECT_EQ(p.smem_bytes, plan::mega_smem_bytes(128, 256, 4, 256, 32));
+  EXPECT_EQ(p.named_barriers, layout::MegaRoles::kCoreSfbBarrier + 1);
+  EXPECT_NE(p.to_string().find("one-batch: tokens on WGMMA M"), std::string::npos) << p.to_string();
+  plan::PlanOverrides o;
+  o.block_m = 128;
+  MoeShape widest = named_shape("v3", 8, 1);  // K = H at L1, I at L2: both at most kGemmCoreMaxKBlocks blocks
+  widest.hidden = plan::kMegaMaxHidden, widest.intermediate = layout::kMegaMaxIntermediate;
+  EXPECT_EQ(plan::plan_mega_moe(widest, 132, o).core, plan::GemmCore::kOneBatch);
+  // One rank: E experts' counts take (3 E + 1 + E / 32) x 4 bytes; 960 fit next to the 220736, 1024 do not.
+  MoeShape many = named_shape("v3", 1, 4096);
+  many.num_experts = 960;
+  const plan::MegaPlan fits = plan::plan_mega_moe(many, 132, o);
+  EXPECT_LE(fits.smem_bytes, kMaxSmemPerBlock) << fits.to_string();
+  many.num_experts = 1024;
+  expect_error([&] { plan::plan_mega_moe(many, 132, o); }, "shared memory");
 }
 
 // The fused layer with FP4 weights: the swap-AB kernels at BLOCK_M 16 and 32 (FP4 converted in registers) and the
@@ -580,7 +620,8 @@ TEST(Plan, MegaFp4) {
     EXPECT_EQ(fp8.to_string().find("FP4"), std::string::npos) << fp8.to_string();
     // Highest id + 1: 4 (L1 done) on the swap-AB core; + one conversion barrier per math warpgroup at FP4 BLOCK_M 64.
     EXPECT_EQ(fp4.named_barriers, fp4.core == plan::GemmCore::kSwapAB ? 5 : 7) << tokens << " tokens";
-    EXPECT_EQ(fp8.named_barriers, 5);
+    // FP8: 5 on the swap-AB and two-halves cores; BLOCK_M 128 (the one-batch core) adds its B-scale barrier, id 7.
+    EXPECT_EQ(fp8.named_barriers, fp8.block_m == 128 ? 8 : 5) << tokens << " tokens";
     EXPECT_NE(fp8.to_string().find("weights=fp8"), std::string::npos) << fp8.to_string();
   }
   for (const auto& name : test::sweep_shape_names())

@@ -4,9 +4,10 @@
 // What is compared, on fresh random inputs (uniform / Zipf / hot expert / 30% masked lanes with an explicit
 // all-masked token; 1, 8 and 128 tokens per rank; 1 rank, one rank per GPU, 8 virtual ranks):
 // - fused vs composed (ComposedMoe, the verified path): BITWISE on every token of every rank. Why it must hold:
-//   both run the same GEMM core (math.cuh: WGMMA m64n128k32 over the same K order with the same per-128-K fmaf
-//   promotion), the same L1 epilogue (epilogue_swiglu.cuh: SwiGLU, top-k weight, UE8M0 scale, e4m3 cast), the same
-//   bf16 rounding of the L2 output and the same combine (0.f + rows in ascending lane order, one bf16 rounding).
+//   both run GEMM cores of the same arithmetic (WGMMA m64n128k32 over the same K order with the same per-128-K fmaf
+//   promotion: math.cuh, core_math.cuh, swap_ab_math.cuh), the same L1 epilogue math (epilogue_swiglu.cuh: SwiGLU,
+//   top-k weight, UE8M0 scale, e4m3 cast), the same bf16 rounding of the L2 output and the same combine (0.f + rows
+//   in ascending lane order, one bf16 rounding).
 //   An output row depends only on its own input row, so neither BLOCK_M (the composed planner may pick 64 or 128
 //   independently of the fused plan) nor the pool row order (atomic slots, dispatch.cuh) can change a bit.
 //   Where it would NOT hold: a token with a single routed lane whose L2 value is -0.0 gives +0.0 in both paths (0.f
@@ -20,6 +21,8 @@
 //   checks that every counter is back at zero after a call.
 // - received counts per local expert vs the host's count of the routing.
 // - a planted stalled peer (one rank's kernel not launched): PeerTimeout naming that peer at site "barrier".
+// - MegaBlockM128: the BLOCK_M 128 kernel (the one-batch core) on an odd shape (partial L2 n-block, K not a multiple of
+//   the stages) with partial m-blocks, empty experts and a hot expert of several m-blocks.
 // - MegaSanitize: one 1-token call on 4 CTAs vs the composed layer, with flushed timestamps and a polling wait that
 //   names a stall, for compute-sanitizer (tools/device-check.sh --sanitize).
 #include <cuda_runtime.h>
@@ -134,6 +137,31 @@ TEST(MegaFewSms, FourCtasMatchComposedBitwiseAndGoldenModel) {
   for (const Case& c : layer_cases({1, 8}, base)) {
     run_case(*s, *mega, c);
     if (HasFailure()) return;
+  }
+}
+
+// BLOCK_M 128: the one-batch core (kernels/gemm/core_math.cuh's core_k_loop, L1 SwiGLU and L2 bf16 tiles of 128 x 256)
+// on a shape the small one does not reach: H 640 (L1 K = 5 blocks, not a multiple of the 4 stages, so tiles start at
+// every stage; L2 n-blocks 256, 256 and a partial 128 whose second B-scale block lies past H), I 384 (3 L1 n-blocks,
+// L2 K = 3 blocks), 16 experts top-4 on 2 virtual ranks; 1, 8, 128 and 300 tokens per rank with the four routings:
+// partial m-blocks, empty experts (1 token reaches at most 8 of the 16), a hot expert of several m-blocks (half the
+// tokens of both ranks). Fresh host weights and inputs: fused == composed bitwise, repeated calls into poisoned y
+// stable, received counts, golden model (run_case).
+TEST(MegaBlockM128, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) {
+  MoeShape shape;
+  shape.hidden = 640, shape.intermediate = 384, shape.num_experts = 16, shape.num_topk = 4;
+  shape.num_ranks = 2, shape.num_max_tokens_per_rank = 300;
+  auto s = make_setup(shape, true, 128, 0.f, true);
+  MegaMoeOptions o;
+  o.count_received = true;
+  auto mega = make_mega(*s, 128, o);
+  ASSERT_EQ(mega->plan(0).block_m, 128);
+  ASSERT_EQ(mega->plan(0).core, plan::GemmCore::kOneBatch);
+  const uint64_t base = fresh_seed();
+  std::printf("  case seed base %llu\n", (unsigned long long)base);
+  for (const Case& c : layer_cases({1, 8, 128, 300}, base)) {
+    run_case(*s, *mega, c);
+    if (HasFailure()) return;  // the first failing case is the informative one
   }
 }
 

@@ -40,10 +40,11 @@ __device__ __forceinline__ uint32_t core_d_offset(int row, int chunk) {
 }
 
 template <int BLOCK_N, int kNumStages>
-__device__ __forceinline__ void core_epilogue_bf16(const GemmParams& p, const Tile& tile, int wg,
-                                                   const CoreSmemLayout<BLOCK_N, kNumStages, EpilogueKind::kBf16>& smem,
-                                                   const float (&acc)[BLOCK_N / 2], const CUtensorMap* tmap_d) {
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, EpilogueKind::kBf16>;
+__device__ __forceinline__ void core_epilogue_bf16(
+    const GemmParams& p, const Tile& tile, int wg,
+    const CoreSmemLayout<BLOCK_N, kNumStages, plan::GemmCoreOutput::kBf16Tile>& smem, const float (&acc)[BLOCK_N / 2],
+    const CUtensorMap* tmap_d) {
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, plan::GemmCoreOutput::kBf16Tile>;
   constexpr int kChunks = BLOCK_N / 8;
   constexpr int kRows = plan::kGemmCoreStoreBoxRows;
   static_assert(kRows == 64 && Layout::BLOCK_M == 2 * kRows, "one box of rows per math warpgroup");
@@ -88,13 +89,13 @@ __device__ __forceinline__ void core_epilogue_bf16(const GemmParams& p, const Ti
 template <int kNumStages>
 __device__ __forceinline__ void core_epilogue_swiglu_fp8(
     const GemmParams& p, const Tile& tile, int wg,
-    const CoreSmemLayout<256, kNumStages, EpilogueKind::kSwigluFp8>& smem, float (&acc)[128],
+    const CoreSmemLayout<256, kNumStages, plan::GemmCoreOutput::kFp8Tile>& smem, float (&acc)[128],
     const CUtensorMap* tmap_out) {
-  using Layout = CoreSmemLayout<256, kNumStages, EpilogueKind::kSwigluFp8>;
+  using Layout = CoreSmemLayout<256, kNumStages, plan::GemmCoreOutput::kFp8Tile>;
   using Slice = WarpgroupSlice<128, 256>;
   constexpr int kRows = plan::kGemmCoreStoreBoxRows;
   constexpr int kPairs = Slice::kWgN / 16;  // (gate chunk, up chunk) pairs per thread row
-  static_assert(kRows == 64 && Layout::kNumAtoms == 1 && Layout::kDBytes == Layout::BLOCK_M * 128,
+  static_assert(kRows == 64 && Layout::kNumAtoms == 1 && Layout::kOutBytes == Layout::BLOCK_M * 128,
                 "one 128-byte atom of 128 rows; one box of rows per math warpgroup");
   const int wg_thread = threadIdx.x % 128, warp = wg_thread / 32, lane = wg_thread % 32;
   const int rows = min(max(tile.num_rows - kRows * wg, 0), kRows);  // this warpgroup's valid rows

@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
                              const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b,
                              const __grid_constant__ CUtensorMap tmap_d) {
   constexpr int BLOCK_M = 128;
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>;
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, plan::gemm_core_tile_output(kEpilogue)>;
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);  // warp-uniform: uniform-register descriptors
@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
     float acc[BLOCK_N / 2];
     Tile tile;
     for (int sfb_buffer = 0; sched.next(tile); sfb_buffer ^= 1) {
-      stage_core_b_scales(params, tile, smem, sfb_buffer, int(threadIdx.x));
-      core_k_loop<BLOCK_N, kNumStages, kClusterM>(params, smem, tile, wg, sfb_buffer, pipe, acc);
+      stage_core_b_scales<kEpilogue, kCoreSfbBarrier>(params, tile, smem, sfb_buffer, int(threadIdx.x));
+      core_k_loop<kClusterM, kEpilogue>(params, smem, tile, wg, sfb_buffer, pipe, acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         core_epilogue_swiglu_fp8(params, tile, wg, smem, acc, &tmap_d);
       else

@@ -1,15 +1,19 @@
-// Math role of the one-batch core (plan::GemmCore::kOneBatch): math warpgroup wg computes rows [64 wg, 64 wg + 64)
-// x all BLOCK_N columns of the 128 x BLOCK_N tile. Per 128-wide K block: bf16 (BLOCK_N 128 / 192): one batch of
-// 4 m64nBLOCK_Nk32 WGMMAs (e4m3 -> fp32) into the partial accumulator, wait, release the stage, then promote
-// acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). SwiGLU + FP8
-// (BLOCK_N 256): two halves of 128 columns into one 64-register partial (issue half 0, wait, promote it into
-// acc[0, 64), issue half 1, wait, release the stage, promote into acc[64, 128)): the two-halves core's arithmetic
-// (math.cuh's promote, gate or up scale by chunk), so the results are bitwise equal to it. The two warpgroups issue
-// independently: while one promotes, the other's batch runs.
+// Math role of the one-batch core (plan::GemmCore::kOneBatch), in the standalone kernel (core_kernel.cuh) and the
+// fused kernel at BLOCK_M 128 (kernels/mega/mega_kernel.cuh): math warpgroup wg computes rows [64 wg, 64 wg + 64) x
+// all BLOCK_N columns of the 128 x BLOCK_N tile. Per 128-wide K block: BLOCK_N 128 / 192 (bf16): one batch of 4
+// m64nBLOCK_Nk32 WGMMAs (e4m3 -> fp32) into the partial accumulator, wait, release the stage, then promote
+// acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). BLOCK_N 256
+// (SwiGLU + FP8, or bf16): two halves of 128 columns into one 64-register partial (issue half 0, wait, promote it
+// into acc[0, 64), issue half 1, wait, release the stage, promote into acc[64, 128)): the two-halves core's
+// arithmetic (math.cuh's promote; SwiGLU: gate or up scale by chunk; bf16: half h takes the scale of the tile's
+// 128-column scale block h), so the results are bitwise equal to it. The two warpgroups issue independently: while
+// one promotes, the other's batch runs.
 // B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
-// chunk takes which); the SwiGLU tile has a gate and an up scale per K block. The 256 math threads stage the tile's
-// scales of every K block in shared memory (CoreSmemLayout::sfb) before its K loop; the loop reads them with ld.shared
-// ahead of the stage's full-barrier wait.
+// chunk takes which), a 256-column bf16 tile two whole ones; the SwiGLU tile has a gate and an up scale per K block.
+// The 256 math threads stage the tile's scales of every K block in shared memory (CoreSmemLayout::sfb) before its K
+// loop; the loop reads them with ld.shared ahead of the stage's full-barrier wait.
+// Layout: any CoreSmemLayout (the standalone kernel's output tiles, the fused kernel's staging rows); kEpilogue picks
+// the B-scale layout and the promotion, so one layout serves both phases of the fused kernel.
 // NOTES: registers per math thread: BLOCK_N / 2 / kNumHalves partial + BLOCK_N / 2 accumulators (96 + 96 for
 // BLOCK_N 192, 64 + 128 for 256).
 #pragma once
@@ -24,10 +28,14 @@
 
 namespace symmoe::gemm::kernel {
 
-// Named barrier ids of the one-batch core's math threads (0 is __syncthreads).
+// Named barrier ids of the standalone one-batch kernel's math threads (0 is __syncthreads); the fused kernel passes
+// its own (layout::MegaRoles) to stage_core_b_scales.
 constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
 // + wg: warpgroup wg's half of the D tile free before it writes it, written before its TMA store (128 threads).
 constexpr int kCoreEpilogueBarrier = 2;
+static_assert(kCoreSfbBarrier != 0 && kCoreSfbBarrier != kCoreEpilogueBarrier &&
+                  kCoreSfbBarrier != kCoreEpilogueBarrier + 1 && kCoreEpilogueBarrier + 1 < 16,
+              "the standalone one-batch kernel's named barriers must be distinct hardware ids");
 
 // Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
 template <int BLOCK_N>
@@ -39,14 +47,16 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
 // between the two: a warpgroup ends its epilogue and stages the next tile while the other may still read this
 // tile's): bf16: [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does not
 // reach it or it lies past n); SwiGLU: [0][kb] gate, [1][kb] up, from the (gate, up) pairs of the tile's 256-column
-// block (params.hpp). `math_thread` in [0, 256). Ends with the math threads' barrier, so the K loop may read them;
-// that barrier also keeps the warpgroups within one tile of each other, so two buffers suffice.
-template <int BLOCK_N, int kNumStages, EpilogueKind kEpilogue>
+// block (params.hpp). `math_thread` in [0, 256). Ends with the math threads' barrier kSfbBarrier (a named barrier id
+// the kernel's roles own), so the K loop may read them; that barrier also keeps the warpgroups within one tile of each
+// other, so two buffers suffice. K: at most plan::kGemmCoreMaxKBlocks blocks (the planners refuse more).
+template <EpilogueKind kEpilogue, int kSfbBarrier, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
-                                                    const CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>& smem,
+                                                    const CoreSmemLayout<BLOCK_N, kNumStages, kOutput>& smem,
                                                     int buffer, int math_thread) {
   const int num_k_blocks = p.k / 128;
   if constexpr (kEpilogue == EpilogueKind::kSwigluFp8) {
+    static_assert(BLOCK_N == 256, "the SwiGLU tile is one 256-column block of (gate, up) pairs");
     const float* src = p.sfb + (size_t(tile.expert_idx) * (p.n / 256) + tile.n_begin / 256) * num_k_blocks * 2;
     for (int i = math_thread; i < 2 * num_k_blocks; i += 256) smem.sfb(buffer, i % 2)[i / 2] = __ldg(src + i);
   } else {
@@ -59,7 +69,7 @@ __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const T
       smem.sfb(buffer, second)[kb] = s;
     }
   }
-  ptx::named_barrier_sync(kCoreSfbBarrier, 256);
+  ptx::named_barrier_sync(kSfbBarrier, 256);
 }
 
 // acc += scale * partial, the scale of 8-column chunk c: sa[r] * sb0 for c < 8, sa[r] * sb_mid for 8 <= c < 16,
@@ -89,17 +99,19 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 // registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
 // CTA's empty barrier and, with clusters, on the peer's (through its cluster address), after the stage's last batch
 // has completed and before its promotion.
-template <int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void core_k_loop(const GemmParams& p,
-                                            const CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>& smem,
-                                            const Tile& tile, int wg, int sfb_buffer, PipelineState<kNumStages>& pipe,
+                                            const CoreSmemLayout<BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile,
+                                            int wg, int sfb_buffer, PipelineState<kNumStages>& pipe,
                                             float (&acc)[BLOCK_N / 2]) {
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, kEpilogue>;
+  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, kOutput>;
   static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
+  constexpr bool kSwiglu = kEpilogue == EpilogueKind::kSwigluFp8;
   constexpr int kNumHalves = Layout::kNumHalves;
   constexpr int kBatchN = BLOCK_N / kNumHalves;  // columns of one WGMMA batch
   constexpr int kNumPartial = kBatchN / 2;
-  static_assert(kNumHalves == 1 || (kBatchN == 128 && Layout::kSwiglu), "two halves: the SwiGLU tile's 2 x 128");
+  static_assert(kNumHalves == 1 || kBatchN == 128, "two halves: the 256-column tile's 2 x 128");
+  static_assert(!kSwiglu || kNumHalves == 2, "the SwiGLU tile is 256 columns");
   constexpr int kNumAcc = BLOCK_N / 2;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
 #pragma unroll
@@ -166,10 +178,13 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p,
           }
         }
         if (active) {
-          if constexpr (Layout::kSwiglu) {
-            // math.cuh's promotion: chunk c of the half takes the gate scale for even c, up for odd.
-            const float s_gate[2] = {sa0 * sb0, sa1 * sb0};
-            const float s_up[2] = {sa0 * sb1, sa1 * sb1};
+          if constexpr (kNumHalves > 1) {
+            // math.cuh's promotion: SwiGLU, chunk c of either half takes the gate scale (sb0) for even c, up (sb1)
+            // for odd; bf16, every chunk of half h takes the scale of 128-column scale block h (gate == up).
+            const float sb_gate = kSwiglu || h == 0 ? sb0 : sb1;
+            const float sb_up = kSwiglu || h == 1 ? sb1 : sb0;
+            const float s_gate[2] = {sa0 * sb_gate, sa1 * sb_gate};
+            const float s_up[2] = {sa0 * sb_up, sa1 * sb_up};
             promote(acc + kNumPartial * h, partial, s_gate, s_up);
           } else {
             core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);

@@ -72,10 +72,12 @@ __device__ __forceinline__ void stage_bf16_slab(const WarpStaging& staging, cons
   }
 }
 
-// The staging rows of math warp `warp` (0..3) of math warpgroup `wg`.
-template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4>
-__device__ __forceinline__ WarpStaging
-warp_staging(const GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4>& smem, int wg, int warp, int lane) {
+// The staging rows of math warp `warp` (0..3) of math warpgroup `wg`. Layout: a GemmSmemLayout without the tile
+// buffer, or the fused kernel's one-batch CoreSmemLayout (plan::GemmCoreOutput::kStagingRows).
+template <typename Layout>
+__device__ __forceinline__ WarpStaging warp_staging(const Layout& smem, int wg, int warp, int lane) {
+  static_assert(Layout::kStagingWarpBytes == WarpStaging::kRows * WarpStaging::kRowBytes,
+                "the layout's staging rows are WarpStaging's");
   return WarpStaging{smem.staging(wg * 4 + warp), lane};
 }
 

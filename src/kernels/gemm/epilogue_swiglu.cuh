@@ -74,7 +74,8 @@ __device__ __forceinline__ float row_scale(float amax, const Layout& smem, int p
   return fmt::scale_for_amax(amax, fmt::kE4M3Max, fmt::ScaleFormat::kUe8m0);
 }
 
-// The staging path (file header). Layout: a GemmSmemLayout (FP8 or FP4 weights); only its amax exchange is used.
+// The staging path (file header). Layout: a GemmSmemLayout (FP8 or FP4 weights) or the fused kernel's one-batch
+// CoreSmemLayout; only the split-N tile uses its amax exchange.
 // kNamedBarrier: the split-N amax exchange's barrier (256 math threads).
 template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
 __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,

@@ -15,8 +15,10 @@ void launch_core_entry(const GemmParams& params, const GemmTensorMaps& maps, int
   constexpr plan::GemmKernelShape s = plan::kGemmKernels[kIndex];
   static_assert(is_core(s) && s.block_m == 128 && s.weights == plan::GemmWeights::kFp8 && !s.tile_buffer,
                 "a one-batch core entry: 128 x block_n, FP8 weights");
-  PersistentLaunch launch(num_ctas, kCoreNumThreads, CoreSmemLayout<s.block_n, s.num_stages, s.epilogue>::kDynamicBytes,
-                          s.cluster_size, stream);
+  PersistentLaunch launch(
+      num_ctas, kCoreNumThreads,
+      CoreSmemLayout<s.block_n, s.num_stages, plan::gemm_core_tile_output(s.epilogue)>::kDynamicBytes, s.cluster_size,
+      stream);
   launch.run(grouped_gemm_core_kernel<s.block_n, s.num_stages, s.cluster_size, s.epilogue>, "grouped_gemm_core_kernel",
              params, maps.a, maps.sfa, maps.b, maps.d);
 }

@@ -121,7 +121,7 @@ __device__ __forceinline__ void run_mega_producer_loop(const MegaParams& p, cons
 }
 
 // FP8 weights: per stage one full barrier for A, its scales and the B tile. Layout: the GEMM core's shared memory
-// (MegaSmemLayout::Core, either core).
+// (MegaSmemLayout::Core, any of the cores).
 template <typename Layout, int kNumStages>
 struct Fp8ProducerStages {
   using Pipe = gemm::kernel::PipelineState<kNumStages>;
