@@ -43,13 +43,14 @@ std::vector<T> download(int device, const T* src, size_t count) {
 // (ref::make_random_expert_fp4) through from_host_fp4. The FP8 store: from_host of the folded experts.
 // fp8_reference false (synthetic only; the model shapes): no host experts, no FP8 store and layer (Setup::layer
 // stays null); the golden model gets the folded experts it needs from add_folded_fp4_experts.
+// timeout_ms: the communicator's wait bound (-1: SYMMOE_TIMEOUT_MS, default 10 s).
 std::unique_ptr<Fp4Setup> make_fp4_setup(const MoeShape& shape, bool synthetic, int alignment, float clamp,
-                                         bool fp8_reference = true) {
+                                         bool fp8_reference = true, int timeout_ms = 20000) {
   if (!fp8_reference && !synthetic) throw std::invalid_argument("make_fp4_setup: no FP8 reference needs synthetic");
   auto f = std::make_unique<Fp4Setup>();
   f->s = std::make_unique<::symmoe::Setup>();
   ::symmoe::Setup& s = *f->s;
-  s.comm = Communicator::in_process(shape.num_ranks, 20000);
+  s.comm = Communicator::in_process(shape.num_ranks, timeout_ms);
   s.shape = shape;
   s.weight_seed = fresh_seed();
   s.synthetic = false;  // host_weights holds the folded FP4 experts (all, or add_folded_fp4_experts')
