@@ -127,7 +127,7 @@ if [ $sanitize -eq 1 ]; then
     echo "===== compute-sanitizer --tool $tool $tool_args $name $args (cap $cap s)" >> "$log"
     # The fused tests' wait bound (SYMMOE_TIMEOUT_MS) raised: under racecheck one fused FP4 call takes over 40 s.
     # shellcheck disable=SC2086
-    SYMMOE_TIMEOUT_MS=${SYMMOE_SANITIZE_TIMEOUT_MS:-200000} timeout -k 5 "$cap" \
+    SYMMOE_TIMEOUT_MS=200000 timeout -k 5 "$cap" \
       compute-sanitizer --tool "$tool" $tool_args --error-exitcode 99 --print-limit 20 \
       "$bin/$name" --gtest_color=no $args > "$out/current.log" 2>&1
     rc=$?
