@@ -163,6 +163,18 @@ __device__ __forceinline__ void run_mega_math_swap_ab(const MegaParams& p, const
   pending.flush(p, stores);
 }
 
+// The end of a math role that stores through staging rows: the last pending L1 signal, the trace stamp, and every
+// write-back to a peer complete and ordered before rank_barrier #2's release.
+template <bool kTrace, typename Pending>
+__device__ __forceinline__ void end_math_role(const MegaParams& p, Pending& pending,
+                                              const gemm::kernel::WarpStaging& staging) {
+  pending.flush(p, staging);
+  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
+  staging.drain();
+  ptx::fence_proxy_async_global();
+  ptx::fence_acq_rel_sys();
+}
+
 // The math role on the one-batch core (BLOCK_M 128, FP8 weights; both math warpgroups, wg warp-uniform): per tile of
 // the scheduler's order the 256 math threads stage the tile's B scales (stage_core_b_scales, buffers alternating by
 // tile, barrier MegaRoles::kCoreSfbBarrier), then core_k_loop (kernels/gemm/core_math.cuh: warpgroup wg's rows
@@ -210,12 +222,7 @@ __device__ __forceinline__ void run_mega_math_core(const MegaParams& p, const La
     if constexpr (kTrace)
       if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMathDone, ptx::globaltimer_ns());
   }
-  pending.flush(p, staging);
-  if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
-  // Every write-back to a peer complete and ordered before rank_barrier #2's release.
-  staging.drain();
-  ptx::fence_proxy_async_global();
-  ptx::fence_acq_rel_sys();
+  end_math_role<kTrace>(p, pending, staging);
 }
 
 // The fused kernel, both weight formats: stages 1-4 above. kernel_maps: MegaTensorMaps (FP8 weights) or
@@ -359,12 +366,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
       if constexpr (kTrace)
         if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMathDone, ptx::globaltimer_ns());
     }
-    pending.flush(p, staging);
-    if (threadIdx.x == 0) trace_stamp<kTrace>(p, kTraceMathDone);
-    // Every write-back to a peer complete and ordered before rank_barrier #2's release.
-    staging.drain();
-    ptx::fence_proxy_async_global();
-    ptx::fence_acq_rel_sys();
+    end_math_role<kTrace>(p, pending, staging);
     if (wg == 0) wait_issue_turn(0);  // consume warpgroup 1's last hand-over
     ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
   }
