@@ -136,11 +136,18 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // two-halves core's time at 1-16 rows per expert, 0.86-1.0x at 32; at 64 rows its 64-token tile measured 0.96x and
   // 1.07x in two runs, so the two-halves core keeps it (masked decode, H200, docs/notes/gemm.md). FP8 weights: no
   // gain measured (0.98-1.01x), so the other cores.
+  // SYMMOE_BLOCK_M (overrides.block_m, which the fused layer's plan reads too) at a tile height only the swap-AB core
+  // compiles (16 and 32 with FP8 weights) runs that core, so one setting gives the fused and the composed layer the
+  // same tile height; a bench pin (pins.block_m) still needs core=3.
+  const bool override_swap_ab_only = !pins.core && !pins.block_m && overrides.block_m &&
+                                     !any_kernel(kind, overrides.block_m, 0, 0, 0, 0, 0) &&
+                                     any_kernel(kind, overrides.block_m, 0, 0, 0, 0, kSwapAbPin);
   constexpr int kSwapAbFp4MaxTileRows = 32;
   const int planned_core =
       pins.core ? pins.core
-      : weights == GemmWeights::kFp4 && m_per_expert_expected * kImbalanceFactor <= kSwapAbFp4MaxTileRows &&
-              any_kernel(kind, forced_block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, kSwapAbPin)
+      : override_swap_ab_only ||
+              (weights == GemmWeights::kFp4 && m_per_expert_expected * kImbalanceFactor <= kSwapAbFp4MaxTileRows &&
+               any_kernel(kind, forced_block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, kSwapAbPin))
           ? kSwapAbPin
           : 0;
   SYMMOE_CHECK(!stages || any_kernel(kind, 0, 0, 0, stages, 0, planned_core), "plan", "SYMMOE_NUM_STAGES=", stages,

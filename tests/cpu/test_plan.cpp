@@ -411,6 +411,18 @@ TEST(Plan, SwapAbCoreForFp4DecodeOrWhenPinned) {
   pins = {};
   pins.block_m = 16;  // a swap-AB tile without the core pin
   refused(pins, plan::GemmEpilogue::kBf16, "swap-ab only with core=3");
+  // SYMMOE_BLOCK_M at a swap-AB-only height runs that core (the fused layer reads the same override), both epilogues.
+  pins = {};
+  o = {};
+  o.block_m = 16;
+  for (const plan::GemmEpilogue e : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
+    const plan::GemmPlan forced = plan::plan_grouped_gemm(8, 4096, 7168, 8, 132, e, o, pins);
+    EXPECT_EQ(forced.block_m, 16);
+    EXPECT_EQ(forced.core, plan::GemmCore::kSwapAB) << forced.to_string();
+  }
+  o.block_m = 64;  // compiled on the planner's cores: they keep it
+  EXPECT_NE(plan::plan_grouped_gemm(8, 4096, 7168, 8, 132, plan::GemmEpilogue::kBf16, o, pins).core,
+            plan::GemmCore::kSwapAB);
   // validate(): the swap-AB warpgroup tile is 64 weight rows x block_m tokens.
   pins = {};
   pins.core = 3;
@@ -658,13 +670,11 @@ TEST(Plan, OverridesApplyAndAreChecked) {
   o.block_m = 64;
   const plan::MegaPlan m = plan::plan_mega_moe(v3, 132, o);
   EXPECT_EQ(m.block_m, 64);
-  // 32-row grouped-GEMM tiles are compiled for the swap-AB core only, which takes a core pin; the fused kernel has
-  // its own (swap-AB at 16 and 32).
+  // 32-row grouped-GEMM tiles are compiled for the swap-AB core only: SYMMOE_BLOCK_M=32 runs it there, as the fused
+  // kernel's 32-row tile runs its swap-AB core.
   o.block_m = 32;
-  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, o); },
-               "SYMMOE_BLOCK_M");
-  expect_error([&] { plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, o); },
-               "SYMMOE_BLOCK_M");
+  for (const plan::GemmEpilogue e : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})
+    EXPECT_EQ(plan::plan_grouped_gemm(1000, 4096, 7168, 32, 132, e, o).core, plan::GemmCore::kSwapAB);
   EXPECT_EQ(plan::plan_mega_moe(v3, 132, o).block_m, 32);
   o.block_m = 48;
   expect_error([&] { plan::plan_mega_moe(v3, 132, o); }, "SYMMOE_BLOCK_M");
