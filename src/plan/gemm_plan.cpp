@@ -87,7 +87,7 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   const int final_acc = p.wg_tile_m * p.wg_tile_n / hopper::kThreadsPerWarpgroup;
   p.math_registers_needed = swap_ab ? 2 * final_acc + (kernel.weights == GemmWeights::kFp4 ? 32 : 0) + 40
                             : kernel.core == GemmCore::kOneBatch
-                                ? final_acc + final_acc / gemm_core_num_halves(kernel.block_n) + 40
+                                ? final_acc + final_acc / gemm_core_num_halves(kernel.block_m, kernel.block_n) + 40
                                 : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
   p.cluster_size = kernel.cluster_size;
@@ -96,7 +96,8 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.num_stages = kernel.num_stages;
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
   p.b_scales_smem = gemm_b_scales_in_smem(p.weights, false);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core, p.epilogue);
+  p.smem_fixed =
+      gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core, p.epilogue, p.block_m);
   p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core,
                                  p.epilogue);
   p.num_tiles_expected =
@@ -270,11 +271,12 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(b_scales_smem == gemm_b_scales_in_smem(weights, false), "plan", "b_scales_smem=", b_scales_smem,
                " but gemm_b_scales_in_smem says ", gemm_b_scales_in_smem(weights, false), " for ",
                gemm_weights_name(weights), " weights", where());
-  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
-                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue) &&
-                   smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
-               "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
-               " or disagrees with gemm_smem_bytes", where());
+  SYMMOE_CHECK(
+      smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
+          smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue, block_m) &&
+          smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
+      "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
+      " or disagrees with gemm_smem_bytes", where());
   SYMMOE_CHECK(cluster_size == 1 || cluster_size == 2, "plan", "cluster size must be 1 or 2, got ", cluster_size,
                where());
   SYMMOE_CHECK(num_sms >= cluster_size && num_sms % cluster_size == 0, "plan", "grid of ", num_sms,

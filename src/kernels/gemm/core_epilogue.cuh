@@ -42,9 +42,9 @@ __device__ __forceinline__ uint32_t core_d_offset(int row, int chunk) {
 template <int BLOCK_N, int kNumStages>
 __device__ __forceinline__ void core_epilogue_bf16(
     const GemmParams& p, const Tile& tile, int wg,
-    const CoreSmemLayout<BLOCK_N, kNumStages, plan::GemmCoreOutput::kBf16Tile>& smem, const float (&acc)[BLOCK_N / 2],
-    const CUtensorMap* tmap_d) {
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, plan::GemmCoreOutput::kBf16Tile>;
+    const CoreSmemLayout<128, BLOCK_N, kNumStages, plan::GemmCoreOutput::kBf16Tile>& smem,
+    const float (&acc)[BLOCK_N / 2], const CUtensorMap* tmap_d) {
+  using Layout = CoreSmemLayout<128, BLOCK_N, kNumStages, plan::GemmCoreOutput::kBf16Tile>;
   constexpr int kChunks = BLOCK_N / 8;
   constexpr int kRows = plan::kGemmCoreStoreBoxRows;
   static_assert(kRows == 64 && Layout::BLOCK_M == 2 * kRows, "one box of rows per math warpgroup");
@@ -89,9 +89,9 @@ __device__ __forceinline__ void core_epilogue_bf16(
 template <int kNumStages>
 __device__ __forceinline__ void core_epilogue_swiglu_fp8(
     const GemmParams& p, const Tile& tile, int wg,
-    const CoreSmemLayout<256, kNumStages, plan::GemmCoreOutput::kFp8Tile>& smem, float (&acc)[128],
+    const CoreSmemLayout<128, 256, kNumStages, plan::GemmCoreOutput::kFp8Tile>& smem, float (&acc)[128],
     const CUtensorMap* tmap_out) {
-  using Layout = CoreSmemLayout<256, kNumStages, plan::GemmCoreOutput::kFp8Tile>;
+  using Layout = CoreSmemLayout<128, 256, kNumStages, plan::GemmCoreOutput::kFp8Tile>;
   using Slice = WarpgroupSlice<128, 256>;
   constexpr int kRows = plan::kGemmCoreStoreBoxRows;
   constexpr int kPairs = Slice::kWgN / 16;  // (gate chunk, up chunk) pairs per thread row

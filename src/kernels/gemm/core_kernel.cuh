@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
                              const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b,
                              const __grid_constant__ CUtensorMap tmap_d) {
   constexpr int BLOCK_M = 128;
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, plan::gemm_core_tile_output(kEpilogue)>;
+  using Layout = CoreSmemLayout<128, BLOCK_N, kNumStages, plan::gemm_core_tile_output(kEpilogue)>;
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);  // warp-uniform: uniform-register descriptors

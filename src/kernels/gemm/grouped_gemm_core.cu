@@ -17,8 +17,8 @@ void launch_core_entry(const GemmParams& params, const GemmTensorMaps& maps, int
                 "a one-batch core entry: 128 x block_n, FP8 weights");
   PersistentLaunch launch(
       num_ctas, kCoreNumThreads,
-      CoreSmemLayout<s.block_n, s.num_stages, plan::gemm_core_tile_output(s.epilogue)>::kDynamicBytes, s.cluster_size,
-      stream);
+      CoreSmemLayout<128, s.block_n, s.num_stages, plan::gemm_core_tile_output(s.epilogue)>::kDynamicBytes,
+      s.cluster_size, stream);
   launch.run(grouped_gemm_core_kernel<s.block_n, s.num_stages, s.cluster_size, s.epilogue>, "grouped_gemm_core_kernel",
              params, maps.a, maps.sfa, maps.b, maps.d);
 }
