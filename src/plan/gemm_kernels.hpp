@@ -29,7 +29,11 @@ namespace symmoe::plan {
 //               (kernels/gemm/math.cuh, epilogue_*.cuh).
 //   kOneBatch:  BLOCK_M 128; each warpgroup's 64 x block_n per K block into its own partial accumulator, no issue
 //               turns: bf16 output at block_n 128 / 192 in one m64nN batch; the SwiGLU + FP8 tile (block_n 256) as
-//               two m64n128 batches into one 64-register partial (gemm_core_num_halves). The tile's B scales staged in
+//               two m64n128 batches into one 64-register partial (gemm_core_num_halves). BLOCK_M 64 (split N, 64 x
+//               256, bf16 and SwiGLU + FP8): warpgroup w takes columns [128 w, 128 w + 128) of the 64 rows, one
+//               m64n128 batch per K block; the SwiGLU row amax crosses the warpgroups through shared memory. These two
+//               run only with the core pinned (plan_grouped_gemm) until they are timed against the two-halves core's
+//               64 x 256 kernels. The tile's B scales staged in
 //               shared memory once per tile; the epilogue writes the warpgroup's rows into one 128B-swizzled
 //               shared-memory tile (bf16 with stmatrix; e4m3 codes) and stores them with one TMA store per 128-byte
 //               column atom (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs take neighbouring m-blocks of one
@@ -84,6 +88,8 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {32, 256, 10, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {64, 256, 8, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 

@@ -184,6 +184,27 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
         pins.block_n = 128;
         mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins));
       }
+  // The one-batch core's split-N 64 x 256 kernels (bf16, SwiGLU + FP8): only with the core pinned; unpinned, the same
+  // problem plans the two-halves core's 64 x 256 kernel.
+  for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
+    plan::GemmPins pins;
+    pins.core = 2;
+    const plan::GemmPlan p = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins);
+    EXPECT_EQ(p.core, plan::GemmCore::kOneBatch) << p.to_string();
+    EXPECT_EQ(p.block_m, 64) << p.to_string();
+    EXPECT_EQ(p.block_n, 256) << p.to_string();
+    EXPECT_EQ(p.wg_tile_n, 128) << p.to_string();
+    EXPECT_EQ(p.smem_bytes, epilogue == plan::GemmEpilogue::kBf16 ? 201280 : 219088) << p.to_string();
+    check_gemm(p);
+    mark(p);
+    const plan::GemmPlan unpinned = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides);
+    EXPECT_EQ(unpinned.core, plan::GemmCore::kTwoHalves) << unpinned.to_string();
+    EXPECT_EQ(unpinned.block_m, 64) << unpinned.to_string();
+    pins = {};
+    pins.block_m = 64, pins.block_n = 256;
+    EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins).core,
+              plan::GemmCore::kTwoHalves);
+  }
   for (const double m : {1.0, 16.0, 64.0, 1000.0})
     for (const int n : {128, 256, 384, 4096})
       for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})

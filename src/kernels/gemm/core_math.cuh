@@ -37,8 +37,12 @@ namespace symmoe::gemm::kernel {
 constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
 // + wg: warpgroup wg's half of the D tile free before it writes it, written before its TMA store (128 threads).
 constexpr int kCoreEpilogueBarrier = 2;
+// The split-N SwiGLU tile (64 x 256): its row amaxes exchanged between the warpgroups, and the output atom they share
+// free before they write it, written before its TMA store (256 math threads; core_epilogue.cuh).
+constexpr int kCoreAmaxBarrier = kCoreEpilogueBarrier + 2;
 static_assert(kCoreSfbBarrier != 0 && kCoreSfbBarrier != kCoreEpilogueBarrier &&
-                  kCoreSfbBarrier != kCoreEpilogueBarrier + 1 && kCoreEpilogueBarrier + 1 < 16,
+                  kCoreSfbBarrier != kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier != kCoreSfbBarrier &&
+                  kCoreAmaxBarrier > kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier < 16,
               "the standalone one-batch kernel's named barriers must be distinct hardware ids");
 
 // Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
