@@ -154,7 +154,8 @@ int math_registers_estimate(int wg_tile_m, int wg_tile_n);
 // SYMMOE_BLOCK_M against), kMegaKernels instantiates (src/plan/mega_kernels.hpp checks it) and the tests read. Each is
 // a subset of layout::kMegaBlockMCandidates, which sizes the pool for all of them. FP8: 16, 32, 64, 128. FP4: 16, 32,
 // 64 (at 64 the math warpgroups upconvert their own B rows, kernels/gemm/math_fp4.cuh; docs/notes/mega.md: why not
-// 128). 16 and 32 run the swap-AB core, 64 the two-halves core, 128 the one-batch core (mega_core).
+// 128). 16 and 32 run the swap-AB core, 64 the one-batch core (FP4: the two-halves core), 128 the one-batch core
+// (mega_core).
 struct MegaBlockMs {
   int values[layout::kMegaNumBlockMCandidates] = {};
   int count = 0;
@@ -167,10 +168,13 @@ struct MegaBlockMs {
 constexpr MegaBlockMs mega_block_m_candidates(GemmWeights weights) {
   return weights == GemmWeights::kFp4 ? MegaBlockMs{{16, 32, 64}, 3} : MegaBlockMs{{16, 32, 64, 128}, 4};
 }
-// The GEMM core of the fused kernel at BLOCK_M block_m: swap-AB below the WGMMA's 64 rows (the tokens on its N), the
-// two-halves core at 64 (the split-N 64 x 256 tile) and the one-batch core at 128 (tokens on its M).
-constexpr GemmCore mega_core(int block_m) {
-  return block_m < 64 ? GemmCore::kSwapAB : block_m == 64 ? GemmCore::kTwoHalves : GemmCore::kOneBatch;
+// The GEMM core of the fused kernel at BLOCK_M block_m with these weights: swap-AB below the WGMMA's 64 rows (the
+// tokens on its N); tokens on its M, the one-batch core at 128 and, with FP8 weights, at 64 (the split-N 64 x 256
+// tile); FP4 at 64 the two-halves core (its math warpgroups upconvert their own B rows between their issue turns).
+constexpr GemmCore mega_core(int block_m, GemmWeights weights) {
+  return block_m < 64                                    ? GemmCore::kSwapAB
+         : block_m == 64 && weights == GemmWeights::kFp4 ? GemmCore::kTwoHalves
+                                                         : GemmCore::kOneBatch;
 }
 constexpr bool mega_block_ms_are_layout_candidates(GemmWeights weights) {
   const MegaBlockMs c = mega_block_m_candidates(weights);
@@ -200,7 +204,8 @@ struct MegaPlan {
   // so the L1 output scale is per 128); L2 BLOCK_N 256 (a partial last n-block when H % 256 == 128: its upper half is
   // not stored).
   int block_m = 0, l1_block_n = 256, l2_block_n = 256, block_k = hopper::kBlockK;
-  GemmCore core = GemmCore::kTwoHalves;  // mega_core(block_m): swap-AB at 16, 32, two-halves at 64, one-batch at 128
+  GemmCore core = GemmCore::kTwoHalves;  // mega_core(block_m, weights): swap-AB at 16, 32, one-batch at 64 (FP4:
+                                         // two-halves) and 128
   int l1_wg_tile_m = 0, l1_wg_tile_n = 0, l2_wg_tile_m = 0, l2_wg_tile_n = 0;
   int l1_blocks_per_expert = 0;                 // expected m-blocks x L1 n-blocks (no imbalance)
   int num_experts_per_wave = 0, num_waves = 0;  // at the expected load (printed; tests)

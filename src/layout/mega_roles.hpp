@@ -2,9 +2,9 @@
 // split (setmaxnreg) and the named barriers they use. One description, read by the kernel and by the planner
 // (plan_mega_moe fills MegaPlan's warp and register fields from it; `symmoe plan` prints them).
 //
-//   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (plan::mega_core: BLOCK_M 128 the one-batch core,
-//                    kernels/gemm/core_math.cuh, each warpgroup issuing on its own; 64 the two-halves core,
-//                    kernels/gemm/math.cuh, with issue turns; 16 and 32 the swap-AB core), the L1 SwiGLU/FP8
+//   warpgroups 0..1  math: the GEMM core's WGMMA mainloop (plan::mega_core: BLOCK_M 128 and FP8 64 the one-batch
+//                    core, kernels/gemm/core_math.cuh, each warpgroup issuing on its own; FP4 64 the two-halves core,
+//                    kernels/gemm/math_fp4.cuh, with issue turns; 16 and 32 the swap-AB core), the L1 SwiGLU/FP8
 //                    epilogue, the L2 epilogue with its NVLink write-back
 //   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
 // FP4 weights at BLOCK_M 64: the math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh: each split-N
@@ -60,12 +60,14 @@ struct MegaRoles {
   // FP4 weights: 5 and 6, math warpgroup w's conversion barrier (its 128 threads; math_fp4.cuh).
   static constexpr int kFp4ConvertBarrier0 = kL1DoneBarrier + 1;
   static constexpr int kNumFp4ConvertBarriers = kNumMathWarpgroups;
-  // The one-batch core (BLOCK_M 128): math threads, the tile's B scales staged (core_math.cuh stage_core_b_scales).
+  // The one-batch core (BLOCK_M 128, FP8 64): math threads, the tile's B scales staged (core_math.cuh
+  // stage_core_b_scales).
   static constexpr int kCoreSfbBarrier = kFp4ConvertBarrier0 + kNumFp4ConvertBarriers;
   static constexpr int kNumNamedBarriers = kCoreSfbBarrier + 1;
   // One past the highest named-barrier id one kernel uses (ids below may be unused): the swap-AB core uses ids 0, 1
-  // and kL1DoneBarrier (no issue turns, no conversion barrier); the two-halves core also the issue turns, with FP4
-  // weights the conversion barriers; the one-batch core (FP8) ids 0, kL1DoneBarrier and kCoreSfbBarrier.
+  // and kL1DoneBarrier (no issue turns, no conversion barrier); the two-halves core (FP4 weights) also the issue
+  // turns and the conversion barriers; the one-batch core (FP8) ids 0, kL1DoneBarrier and kCoreSfbBarrier, at BLOCK_M
+  // 64 (split N) also 1.
   SYMMOE_HD static constexpr int num_named_barriers(bool fp4, plan::GemmCore core) {
     return core == plan::GemmCore::kOneBatch           ? kCoreSfbBarrier + 1
            : fp4 && core == plan::GemmCore::kTwoHalves ? kFp4ConvertBarrier0 + kNumFp4ConvertBarriers

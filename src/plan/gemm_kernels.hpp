@@ -29,12 +29,18 @@ namespace symmoe::plan {
 //               (kernels/gemm/math.cuh, epilogue_*.cuh).
 //   kOneBatch:  BLOCK_M 128; each warpgroup's 64 x block_n per K block into its own partial accumulator, no issue
 //               turns: bf16 output at block_n 128 / 192 in one m64nN batch; the SwiGLU + FP8 tile (block_n 256) as
-//               two m64n128 batches into one 64-register partial (gemm_core_num_halves). The tile's B scales staged in
+//               two m64n128 batches into one 64-register partial (gemm_core_num_halves). BLOCK_M 64 (split N, 64 x
+//               256, bf16 and SwiGLU + FP8): warpgroup w takes columns [128 w, 128 w + 128) of the 64 rows, one
+//               m64n128 batch per K block; the SwiGLU row amax crosses the warpgroups through shared memory. These two
+//               run only with the core pinned (plan_grouped_gemm) until they are timed against the two-halves core's
+//               64 x 256 kernels. The tile's B scales staged in
 //               shared memory once per tile; the epilogue writes the warpgroup's rows into one 128B-swizzled
 //               shared-memory tile (bf16 with stmatrix; e4m3 codes) and stores them with one TMA store per 128-byte
 //               column atom (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs take neighbouring m-blocks of one
 //               n-block and each multicasts half of the weight tile to both. The fused kernel's BLOCK_M 128 tiles
-//               (L1 SwiGLU and L2 bf16, both 128 x 256) run this core's mainloop too (src/plan/mega_kernels.hpp).
+//               (L1 SwiGLU and L2 bf16, both 128 x 256) run this core's mainloop too, and so do its FP8 BLOCK_M 64
+//               tiles as the split-N 64 x 256 tile (warpgroup w: columns [128 w, 128 w + 128) of the 64 rows, one
+//               m64n128 batch per K block; src/plan/mega_kernels.hpp).
 //   kSwapAB:    block_m tokens (16 / 32 / 64, the WGMMA's N) x block_n weight rows (the WGMMA's M: 128 = 64 per
 //               math warpgroup, or 256 = two independent 64-row WGMMA tiles per warpgroup; bf16 output stored
 //               straight from the accumulators; the SwiGLU tile is 256 rows = 128 channels, one output scale block
@@ -82,6 +88,8 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {32, 256, 10, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {64, 256, 8, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp4, GemmCore::kSwapAB},
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 
@@ -113,43 +121,49 @@ constexpr int gemm_staging_bytes(int block_n, bool tile_buffer) {
 // Where the two-halves core's math warps read the weight tile's B block scales. The standalone FP8 grouped GEMM
 // kernels stage them in shared memory (kernels/gemm/math.cuh): per tile, chunks of kGemmSfbChunkKBlocks K blocks, one
 // float2 (gate, up; bf16: (s, s)) per K block and 128-column block of the tile, one float per math thread for
-// block_n 256; the K loop reads them with ld.shared. The FP4 kernels and the fused kernel (its two-halves core,
-// BLOCK_M 64) load them per K block from global memory: the fused BLOCK_M 64 kernel has no room for the buffer next
-// to 384 experts' counts, and staging spilled the FP4 kernels (docs/notes/gemm.md). The one place that decides: the
-// kernel entries' shared-memory layouts and the planner ask it. (The one-batch core, standalone or fused, always
-// stages a tile's B scales: kGemmCoreMaxKBlocks below.)
+// block_n 256; the K loop reads them with ld.shared. The FP4 kernels and the fused kernel (its two-halves core, FP4
+// BLOCK_M 64) load them per K block from global memory: staging spilled the FP4 kernels (docs/notes/gemm.md). The one
+// place that decides: the kernel entries' shared-memory layouts and the planner ask it. (The one-batch core, standalone
+// or fused, always stages a tile's B scales: kGemmCoreMaxKBlocks below.)
 constexpr bool gemm_b_scales_in_smem(GemmWeights weights, bool fused) { return weights == GemmWeights::kFp8 && !fused; }
 constexpr int kGemmSfbChunkKBlocks = 64;
 constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
   return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
 }
-// One-batch core (GemmCore::kOneBatch), fixed: the output region (GemmCoreOutput) + the tile's B scales for every K
-// block in two buffers (consecutive tiles alternate), two per K block (the 128-column scale blocks a 192- or
-// 256-column bf16 tile spans; SwiGLU: gate and up), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align
-// the base; per stage as gemm_stage_smem_bytes.
+// One-batch core (GemmCore::kOneBatch), fixed: the output region (GemmCoreOutput) + the split-N SwiGLU tile's row-amax
+// exchange (gemm_core_amax_bytes) + the tile's B scales for every K block in two buffers (consecutive tiles
+// alternate), two per K block (the 128-column scale blocks a 192- or 256-column bf16 tile spans; SwiGLU: gate and
+// up), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
 constexpr int kGemmCoreMaxKBlocks = 128;
 // The one-batch core's output tensor map boxes: 128 bytes (one 128B swizzle row: 64 bf16 columns or the SwiGLU tile's
 // 128 e4m3 channels) x one math warpgroup's 64 rows; each warpgroup stores its own half of the tile.
 constexpr int kGemmCoreStoreBoxRows = 64;
-// m64n128 WGMMA batches per K block of a one-batch warpgroup tile: one for 128 / 192 columns, two for a 256-column
-// tile (SwiGLU + FP8, or the fused kernel's bf16 L2 tile; a 64 x 256 partial would not fit next to its 128
-// accumulators).
-constexpr int gemm_core_num_halves(int block_n) { return block_n == 256 ? 2 : 1; }
+// m64n128 WGMMA batches per K block of a one-batch warpgroup tile: two for the 128 x 256 tile (SwiGLU + FP8, or the
+// fused kernel's bf16 L2 tile; a 64 x 256 partial would not fit next to its 128 accumulators), one otherwise (128 x
+// 128 / 192 in one m64nN batch; the split-N 64 x 256 tile, whose warpgroups take 128 columns each).
+constexpr int gemm_core_num_halves(int block_m, int block_n) { return block_m == 128 && block_n == 256 ? 2 : 1; }
 // The one-batch core's output region (kernels/gemm/core_smem_layout.hpp): the standalone kernel's 128B-swizzled tile
-// that its epilogue TMA-stores (bf16: 128 x block_n x 2 B; SwiGLU: the 128 channels' e4m3 codes, 128 x 128 B), or the
-// fused kernel's staging rows (kGemmStagingBytes: 8 math warps x 16 rows, kernels/gemm/epilogue_staging.cuh), through
-// which both of its epilogues bulk-store rows.
+// that its epilogue TMA-stores (bf16: block_m x block_n x 2 B; SwiGLU: the 128 channels' e4m3 codes, block_m x 128
+// B), or the fused kernel's staging rows (kGemmStagingBytes: 8 math warps x 16 rows,
+// kernels/gemm/epilogue_staging.cuh), through which both of its epilogues bulk-store rows.
 enum class GemmCoreOutput { kBf16Tile, kFp8Tile, kStagingRows };
 constexpr GemmCoreOutput gemm_core_tile_output(GemmEpilogue epilogue) {
   return epilogue == GemmEpilogue::kSwigluFp8 ? GemmCoreOutput::kFp8Tile : GemmCoreOutput::kBf16Tile;
 }
-constexpr int gemm_core_out_bytes(int block_n, GemmCoreOutput output) {
+constexpr int gemm_core_out_bytes(int block_m, int block_n, GemmCoreOutput output) {
   return output == GemmCoreOutput::kStagingRows ? kGemmStagingBytes
-         : output == GemmCoreOutput::kFp8Tile   ? 128 * (block_n / 2)
-                                                : 128 * block_n * 2;
+         : output == GemmCoreOutput::kFp8Tile   ? block_m * (block_n / 2)
+                                                : block_m * block_n * 2;
 }
-constexpr int gemm_core_fixed_smem_bytes(int block_n, GemmCoreOutput output) {
-  return gemm_core_out_bytes(block_n, output) + 2 * 2 * kGemmCoreMaxKBlocks * 4 + 1024;
+// The split-N tile (block_m 64) with a SwiGLU epilogue (kFp8Tile, and kStagingRows: the fused kernel's L1): each
+// warpgroup holds 64 of a row's 128 channels, so the two exchange their per-row amax through shared memory, [2 tile
+// parities][2 warpgroups][64 rows] fp32 (kernels/gemm/epilogue_swiglu.cuh).
+constexpr int gemm_core_amax_bytes(int block_m, GemmCoreOutput output) {
+  return block_m == 64 && output != GemmCoreOutput::kBf16Tile ? 2 * 2 * 64 * 4 : 0;
+}
+constexpr int gemm_core_fixed_smem_bytes(int block_m, int block_n, GemmCoreOutput output) {
+  return gemm_core_out_bytes(block_m, block_n, output) + gemm_core_amax_bytes(block_m, output) +
+         2 * 2 * kGemmCoreMaxKBlocks * 4 + 1024;
 }
 // Swap-AB core (GemmCore::kSwapAB), per stage: as gemm_stage_smem_bytes (the token tile block_m x 128 B + its
 // scales + 2 mbarriers + the weight tile of block_n rows: FP8 block_n x 128 B; FP4 block_n x 64 B + its scale codes
@@ -159,12 +173,12 @@ constexpr int kGemmSwapAbMaxBlockM = 64;
 constexpr int gemm_swap_ab_fixed_smem_bytes(int block_n) {
   return kGemmFp4TableBytes + 1024 + (block_n == 256 ? 2 * 8 * kGemmSwapAbMaxBlockM * 4 : 0);
 }
-// epilogue: only the one-batch core's output tile depends on it (the standalone kernels' tiles: the fused kernel's
-// one-batch layout is plan::mega_core_fixed_smem_bytes).
+// epilogue and block_m: only the one-batch core's output tile and amax exchange depend on them (the standalone kernels'
+// tiles: the fused kernel's one-batch layout is plan::mega_core_fixed_smem_bytes).
 constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, GemmWeights weights = GemmWeights::kFp8,
                                     bool b_scales_smem = false, GemmCore core = GemmCore::kTwoHalves,
-                                    GemmEpilogue epilogue = GemmEpilogue::kBf16) {
-  if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_n, gemm_core_tile_output(epilogue));
+                                    GemmEpilogue epilogue = GemmEpilogue::kBf16, int block_m = 128) {
+  if (core == GemmCore::kOneBatch) return gemm_core_fixed_smem_bytes(block_m, block_n, gemm_core_tile_output(epilogue));
   if (core == GemmCore::kSwapAB) return gemm_swap_ab_fixed_smem_bytes(block_n);
   return 2 * 2 * 64 * 4 + gemm_staging_bytes(block_n, tile_buffer) + gemm_sfb_smem_bytes(block_n, b_scales_smem) +
          1024 + (weights == GemmWeights::kFp4 ? kGemmFp4TableBytes + kGemmFp4ConvStages * (block_n * 128 + 16) : 0);
@@ -172,7 +186,7 @@ constexpr int gemm_fixed_smem_bytes(int block_n = 0, bool tile_buffer = false, G
 constexpr int gemm_smem_bytes(int block_m, int block_n, int num_stages, bool tile_buffer = false,
                               GemmWeights weights = GemmWeights::kFp8, bool b_scales_smem = false,
                               GemmCore core = GemmCore::kTwoHalves, GemmEpilogue epilogue = GemmEpilogue::kBf16) {
-  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue) +
+  return gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue, block_m) +
          num_stages * gemm_stage_smem_bytes(block_m, block_n, weights);
 }
 

@@ -28,8 +28,15 @@ std::string kind_name(const KernelKind& kind) {
   return std::string(gemm_epilogue_name(kind.epilogue)) + "/" + gemm_weights_name(kind.weights);
 }
 
+// The kernels the planner runs only when their core is pinned: the swap-AB core's (but see planned_core below: FP4
+// decode) and the one-batch core's split-N 64 x 256 kernels, until they are timed against the two-halves core's
+// (bench gemm --alt one_batch,block_m=64).
+bool pinned_only(const GemmKernelShape& kernel) {
+  return kernel.core == GemmCore::kSwapAB || (kernel.core == GemmCore::kOneBatch && kernel.block_m == 64);
+}
+
 // tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer; core: 1 / 2 / 3 / 0 as GemmPins::core. core 0 (the planner's
-// choice) is the two-halves and one-batch cores: the swap-AB core runs only when pinned.
+// choice) is the two-halves and one-batch cores without their pinned_only kernels.
 constexpr int kSwapAbPin = static_cast<int>(GemmCore::kSwapAB) + 1;
 bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m, int block_n, int cluster, int stages,
                     int tile_buffer = 0, int core = 0) {
@@ -37,12 +44,16 @@ bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m,
          (!block_m || kernel.block_m == block_m) && (!block_n || kernel.block_n == block_n) &&
          (!cluster || kernel.cluster_size == cluster) && (!stages || kernel.num_stages == stages) &&
          (!tile_buffer || kernel.tile_buffer == (tile_buffer > 0)) &&
-         (core ? static_cast<int>(kernel.core) + 1 == core : kernel.core != GemmCore::kSwapAB);
+         (core ? static_cast<int>(kernel.core) + 1 == core : !pinned_only(kernel));
 }
 
-bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0, int core = 0) {
+// unpinned_only: only among the kernels that are not pinned_only (the planner's own choice within a core).
+bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0, int core = 0,
+                bool unpinned_only = false) {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer, core)) return true;
+    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer, core) &&
+        !(unpinned_only && pinned_only(kernel)))
+      return true;
   return false;
 }
 
@@ -59,7 +70,7 @@ std::string compiled_list(KernelKind kind) {
 // Which cores a pin check looked among: " (core=swap-ab)", or for no core pin the planner's own two.
 std::string core_scope(int core) {
   return core ? std::string(" (core=") + gemm_core_name(static_cast<GemmCore>(core - 1)) + ")"
-              : " (two-halves and one-batch cores; swap-ab only with core=3)";
+              : " (two-halves and one-batch cores; swap-ab only with core=3, one-batch 64-row tiles only with core=2)";
 }
 
 long long expected_m_blocks(double m_expected, int block_m) {
@@ -87,7 +98,7 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   const int final_acc = p.wg_tile_m * p.wg_tile_n / hopper::kThreadsPerWarpgroup;
   p.math_registers_needed = swap_ab ? 2 * final_acc + (kernel.weights == GemmWeights::kFp4 ? 32 : 0) + 40
                             : kernel.core == GemmCore::kOneBatch
-                                ? final_acc + final_acc / gemm_core_num_halves(kernel.block_n) + 40
+                                ? final_acc + final_acc / gemm_core_num_halves(kernel.block_m, kernel.block_n) + 40
                                 : math_registers_estimate(p.wg_tile_m, p.wg_tile_n);
   p.num_threads = (1 + p.num_math_warpgroups) * hopper::kThreadsPerWarpgroup;
   p.cluster_size = kernel.cluster_size;
@@ -96,7 +107,8 @@ GemmPlan make_plan(double m_expected, int n, int k, int num_experts, int num_sms
   p.num_stages = kernel.num_stages;
   p.smem_per_stage = gemm_stage_smem_bytes(p.block_m, p.block_n, p.weights);
   p.b_scales_smem = gemm_b_scales_in_smem(p.weights, false);
-  p.smem_fixed = gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core, p.epilogue);
+  p.smem_fixed =
+      gemm_fixed_smem_bytes(p.block_n, p.tile_buffer, p.weights, p.b_scales_smem, p.core, p.epilogue, p.block_m);
   p.smem_bytes = gemm_smem_bytes(p.block_m, p.block_n, p.num_stages, p.tile_buffer, p.weights, p.b_scales_smem, p.core,
                                  p.epilogue);
   p.num_tiles_expected =
@@ -186,11 +198,12 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // B-scale buffer (with its per-warpgroup TMA-store epilogue and unrolled K loop: 0.88-0.99x the two-halves core's
   // time on every full-tile bf16 bench case, and its warpgroup without valid rows issues no WGMMA on partial ones;
   // H200, docs/notes/gemm.md; its SwiGLU tile, two n128 batches per K block, is not measured yet). Elsewhere (64-row
-  // tiles, FP4 weights, larger k) the two-halves core; the swap-AB core as planned above; pins override.
+  // tiles: its split-N kernels are pinned_only; FP4 weights, larger k) the two-halves core; the swap-AB core as planned
+  // above; pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
-      k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
+      k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2, true);
   const int core = planned_core ? planned_core : one_batch_fits ? 2 : 1;
   SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");
@@ -277,11 +290,12 @@ void GemmPlan::validate() const {
   SYMMOE_CHECK(b_scales_smem == gemm_b_scales_in_smem(weights, false), "plan", "b_scales_smem=", b_scales_smem,
                " but gemm_b_scales_in_smem says ", gemm_b_scales_in_smem(weights, false), " for ",
                gemm_weights_name(weights), " weights", where());
-  SYMMOE_CHECK(smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
-                   smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue) &&
-                   smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
-               "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
-               " or disagrees with gemm_smem_bytes", where());
+  SYMMOE_CHECK(
+      smem_per_stage == gemm_stage_smem_bytes(block_m, block_n, weights) &&
+          smem_fixed == gemm_fixed_smem_bytes(block_n, tile_buffer, weights, b_scales_smem, core, epilogue, block_m) &&
+          smem_bytes == smem_fixed + num_stages * smem_per_stage && smem_bytes <= hopper::kMaxSmemPerBlock,
+      "plan", "shared memory ", smem_bytes, " B exceeds ", hopper::kMaxSmemPerBlock,
+      " or disagrees with gemm_smem_bytes", where());
   SYMMOE_CHECK(cluster_size == 1 || cluster_size == 2, "plan", "cluster size must be 1 or 2, got ", cluster_size,
                where());
   SYMMOE_CHECK(num_sms >= cluster_size && num_sms % cluster_size == 0, "plan", "grid of ", num_sms,

@@ -10,17 +10,22 @@ namespace symmoe::plan {
 
 // The fused kernels that exist (src/kernels/mega/mega_kernel*.cu instantiate exactly these), one tile shape for L1
 // and L2 alike (one stage ring), 256 weight rows (L1: 128 channels of gate/up) per tile; FP8 weights at every
-// mega_block_m_candidates BLOCK_M, then FP4 weights. The GEMM core is mega_core(block_m):
+// mega_block_m_candidates BLOCK_M, then FP4 weights. The GEMM core is mega_core(block_m, weights):
 //   16, 32   the swap-AB core's tiles (kernels/gemm/swap_ab_*.cuh: the tokens are the WGMMA's N, each math warpgroup
 //            runs 128 weight rows as two 64-row chains; FP4 converted in registers), the stage counts of its SwiGLU
 //            entries in kGemmKernels where the per-expert counts still fit (FP8 BLOCK_M 32: one fewer);
-//   64       the two-halves core's split-N 64 x 256 tile (kernels/gemm/math.cuh, issue turns) with the stage count of
-//            the matching kGemmKernels entry (FP4: num_stages counts the raw stages of packed FP4 tiles, +
-//            kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM; the math warpgroups convert);
+//   64       FP8: the one-batch core's split-N 64 x 256 tile (kernels/gemm/core_math.cuh: math warpgroup w takes
+//            columns [128 w, 128 w + 128) of the 64 rows, one n128 batch per K block, no issue turns, the tile's B
+//            scales staged in shared memory), 4 stages: at 5 the staged B scales and the L1 amax exchange leave no
+//            room for 384 experts' counts on one rank. FP4: the two-halves core's split-N tile (kernels/gemm/math.cuh,
+//            issue turns) with the stage count of the matching kGemmKernels entry (num_stages counts the raw stages of
+//            packed FP4 tiles, + kGemmFp4ConvStages E4M3 tiles, as in the FP4 grouped GEMM; the math warpgroups
+//            convert);
 //   128      the one-batch core's 128 x 256 tile (kernels/gemm/core_math.cuh: each math warpgroup 64 rows x 256
 //            columns as two n128 batches per K block, no issue turns, the tile's B scales staged in shared memory),
-//            FP8 only, with the 4 stages of the one-batch SwiGLU entry; its epilogues write through the staging rows
-//            (GemmCoreOutput::kStagingRows), not the standalone kernel's output tile.
+//            FP8 only, with the 4 stages of the one-batch SwiGLU entry.
+// The one-batch tiles' epilogues write through the staging rows (GemmCoreOutput::kStagingRows), not the standalone
+// kernel's output tile.
 // Shared memory = the GEMM core's (mega_core_fixed_smem_bytes + stages x gemm_stage_smem_bytes) + the per-expert
 // counts (layout::MegaSmemCounts): mega_smem_bytes below; src/kernels/mega/smem_layout.hpp stacks the two.
 struct MegaKernelShape {
@@ -29,7 +34,7 @@ struct MegaKernelShape {
 };
 inline constexpr MegaKernelShape kMegaKernels[] = {{16, 256, 6},
                                                    {32, 256, 5},
-                                                   {64, 256, 5},
+                                                   {64, 256, 4},
                                                    {128, 256, 4},
                                                    {16, 256, 11, GemmWeights::kFp4},
                                                    {32, 256, 10, GemmWeights::kFp4},
@@ -54,12 +59,13 @@ constexpr int mega_kernel_index(int block_m, GemmWeights weights) {
     if (kMegaKernels[i].block_m == block_m && kMegaKernels[i].weights == weights) return i;
   return -1;
 }
-// Fixed shared memory of a fused kernel's GEMM core: the standalone core's, except that the one-batch core (BLOCK_M
-// 128) has the staging rows as its output region (GemmCoreOutput::kStagingRows).
+// Fixed shared memory of a fused kernel's GEMM core: the standalone core's, except that the one-batch core (FP8 BLOCK_M
+// 64 and 128) has the staging rows as its output region (GemmCoreOutput::kStagingRows; at 64 with the L1 amax
+// exchange).
 constexpr int mega_core_fixed_smem_bytes(int block_m, int block_n, GemmWeights weights = GemmWeights::kFp8) {
-  const GemmCore core = mega_core(block_m);
+  const GemmCore core = mega_core(block_m, weights);
   return core == GemmCore::kOneBatch
-             ? gemm_core_fixed_smem_bytes(block_n, GemmCoreOutput::kStagingRows)
+             ? gemm_core_fixed_smem_bytes(block_m, block_n, GemmCoreOutput::kStagingRows)
              : gemm_fixed_smem_bytes(block_n, false, weights, gemm_b_scales_in_smem(weights, true), core);
 }
 // Dynamic shared memory of a fused kernel: the GEMM core's + the per-expert counts.
@@ -74,13 +80,14 @@ constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_
 static_assert(kMegaMaxHidden <= kGemmCoreMaxKBlocks * hopper::kBlockK &&
                   layout::kMegaMaxIntermediate <= kGemmCoreMaxKBlocks * hopper::kBlockK,
               "the fused one-batch core's staged B scales must cover the largest H and I the planner accepts");
-// The one-batch core runs FP8 weights only.
+// The one-batch core runs FP8 weights only, 256-column tiles of 64 or 128 rows.
 constexpr bool mega_one_batch_kernels_are_fp8() {
   for (const MegaKernelShape& k : kMegaKernels)
-    if (mega_core(k.block_m) == GemmCore::kOneBatch && (k.weights != GemmWeights::kFp8 || k.block_n != 256))
+    if (mega_core(k.block_m, k.weights) == GemmCore::kOneBatch &&
+        (k.weights != GemmWeights::kFp8 || k.block_n != 256 || (k.block_m != 64 && k.block_m != 128)))
       return false;
   return true;
 }
-static_assert(mega_one_batch_kernels_are_fp8(), "the fused one-batch core: FP8 weights, 128 x 256 tiles");
+static_assert(mega_one_batch_kernels_are_fp8(), "the fused one-batch core: FP8 weights, 64 x 256 and 128 x 256 tiles");
 
 }  // namespace symmoe::plan

@@ -39,7 +39,7 @@ std::string block_m_list(const MegaBlockMs& candidates) {
 // The warpgroup tiles of p.block_m's core (mega_core): tokens on WGMMA M, rows x columns; swap-AB, weight rows x
 // tokens.
 void set_wg_tiles(MegaPlan& p) {
-  if (mega_core(p.block_m) == GemmCore::kSwapAB) {
+  if (mega_core(p.block_m, p.weights) == GemmCore::kSwapAB) {
     p.l1_wg_tile_m = p.l2_wg_tile_m = p.l1_block_n / 2;
     p.l1_wg_tile_n = p.l2_wg_tile_n = p.block_m;
   } else {
@@ -96,12 +96,12 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- tiles per math warpgroup (the GEMM core's: mega_core) ----
   // L2 BLOCK_N 256 like L1, so both phases share one tile shape and one stage ring. Tokens on WGMMA M: 64 x 256 (the
-  // two-halves core): the warpgroups split the 256 columns (64 x 128 each; the L1 amax over the tile's 128 channels
-  // crosses them through shared memory); 128 x 256 (the one-batch core): they split the rows (64 x 256 each, two
-  // 128-column batches per K block sharing one partial accumulator). Swap-AB (BLOCK_M 16, 32): each warpgroup runs 128
-  // of the 256 weight rows (two 64-row WGMMA chains) x the BLOCK_M tokens; the warpgroup tile is printed as weight rows
-  // x tokens.
-  p.core = mega_core(p.block_m);
+  // one-batch core, FP4 the two-halves core): the warpgroups split the 256 columns (64 x 128 each; the L1 amax over the
+  // tile's 128 channels crosses them through shared memory); 128 x 256 (the one-batch core): they split the rows (64 x
+  // 256 each, two 128-column batches per K block sharing one partial accumulator). Swap-AB (BLOCK_M 16, 32): each
+  // warpgroup runs 128 of the 256 weight rows (two 64-row WGMMA chains) x the BLOCK_M tokens; the warpgroup tile is
+  // printed as weight rows x tokens.
+  p.core = mega_core(p.block_m, weights);
   p.l1_block_n = 256;
   p.l2_block_n = 256;
   set_wg_tiles(p);
@@ -139,9 +139,10 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- shared memory: the compiled kernel's stage count ----
   // The fused kernel reuses the GEMM core's shared-memory layout (stage ring; two-halves: epilogue staging, amax
-  // exchange; one-batch: staging rows as its output region, the staged B scales; mega_core_fixed_smem_bytes) and adds
-  // the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by the instantiation. FP4: the stages hold
-  // packed FP4 weight tiles and their codes, the E4M3 ring and the tables are fixed (plan::gemm_smem_bytes).
+  // exchange; one-batch: staging rows as its output region, the staged B scales, at BLOCK_M 64 the amax exchange;
+  // mega_core_fixed_smem_bytes) and adds the per-expert counts (layout::MegaSmemCounts); its stage count is fixed by
+  // the instantiation. FP4: the stages hold packed FP4 weight tiles and their codes, the E4M3 ring and the tables are
+  // fixed (plan::gemm_smem_bytes).
   const int index = mega_kernel_index(p.block_m, weights);
   SYMMOE_CHECK(index >= 0, "plan", "no compiled fused kernel with BLOCK_M ", p.block_m, " and ",
                gemm_weights_name(weights), " weights");
@@ -183,7 +184,7 @@ void MegaPlan::validate() const {
   MegaPlan tiles = *this;
   set_wg_tiles(tiles);
   SYMMOE_CHECK(
-      core == mega_core(block_m) && l1_wg_tile_m == tiles.l1_wg_tile_m && l2_wg_tile_m == tiles.l2_wg_tile_m &&
+      core == mega_core(block_m, weights) && l1_wg_tile_m == tiles.l1_wg_tile_m && l2_wg_tile_m == tiles.l2_wg_tile_m &&
           l1_wg_tile_n == tiles.l1_wg_tile_n && l2_wg_tile_n == tiles.l2_wg_tile_n,
       "plan",
       "core and warpgroup tiles must be the GEMM core's: swap-AB 128 weight rows x BLOCK_M tokens (BLOCK_M 16, "

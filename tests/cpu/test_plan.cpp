@@ -35,14 +35,14 @@ void expect_error(F&& f, const std::string& needle) {
 }
 
 // A fused kernel's GEMM-core shared memory from the standalone cores' model: the core's own, except that the
-// one-batch core (BLOCK_M 128) has the staging rows in place of its standalone SwiGLU kernel's output tile.
+// one-batch core (BLOCK_M 128, FP8 64) has the staging rows in place of its standalone SwiGLU kernel's output tile.
 int fused_core_smem_bytes(const plan::MegaKernelShape& k) {
-  const plan::GemmCore core = plan::mega_core(k.block_m);
+  const plan::GemmCore core = plan::mega_core(k.block_m, k.weights);
   if (core != plan::GemmCore::kOneBatch)
     return plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, core);
   return plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, core,
                                plan::GemmEpilogue::kSwigluFp8) -
-         plan::gemm_core_out_bytes(k.block_n, plan::GemmCoreOutput::kFp8Tile) + plan::kGemmStagingBytes;
+         plan::gemm_core_out_bytes(k.block_m, k.block_n, plan::GemmCoreOutput::kFp8Tile) + plan::kGemmStagingBytes;
 }
 
 void check_gemm(const plan::GemmPlan& p) {
@@ -60,7 +60,7 @@ void check_gemm(const plan::GemmPlan& p) {
   const int final_acc = p.wg_tile_m * p.wg_tile_n / 128;
   ASSERT_LE(final_acc, 128) << p.to_string();
   if (p.core == plan::GemmCore::kOneBatch) {
-    ASSERT_LE(final_acc + final_acc / plan::gemm_core_num_halves(p.block_n), 192) << p.to_string();
+    ASSERT_LE(final_acc + final_acc / plan::gemm_core_num_halves(p.block_m, p.block_n), 192) << p.to_string();
   }
   // The plan is a compiled kernel, and its shared memory is that kernel's.
   bool compiled = false;
@@ -184,6 +184,27 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
         pins.block_n = 128;
         mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins));
       }
+  // The one-batch core's split-N 64 x 256 kernels (bf16, SwiGLU + FP8): only with the core pinned; unpinned, the same
+  // problem plans the two-halves core's 64 x 256 kernel.
+  for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
+    plan::GemmPins pins;
+    pins.core = 2;
+    const plan::GemmPlan p = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins);
+    EXPECT_EQ(p.core, plan::GemmCore::kOneBatch) << p.to_string();
+    EXPECT_EQ(p.block_m, 64) << p.to_string();
+    EXPECT_EQ(p.block_n, 256) << p.to_string();
+    EXPECT_EQ(p.wg_tile_n, 128) << p.to_string();
+    EXPECT_EQ(p.smem_bytes, epilogue == plan::GemmEpilogue::kBf16 ? 201280 : 219088) << p.to_string();
+    check_gemm(p);
+    mark(p);
+    const plan::GemmPlan unpinned = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides);
+    EXPECT_EQ(unpinned.core, plan::GemmCore::kTwoHalves) << unpinned.to_string();
+    EXPECT_EQ(unpinned.block_m, 64) << unpinned.to_string();
+    pins = {};
+    pins.block_m = 64, pins.block_n = 256;
+    EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins).core,
+              plan::GemmCore::kTwoHalves);
+  }
   for (const double m : {1.0, 16.0, 64.0, 1000.0})
     for (const int n : {128, 256, 384, 4096})
       for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})
@@ -240,7 +261,7 @@ TEST(Plan, BlockMLadder) {
   EXPECT_NE(decode.to_string().find("swap-ab: tokens on WGMMA N"), std::string::npos) << decode.to_string();
   const plan::MegaPlan mid = plan::plan_mega_moe(named_shape("v3", 8, 150), 132, kNoOverrides);
   EXPECT_EQ(mid.block_m, 64);
-  EXPECT_EQ(mid.core, plan::GemmCore::kTwoHalves);
+  EXPECT_EQ(mid.core, plan::GemmCore::kOneBatch);
   EXPECT_EQ(mid.l1_wg_tile_n, 128);  // the warpgroups split the 256 interleaved columns
   const plan::MegaPlan prefill = plan::plan_mega_moe(named_shape("v3", 8, 8192), 132, kNoOverrides);
   EXPECT_EQ(prefill.block_m, 128);
@@ -557,8 +578,7 @@ TEST(Plan, BScalesInSharedMemory) {
                                                      {}, plan::GemmWeights::kFp4);
   EXPECT_FALSE(fp4.b_scales_smem) << fp4.to_string();
   // The fused kernel's shared memory has no B-scale chunk (the two-halves and swap-AB cores read the B scales from
-  // global memory; the one-batch core stages its own per tile): 384 experts at H 7168 fit next to BLOCK_M 64's 5
-  // stages.
+  // global memory; the one-batch core stages its own per tile).
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)
     EXPECT_EQ(plan::mega_smem_bytes(k.block_m, k.block_n, k.num_stages, 256, 32, k.weights),
               fused_core_smem_bytes(k) + layout::MegaSmemCounts::num_bytes(256, 32));
@@ -576,7 +596,7 @@ TEST(Plan, MegaBlockM128RunsTheOneBatchCore) {
   EXPECT_EQ(p.l1_wg_tile_n, 256);
   EXPECT_EQ(p.num_stages, 4);
   EXPECT_EQ(plan::mega_core_fixed_smem_bytes(128, 256) + 4 * plan::gemm_stage_smem_bytes(128, 256), 220736);
-  EXPECT_EQ(p.smem_fixed, plan::gemm_core_fixed_smem_bytes(256, plan::GemmCoreOutput::kStagingRows) +
+  EXPECT_EQ(p.smem_fixed, plan::gemm_core_fixed_smem_bytes(128, 256, plan::GemmCoreOutput::kStagingRows) +
                               layout::MegaSmemCounts::num_bytes(256, 32));
   EXPECT_EQ(p.smem_bytes, plan::mega_smem_bytes(128, 256, 4, 256, 32));
   EXPECT_EQ(p.named_barriers, layout::MegaRoles::kCoreSfbBarrier + 1);
@@ -593,6 +613,42 @@ TEST(Plan, MegaBlockM128RunsTheOneBatchCore) {
   EXPECT_LE(fits.smem_bytes, kMaxSmemPerBlock) << fits.to_string();
   many.num_experts = 1024;
   expect_error([&] { plan::plan_mega_moe(many, 132, o); }, "shared memory");
+}
+
+// The fused kernel at BLOCK_M 64 with FP8 weights runs the one-batch core's split-N tile (plan::mega_core): 64 x 128
+// warpgroup tiles, its shared memory the one-batch layout with the staging rows and the L1 amax exchange (4 stages:
+// 187968 B before the counts; at 5 the counts of 384 experts on one rank would not fit), its B-scale barrier counted.
+// FP4 at 64 stays on the two-halves core.
+TEST(Plan, MegaBlockM64RunsTheOneBatchCore) {
+  const plan::MegaPlan p = plan::plan_mega_moe(named_shape("v3", 8, 128), 132, kNoOverrides);
+  ASSERT_EQ(p.block_m, 64) << p.to_string();
+  EXPECT_EQ(p.core, plan::GemmCore::kOneBatch);
+  EXPECT_EQ(plan::mega_core(64, plan::GemmWeights::kFp8), plan::GemmCore::kOneBatch);
+  EXPECT_EQ(plan::mega_core(64, plan::GemmWeights::kFp4), plan::GemmCore::kTwoHalves);
+  EXPECT_EQ(p.l1_wg_tile_m, 64);
+  EXPECT_EQ(p.l1_wg_tile_n, 128);
+  EXPECT_EQ(p.l2_wg_tile_n, 128);
+  EXPECT_EQ(p.num_stages, 4);
+  EXPECT_EQ(plan::mega_core_fixed_smem_bytes(64, 256),
+            plan::kGemmStagingBytes + 2 * 2 * 64 * 4 + 2 * 2 * plan::kGemmCoreMaxKBlocks * 4 + 1024);
+  EXPECT_EQ(plan::mega_core_fixed_smem_bytes(64, 256) + 4 * plan::gemm_stage_smem_bytes(64, 256), 187968);
+  EXPECT_EQ(p.smem_fixed, plan::gemm_core_fixed_smem_bytes(64, 256, plan::GemmCoreOutput::kStagingRows) +
+                              layout::MegaSmemCounts::num_bytes(256, 32));
+  EXPECT_EQ(p.smem_bytes, plan::mega_smem_bytes(64, 256, 4, 256, 32));
+  EXPECT_EQ(p.named_barriers, layout::MegaRoles::kCoreSfbBarrier + 1);
+  EXPECT_NE(p.to_string().find("one-batch: tokens on WGMMA M"), std::string::npos) << p.to_string();
+  // 384 experts on one rank: their counts fit next to 4 stages, not next to 5.
+  plan::PlanOverrides o;
+  o.block_m = 64;
+  MoeShape many = named_shape("v3", 1, 4096);
+  many.num_experts = 384;
+  const plan::MegaPlan fits = plan::plan_mega_moe(many, 132, o);
+  EXPECT_EQ(fits.core, plan::GemmCore::kOneBatch);
+  EXPECT_LE(fits.smem_bytes, kMaxSmemPerBlock) << fits.to_string();
+  EXPECT_GT(fits.smem_bytes + plan::gemm_stage_smem_bytes(64, 256), kMaxSmemPerBlock) << fits.to_string();
+  const plan::MegaPlan fp4 = plan::plan_mega_moe(named_shape("v3", 8, 128), 132, o, plan::GemmWeights::kFp4);
+  EXPECT_EQ(fp4.core, plan::GemmCore::kTwoHalves) << fp4.to_string();
+  EXPECT_EQ(fp4.l1_wg_tile_n, 128);
 }
 
 // The fused layer with FP4 weights: the swap-AB kernels at BLOCK_M 16 and 32 (FP4 converted in registers) and the
@@ -620,7 +676,7 @@ TEST(Plan, MegaFp4) {
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.block_m, std::min(ladder, 64)) << tokens << " tokens";
     EXPECT_EQ(fp8.block_m, ladder) << tokens << " tokens";
-    EXPECT_EQ(fp4.core, plan::mega_core(fp4.block_m));
+    EXPECT_EQ(fp4.core, plan::mega_core(fp4.block_m, plan::GemmWeights::kFp4));
     EXPECT_EQ(fp4.l1_wg_tile_n, fp4.block_m == 64 ? 128 : fp4.block_m);  // 64: split N (each converts its rows)
     EXPECT_EQ(fp4.num_stages, plan::kMegaKernels[plan::mega_kernel_index(fp4.block_m, fp4.weights)].num_stages);
     EXPECT_EQ(fp4.smem_bytes, plan::mega_smem_bytes(fp4.block_m, 256, fp4.num_stages, v3.num_experts,
@@ -632,8 +688,8 @@ TEST(Plan, MegaFp4) {
     EXPECT_EQ(fp8.to_string().find("FP4"), std::string::npos) << fp8.to_string();
     // Highest id + 1: 4 (L1 done) on the swap-AB core; + one conversion barrier per math warpgroup at FP4 BLOCK_M 64.
     EXPECT_EQ(fp4.named_barriers, fp4.core == plan::GemmCore::kSwapAB ? 5 : 7) << tokens << " tokens";
-    // FP8: 5 on the swap-AB and two-halves cores; BLOCK_M 128 (the one-batch core) adds its B-scale barrier, id 7.
-    EXPECT_EQ(fp8.named_barriers, fp8.block_m == 128 ? 8 : 5) << tokens << " tokens";
+    // FP8: 5 on the swap-AB core; BLOCK_M 64 and 128 (the one-batch core) add its B-scale barrier, id 7.
+    EXPECT_EQ(fp8.named_barriers, fp8.block_m >= 64 ? 8 : 5) << tokens << " tokens";
     EXPECT_NE(fp8.to_string().find("weights=fp8"), std::string::npos) << fp8.to_string();
   }
   for (const auto& name : test::sweep_shape_names())
@@ -756,7 +812,7 @@ TEST(Plan, PrintsItself) {
   const plan::MegaPlan m = plan::plan_mega_moe(named_shape("flash", 4, 512), 132, kNoOverrides);
   const std::string s = m.to_string();
   for (const char* key : {"BLOCK_M=", "L1 BLOCK_N=256", "experts/wave=", "stages=", "smem=", "regs data 56 math 224",
-                          "named barriers 5", "pool_rows=", "workspace="})
+                          "named barriers 8", "pool_rows=", "workspace="})
     EXPECT_NE(s.find(key), std::string::npos) << key << " missing in " << s;
   const std::string regions = plan::format_regions("mega", layout::MegaLayout(m.dims()).regions());
   for (const char* key : {"l1_pool_x", "l2_arrival_mask", "combine", "sync", "total"})

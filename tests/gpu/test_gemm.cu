@@ -120,12 +120,12 @@ gemm::LaunchOptions launch_options(const Config& c) {
   opt.tile_buffer = c.tile_buffer, opt.cluster_size = c.cluster, opt.core = c.core;
   return opt;
 }
-// The one-batch core's kernels (plan::GemmCore::kOneBatch): 128 x 192 and 128 x 128, clusters of 1 and 2, all SMs
-// and few CTAs (the stage ring and the D tile's TMA stores wrap across tiles; a cluster's partner past an expert's
-// rows runs empty tiles).
+// The one-batch core's kernels (plan::GemmCore::kOneBatch): 128 x 192 and 128 x 128, clusters of 1 and 2, and the
+// split-N 64 x 256, all SMs and few CTAs (the stage ring and the D tile's TMA stores wrap across tiles; a cluster's
+// partner past an expert's rows runs empty tiles).
 const std::vector<Config> kOneBatchConfigs = {{128, 192, 0, 0, 1, 2}, {128, 192, 0, 0, 2, 2}, {128, 128, 0, 0, 1, 2},
                                               {128, 128, 0, 0, 2, 2}, {128, 192, 3, 0, 1, 2}, {128, 192, 4, 0, 2, 2},
-                                              {128, 128, 6, 0, 2, 2}};
+                                              {128, 128, 6, 0, 2, 2}, {64, 256, 0, 0, 0, 2},  {64, 256, 4, 0, 0, 2}};
 std::vector<Config> with_one_batch(std::vector<Config> configs) {
   configs.insert(configs.end(), kOneBatchConfigs.begin(), kOneBatchConfigs.end());
   return configs;
@@ -160,12 +160,16 @@ const std::vector<Config> kAllConfigs = with_cores({{128, 128, 0, 0, 0, 1},
 // stage ring and the output tile's TMA stores wrap across tiles) and the swap-AB core's (256 interleaved weight rows
 // per tile).
 const std::vector<Config> kOneBatchL1Configs = {{128, 256, 0, 0, 0, 2}, {128, 256, 3, 0, 0, 2}};
+// The one-batch core's split-N 64 x 256 L1 kernel, all SMs and few CTAs.
+const std::vector<Config> kOneBatchSplitNL1Configs = {{64, 256, 0, 0, 0, 2}, {64, 256, 3, 0, 0, 2}};
 const std::vector<Config> kL1Configs = with_swap_ab({{64, 256, 0},
                                                      {128, 256, 0, 0, 0, 1},
                                                      {64, 256, 4},
                                                      {128, 256, 3, 0, 0, 1},
                                                      kOneBatchL1Configs[0],
                                                      kOneBatchL1Configs[1],
+                                                     kOneBatchSplitNL1Configs[0],
+                                                     kOneBatchSplitNL1Configs[1],
                                                      {0, 0, 0}},
                                                     true);
 
@@ -371,6 +375,30 @@ TEST(GroupedGemm, OneBatchCoreAtItsLargestK) {
   EXPECT_TRUE(symmoe::test::bitwise_equal(poisoned, device.d.download(), "D after a refused call"));
 }
 
+// The one-batch core's split-N 64 x 256 bf16 tile (warpgroup w: columns [128 w, 128 w + 128) of the 64 rows, one n128
+// batch per K block, math.cuh's promotion) against the two-halves core's 64 x 256 kernel, bitwise (padding rows
+// included), the two-halves kernel against the golden model: contiguous with partial m-blocks (1, 63, 65, 129 rows)
+// and empty experts, n 640 (last n-block 128 columns: warpgroup 1's columns and scale block past n, not stored), K 640
+// (5 K blocks over the 4 stages), normal and exact-accumulation data; masked (300 > max_m: clamped); all SMs and few
+// CTAs; and at the largest K its per-tile B-scale buffer takes (plan::kGemmCoreMaxKBlocks).
+TEST(GroupedGemm, OneBatchSplitNBitwiseToTwoHalves) {
+  const uint64_t seed = printed_seed();
+  const std::vector<Config> configs = {{64, 256, 0, 0, 0, 1}, {64, 256, 0, 0, 0, 2}, {64, 256, 3, 0, 0, 2}};
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 63, 64, 65, 129, 300, 0}, 64, 640, 640,
+                              fmt::ScaleFormat::kFp32, seed);
+  check_bf16_configs_agree(p, configs, false);
+  const auto x = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 63, 64, 65, 129, 300, 0}, 64, 640, 640,
+                              fmt::ScaleFormat::kFp32, seed + 1, Data::kSmallIntegers);
+  check_bf16_configs_agree(x, configs, true);
+  const auto m = make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 64, 129, 300}, 192, 512, 384,
+                              fmt::ScaleFormat::kUe8m0, seed + 2);
+  check_bf16_configs_agree(m, configs, false);
+  constexpr int kMaxK = 128 * symmoe::plan::kGemmCoreMaxKBlocks;
+  const auto deep = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 64, 512, kMaxK, fmt::ScaleFormat::kFp32,
+                                 seed + 3, Data::kSmallIntegers);
+  check_bf16_configs_agree(deep, configs, true);
+}
+
 // FP8 value of code q at scale s and its ulp (one step of the e4m3 grid at that magnitude).
 double e4m3_ulp(uint8_t q) {
   const float v = std::fabs(fmt::e4m3_to_float(q));
@@ -570,6 +598,37 @@ TEST(GroupedGemmL1, OneBatchCoreBitwiseToTwoHalves) {
   check_l1_configs_agree(m, 0.5f, configs);
   constexpr int kMaxK = 128 * symmoe::plan::kGemmCoreMaxKBlocks;
   const auto deep = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 128, 512, kMaxK, fmt::ScaleFormat::kFp32,
+                                 seed + 3, Data::kSmallIntegers);
+  check_l1_configs_agree(deep, 0.f, configs);
+}
+
+// The one-batch core's split-N 64 x 256 SwiGLU tile (one n128 batch per K block per warpgroup; the row amax crosses the
+// warpgroups over kCoreAmaxBarrier, the two share the one output atom) against the two-halves core's 64 x 256 kernel,
+// bitwise (codes and scales), the two-halves kernel against the golden model (ref::l1_epilogue over
+// ref::gemm_faithful): contiguous with partial m-blocks (1, 63, 65, 129 rows) and empty experts, masked, normal and
+// exact-accumulation data, with and without the clamp, all SMs and few CTAs (many tiles per CTA: both amax parities,
+// the shared atom's store waited on before the next tile writes it); and at the largest K its per-tile B-scale buffer
+// takes.
+TEST(GroupedGemmL1, OneBatchSplitNBitwiseToTwoHalves) {
+  const uint64_t seed = printed_seed();
+  std::vector<Config> configs = {{64, 256, 0, 0, 0, 1}};
+  configs.insert(configs.end(), kOneBatchSplitNL1Configs.begin(), kOneBatchSplitNL1Configs.end());
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 63, 64, 65, 129, 300, 0}, 64, 768, 640,
+                              fmt::ScaleFormat::kFp32, seed);
+  for (float clamp : {0.f, 0.75f}) {
+    check_l1(p, clamp, configs[0], false);
+    check_l1_configs_agree(p, clamp, configs);
+  }
+  const auto x = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 63, 64, 65, 129, 300, 0}, 64, 768, 640,
+                              fmt::ScaleFormat::kFp32, seed + 1, Data::kSmallIntegers);
+  check_l1(x, 3.f, configs[0], true);
+  check_l1_configs_agree(x, 3.f, configs);
+  const auto m =
+      make_problem(gemm::GroupLayout::kMasked, {0, 1, 16, 129, 200}, 160, 512, 512, fmt::ScaleFormat::kUe8m0, seed + 2);
+  check_l1(m, 0.5f, configs[0], false);
+  check_l1_configs_agree(m, 0.5f, configs);
+  constexpr int kMaxK = 128 * symmoe::plan::kGemmCoreMaxKBlocks;
+  const auto deep = make_problem(gemm::GroupLayout::kContiguous, {0, 129, 3}, 64, 512, kMaxK, fmt::ScaleFormat::kFp32,
                                  seed + 3, Data::kSmallIntegers);
   check_l1_configs_agree(deep, 0.f, configs);
 }

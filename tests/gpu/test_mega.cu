@@ -21,8 +21,9 @@
 //   checks that every counter is back at zero after a call.
 // - received counts per local expert vs the host's count of the routing.
 // - a planted stalled peer (one rank's kernel not launched): PeerTimeout naming that peer at site "barrier".
-// - MegaBlockM128: the BLOCK_M 128 kernel (the one-batch core) on an odd shape (partial L2 n-block, K not a multiple of
-//   the stages) with partial m-blocks, empty experts and a hot expert of several m-blocks.
+// - MegaBlockM128, MegaBlockM64: the BLOCK_M 128 and 64 kernels (the one-batch core; 64: its split-N tile) on an odd
+//   shape (partial L2 n-block, K not a multiple of the stages) with partial m-blocks, empty experts and a hot expert of
+//   several m-blocks.
 // - MegaSanitize: one 1-token call on 4 CTAs vs the composed layer, with flushed timestamps and a polling wait that
 //   names a stall, for compute-sanitizer (tools/device-check.sh --sanitize).
 #include <cuda_runtime.h>
@@ -165,6 +166,33 @@ TEST(MegaBlockM128, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) {
   }
 }
 
+// BLOCK_M 64 with FP8 weights: the one-batch core's split-N tile (core_k_loop: warpgroup w takes columns [128 w, 128 w
+// + 128) of the 64 rows, one n128 batch per K block; the L1 row amax crosses the warpgroups through the layout's amax
+// exchange), forced, on the BLOCK_M 128 test's odd shape: L1 K = 5 blocks over 4 stages, L2 n-blocks 256, 256 and a
+// partial 128 (warpgroup 1's columns and its B-scale block past H: computed with scale 0, not stored), 3 L1 n-blocks,
+// L2 K = 3 blocks; 16 experts top-4 on 2 virtual ranks; 1, 8, 64 (one full m-block per expert at most), 150 and 300
+// tokens per rank with the four routings (uniform, Zipf-skewed, a hot expert of several m-blocks, 30% masked -1 lanes
+// with an all-masked token). Fresh host weights and inputs: fused == composed bitwise, repeated calls into poisoned y
+// stable, received counts, golden model (run_case).
+TEST(MegaBlockM64, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) {
+  MoeShape shape;
+  shape.hidden = 640, shape.intermediate = 384, shape.num_experts = 16, shape.num_topk = 4;
+  shape.num_ranks = 2, shape.num_max_tokens_per_rank = 300;
+  auto s = make_setup(shape, true, 128, 0.f, true);
+  MegaMoeOptions o;
+  o.count_received = true;
+  auto mega = make_mega(*s, 64, o);
+  ASSERT_EQ(mega->plan(0).block_m, 64);
+  ASSERT_EQ(mega->plan(0).core, plan::GemmCore::kOneBatch);
+  ASSERT_EQ(mega->plan(0).l1_wg_tile_n, 128);
+  const uint64_t base = fresh_seed();
+  std::printf("  case seed base %llu\n", (unsigned long long)base);
+  for (const Case& c : layer_cases({1, 8, 64, 150, 300}, base)) {
+    run_case(*s, *mega, c);
+    if (HasFailure()) return;  // the first failing case is the informative one
+  }
+}
+
 // One fused call under compute-sanitizer (issue 21: memcheck of MegaFewSms did not finish in 200 s; is it slow or
 // stalled?): 1 rank, 4 CTAs, the small shape, ONE forward of `tokens` tokens (uniform routing), then the composed
 // layer on the same input: bitwise equal. Timestamps (flushed) around the launch (its first call loads and instruments
@@ -225,6 +253,7 @@ TEST(MegaSanitize, OneCallOneToken) { one_sanitized_call(false); }
 TEST(MegaSanitize, OneTracedCallOneToken) { one_sanitized_call(true); }
 // 512 tokens, top-6 of 32 experts (~96 rows each): 128-row tiles with partial m-blocks, both math warpgroups busy.
 TEST(MegaSanitize, OneCallBlockM128) { one_sanitized_call(false, 128, 512); }
+TEST(MegaSanitize, OneCallBlockM64) { one_sanitized_call(false, 64, 256); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MegaFused,
                          ::testing::Values(Param{1, true, 0.f, 0}, Param{1, false, 0.f, 128}, Param{0, false, 0.f, 0},

@@ -1,8 +1,9 @@
 // The one-batch SM90 FP8 grouped GEMM kernel (plan::GemmCore::kOneBatch), bf16 or SwiGLU + FP8 output: wires its roles
 // (producer.cuh, core_math.cuh, core_epilogue.cuh, scheduler.cuh). 384 threads: warpgroups 0-1 math (setmaxnreg
 // 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA). Persistent: gridDim.x CTAs (a multiple of
-// kClusterM) loop over the 128 x BLOCK_N tiles of all experts. kClusterM 2: the cluster's two CTAs take neighbouring
-// m-blocks of one n-block, each loads half of the weight tile and multicasts it to both (producer.cuh).
+// kClusterM) loop over the BLOCK_M x BLOCK_N tiles of all experts (BLOCK_M 128, or 64: the split-N 64 x 256 tile).
+// kClusterM 2 (BLOCK_M 128): the cluster's two CTAs take neighbouring m-blocks of one n-block, each loads half of the
+// weight tile and multicasts it to both (producer.cuh).
 #pragma once
 
 #include "kernels/gemm/core_epilogue.cuh"
@@ -17,13 +18,13 @@ constexpr int kCoreNumThreads = 384;
 constexpr int kCoreMathRegisters = 232, kCoreProducerRegisters = 40;
 
 // tmap_d: the output's map (bf16 D, or the SwiGLU kernel's e4m3 p.out; core_epilogue.cuh).
-template <int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
+template <int BLOCK_M, int BLOCK_N, int kNumStages, int kClusterM, EpilogueKind kEpilogue>
 __global__ void __launch_bounds__(kCoreNumThreads, 1)
     grouped_gemm_core_kernel(const __grid_constant__ GemmParams params, const __grid_constant__ CUtensorMap tmap_a,
                              const __grid_constant__ CUtensorMap tmap_sfa, const __grid_constant__ CUtensorMap tmap_b,
                              const __grid_constant__ CUtensorMap tmap_d) {
-  constexpr int BLOCK_M = 128;
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, plan::gemm_core_tile_output(kEpilogue)>;
+  using Layout = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, plan::gemm_core_tile_output(kEpilogue)>;
+  static_assert(BLOCK_M == 128 || kClusterM == 1, "the split-N tile runs single CTAs");
   extern __shared__ uint8_t smem_raw[];
   const Layout smem{smem_raw + ((1024 - (ptx::smem_addr(smem_raw) & 1023)) & 1023)};
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);  // warp-uniform: uniform-register descriptors
@@ -46,13 +47,13 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
   } else {
     ptx::setmaxnreg_inc<kCoreMathRegisters>();
     PipelineState<kNumStages> pipe;
-    float acc[BLOCK_N / 2];
+    float acc[Layout::kNumAcc];
     Tile tile;
     for (int sfb_buffer = 0; sched.next(tile); sfb_buffer ^= 1) {
       stage_core_b_scales<kEpilogue, kCoreSfbBarrier>(params, tile, smem, sfb_buffer, int(threadIdx.x));
       core_k_loop<kClusterM, kEpilogue>(params, smem, tile, wg, sfb_buffer, pipe, acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
-        core_epilogue_swiglu_fp8(params, tile, wg, smem, acc, &tmap_d);
+        core_epilogue_swiglu_fp8(params, tile, wg, sfb_buffer, smem, acc, &tmap_d);
       else
         core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
     }

@@ -1,21 +1,25 @@
 // Math role of the one-batch core (plan::GemmCore::kOneBatch), in the standalone kernel (core_kernel.cuh) and the
-// fused kernel at BLOCK_M 128 (kernels/mega/mega_kernel.cuh): math warpgroup wg computes rows [64 wg, 64 wg + 64) x
-// all BLOCK_N columns of the 128 x BLOCK_N tile. Per 128-wide K block: BLOCK_N 128 / 192 (bf16): one batch of 4
-// m64nBLOCK_Nk32 WGMMAs (e4m3 -> fp32) into the partial accumulator, wait, release the stage, then promote
-// acc = fmaf(sa[row] * sb, partial, acc) (docs/notes/gemm.md; the golden model's ref::gemm_faithful). BLOCK_N 256
-// (SwiGLU + FP8, or bf16): two halves of 128 columns into one 64-register partial (issue half 0, wait, promote it
-// into acc[0, 64), issue half 1, wait, release the stage, promote into acc[64, 128)): the two-halves core's
-// arithmetic (math.cuh's promote; SwiGLU: gate or up scale by chunk; bf16: half h takes the scale of the tile's
-// 128-column scale block h), so the results are bitwise equal to it. The two warpgroups issue independently: while
-// one promotes, the other's batch runs.
+// fused kernel at BLOCK_M 128 and (FP8) 64 (kernels/mega/mega_kernel.cuh). Tiles and warpgroup slices:
+//   128 x BLOCK_N  math warpgroup wg computes rows [64 wg, 64 wg + 64) x all BLOCK_N columns. Per 128-wide K block:
+//                  BLOCK_N 128 / 192 (bf16): one batch of 4 m64nBLOCK_Nk32 WGMMAs (e4m3 -> fp32) into the partial
+//                  accumulator, wait, release the stage, then promote acc = fmaf(sa[row] * sb, partial, acc)
+//                  (docs/notes/gemm.md; the golden model's ref::gemm_faithful). BLOCK_N 256 (SwiGLU + FP8, or bf16):
+//                  two halves of 128 columns into one 64-register partial (issue half 0, wait, promote it into acc[0,
+//                  64), issue half 1, wait, release the stage, promote into acc[64, 128)).
+//   64 x 256       split N: warpgroup wg computes columns [128 wg, 128 wg + 128) of rows [0, 64): one m64n128 batch per
+//                  K block into a 64-register partial, wait, release the stage, promote into acc[0, 64).
+// The 256-column tiles promote with the two-halves core's arithmetic (math.cuh's promote; SwiGLU: gate or up scale by
+// chunk; bf16: the scale of the 128-column scale block the half or the split-N slice lies in), so their results are
+// bitwise equal to that core's 128 x 256 and 64 x 256 tiles. The two warpgroups issue independently: while one
+// promotes, the other's batch runs.
 // B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
 // chunk takes which), a 256-column bf16 tile two whole ones; the SwiGLU tile has a gate and an up scale per K block.
 // The 256 math threads stage the tile's scales of every K block in shared memory (CoreSmemLayout::sfb) before its K
 // loop; the loop reads them with ld.shared ahead of the stage's full-barrier wait.
 // Layout: any CoreSmemLayout (the standalone kernel's output tiles, the fused kernel's staging rows); kEpilogue picks
 // the B-scale layout and the promotion, so one layout serves both phases of the fused kernel.
-// NOTES: registers per math thread: BLOCK_N / 2 / kNumHalves partial + BLOCK_N / 2 accumulators (96 + 96 for
-// BLOCK_N 192, 64 + 128 for 256).
+// NOTES: registers per math thread: kWgN / 2 / kNumHalves partial + kWgN / 2 accumulators (96 + 96 for BLOCK_N 192,
+// 64 + 128 for 128 x 256, 64 + 64 for the split-N 64 x 256).
 #pragma once
 
 #include "kernels/gemm/core_smem_layout.hpp"
@@ -33,8 +37,12 @@ namespace symmoe::gemm::kernel {
 constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
 // + wg: warpgroup wg's half of the D tile free before it writes it, written before its TMA store (128 threads).
 constexpr int kCoreEpilogueBarrier = 2;
+// The split-N SwiGLU tile (64 x 256): its row amaxes exchanged between the warpgroups, and the output atom they share
+// free before they write it, written before its TMA store (256 math threads; core_epilogue.cuh).
+constexpr int kCoreAmaxBarrier = kCoreEpilogueBarrier + 2;
 static_assert(kCoreSfbBarrier != 0 && kCoreSfbBarrier != kCoreEpilogueBarrier &&
-                  kCoreSfbBarrier != kCoreEpilogueBarrier + 1 && kCoreEpilogueBarrier + 1 < 16,
+                  kCoreSfbBarrier != kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier != kCoreSfbBarrier &&
+                  kCoreAmaxBarrier > kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier < 16,
               "the standalone one-batch kernel's named barriers must be distinct hardware ids");
 
 // Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
@@ -50,9 +58,10 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
 // block (params.hpp). `math_thread` in [0, 256). Ends with the math threads' barrier kSfbBarrier (a named barrier id
 // the kernel's roles own), so the K loop may read them; that barrier also keeps the warpgroups within one tile of each
 // other, so two buffers suffice. K: at most plan::kGemmCoreMaxKBlocks blocks (the planners refuse more).
-template <EpilogueKind kEpilogue, int kSfbBarrier, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
+template <EpilogueKind kEpilogue, int kSfbBarrier, int BLOCK_M, int BLOCK_N, int kNumStages,
+          plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
-                                                    const CoreSmemLayout<BLOCK_N, kNumStages, kOutput>& smem,
+                                                    const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem,
                                                     int buffer, int math_thread) {
   const int num_k_blocks = p.k / 128;
   if constexpr (kEpilogue == EpilogueKind::kSwigluFp8) {
@@ -99,30 +108,35 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 // registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
 // CTA's empty barrier and, with clusters, on the peer's (through its cluster address), after the stage's last batch
 // has completed and before its promotion.
-template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
-__device__ __forceinline__ void core_k_loop(const GemmParams& p,
-                                            const CoreSmemLayout<BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile,
-                                            int wg, int sfb_buffer, PipelineState<kNumStages>& pipe,
-                                            float (&acc)[BLOCK_N / 2]) {
-  using Layout = CoreSmemLayout<BLOCK_N, kNumStages, kOutput>;
+template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
+__device__ __forceinline__ void core_k_loop(
+    const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
+    int sfb_buffer, PipelineState<kNumStages>& pipe,
+    float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
+  using Layout = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>;
   static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
   constexpr bool kSwiglu = kEpilogue == EpilogueKind::kSwigluFp8;
+  constexpr bool kSplitN = Layout::kSplitN;
   constexpr int kNumHalves = Layout::kNumHalves;
-  constexpr int kBatchN = BLOCK_N / kNumHalves;  // columns of one WGMMA batch
+  constexpr int kBatchN = Layout::kWgN / kNumHalves;  // columns of one WGMMA batch
   constexpr int kNumPartial = kBatchN / 2;
   static_assert(kNumHalves == 1 || kBatchN == 128, "two halves: the 256-column tile's 2 x 128");
-  static_assert(!kSwiglu || kNumHalves == 2, "the SwiGLU tile is 256 columns");
-  constexpr int kNumAcc = BLOCK_N / 2;
+  static_assert(!kSplitN || kBatchN == 128, "split N: one n128 batch per warpgroup");
+  static_assert(!kSwiglu || BLOCK_N == 256, "the SwiGLU tile is 256 columns");
+  constexpr int kNumAcc = Layout::kNumAcc;
   const int thread = threadIdx.x % 128, warp = thread / 32, lane = thread % 32;
 #pragma unroll
   for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
-  const bool active = 64 * wg < tile.num_rows;
-  const float* sfa0 = smem.sfa(0) + 64 * wg + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
+  // The warpgroup's first row and column in the tile (split N: rows [0, 64), columns [128 wg, 128 wg + 128)).
+  const int row0 = kSplitN ? 0 : 64 * wg;
+  const bool active = row0 < tile.num_rows;
+  const float* sfa0 = smem.sfa(0) + row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
   const float* sfb = smem.sfb(sfb_buffer, 0);
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
-  const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + 64 * wg * 128));
-  const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0)));
+  const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + row0 * 128));
+  // Split N: the warpgroup's 128 B rows (its columns) start 128 wg rows of 128 B into the stage's B tile.
+  const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0) + (kSplitN ? 128 * wg * 128 : 0)));
   // The peer CTA's empty barriers (cluster 2): warp-uniform, so the address lives in a uniform register.
   const uint32_t peer_empty0 =
       kClusterM == 1 ? 0u : ptx::mapa_shared_cluster(ptx::smem_addr(smem.empty(0)), ptx::cluster_cta_rank() ^ 1u);
@@ -178,11 +192,13 @@ __device__ __forceinline__ void core_k_loop(const GemmParams& p,
           }
         }
         if (active) {
-          if constexpr (kNumHalves > 1) {
+          if constexpr (kNumHalves > 1 || kSplitN) {
             // math.cuh's promotion: SwiGLU, chunk c of either half takes the gate scale (sb0) for even c, up (sb1)
-            // for odd; bf16, every chunk of half h takes the scale of 128-column scale block h (gate == up).
-            const float sb_gate = kSwiglu || h == 0 ? sb0 : sb1;
-            const float sb_up = kSwiglu || h == 1 ? sb1 : sb0;
+            // for odd; bf16, every chunk of half h (split N: of warpgroup wg's slice) takes the scale of 128-column
+            // scale block h (wg) (gate == up).
+            const int block = kSplitN ? wg : h;
+            const float sb_gate = kSwiglu || block == 0 ? sb0 : sb1;
+            const float sb_up = kSwiglu || block == 1 ? sb1 : sb0;
             const float s_gate[2] = {sa0 * sb_gate, sa1 * sb_gate};
             const float s_up[2] = {sa0 * sb_up, sa1 * sb_up};
             promote(acc + kNumPartial * h, partial, s_gate, s_up);

@@ -8,8 +8,8 @@
 // Math is ref::l1_epilogue's, element by element: h = swiglu_weighted(g, u, w, clamp) (include/symmoe/swiglu.hpp,
 // the formula the golden model uses), scale = fmt::scale_for_amax(amax, 448, kUe8m0), q = e4m3(h * (1 / scale)).
 // swiglu_slice and row_scale hold that math for every kernel with this accumulator layout: epilogue_swiglu_fp8 below
-// (the two-halves core, the fused kernel: per-warp staging rows and bulk stores) and the one-batch core's
-// core_epilogue_swiglu_fp8 (core_epilogue.cuh: a swizzled tile and TMA stores).
+// (the two-halves core, the fused kernel on either core: per-warp staging rows and bulk stores) and the one-batch
+// core's core_epilogue_swiglu_fp8 (core_epilogue.cuh: a swizzled tile and TMA stores).
 #pragma once
 
 #include <cuda_fp8.h>
@@ -32,8 +32,9 @@ __device__ __forceinline__ uint16_t quantize_e4m3x2_pow2(float first, float seco
 
 // SwiGLU + top-k weight of the warpgroup's slice in place, and each thread row's amax over the slice's channels
 // (reduced over the quad; split N: also written to the exchange for the other warpgroup, read after a 256-thread
-// barrier; Layout: a GemmSmemLayout, used only then). h overwrites the gate slot of acc: acc[8q + 2r + b] (chunk 2q)
-// holds channel 8q + 2 (lane % 4) + b of thread row r (row slice.row0 + 16 warp + lane / 4 + 8r of the tile).
+// barrier; Layout: a GemmSmemLayout or a split-N CoreSmemLayout, used only then). h overwrites the gate slot of acc:
+// acc[8q + 2r + b] (chunk 2q) holds channel 8q + 2 (lane % 4) + b of thread row r (row slice.row0 + 16 warp + lane / 4
+// + 8r of the tile).
 template <int BLOCK_M, int BLOCK_N, typename Layout>
 __device__ __forceinline__ void swiglu_slice(const GemmParams& p, const Tile& tile, int wg, int parity,
                                              const Layout& smem, const WarpgroupSlice<BLOCK_M, BLOCK_N>& slice,
@@ -75,7 +76,7 @@ __device__ __forceinline__ float row_scale(float amax, const Layout& smem, int p
 }
 
 // The staging path (file header). Layout: a GemmSmemLayout (FP8 or FP4 weights) or the fused kernel's one-batch
-// CoreSmemLayout; only the split-N tile uses its amax exchange.
+// CoreSmemLayout; only the split-N tile (BLOCK_M 64) uses its amax exchange.
 // kNamedBarrier: the split-N amax exchange's barrier (256 math threads).
 template <int kNamedBarrier, int BLOCK_M, int BLOCK_N, typename Layout>
 __device__ __forceinline__ void epilogue_swiglu_fp8(const GemmParams& p, const Tile& tile, int wg, int parity,

@@ -1,6 +1,6 @@
-// Compiled fused MoE kernels with FP8 weights on the tokens-on-M cores (BLOCK_M 64 two-halves, 128 one-batch:
-// plan::kMegaKernels entries 2 and 3), each timed and traced; and launch_mega_moe, which picks among all entries (the
-// others: mega_kernel_fp4.cu, mega_kernel_swap_ab.cu, mega_kernel_swap_ab_fp4.cu).
+// Compiled fused MoE kernels with FP8 weights on the tokens-on-M core (the one-batch core at BLOCK_M 64, split N, and
+// 128: plan::kMegaKernels entries 2 and 3), each timed and traced; and launch_mega_moe, which picks among all entries
+// (the others: mega_kernel_fp4.cu, mega_kernel_swap_ab.cu, mega_kernel_swap_ab_fp4.cu).
 #include <array>
 #include <utility>
 

@@ -1,12 +1,12 @@
 // The fused MoE kernel (MegaMoE, docs/design.md §8) on Hopper: one persistent launch per layer call wires the roles
 //   dispatch.cuh   count + publish (all warps), pull rows into the L1 pool (3 dispatch warps per CTA)
 //   producer.cuh   TMA producer (1 thread), the GEMM core's loads behind a wait on the arrival counter / mask
-//   GEMM core      the WGMMA mainloop of plan::mega_core(BLOCK_M) (2 math warpgroups, per-128-K promotion), L1 then
-//                  L2: at BLOCK_M 128 the one-batch core's core_k_loop (core_math.cuh: each warpgroup 64 rows x 256
-//                  columns, no issue turns, the tile's B scales staged in shared memory; run_mega_math_core below);
-//                  at 64 the two-halves core's math_mainloop (math.cuh: split-N 64 x 256, issue turns; FP4:
-//                  math_fp4.cuh); at 16 and 32 the swap-AB core's (swap_ab_math.cuh: tokens on WGMMA N;
-//                  run_mega_math_swap_ab below)
+//   GEMM core      the WGMMA mainloop of plan::mega_core(BLOCK_M, weights) (2 math warpgroups, per-128-K
+//                  promotion), L1 then L2: at BLOCK_M 128 and (FP8) 64 the one-batch core's core_k_loop
+//                  (core_math.cuh: each warpgroup 64 rows x 256 columns, or at 64 split N, 64 rows x its 128 columns;
+//                  no issue turns, the tile's B scales staged in shared memory; run_mega_math_core below); FP4 at 64
+//                  the two-halves core's math_mainloop_fp4 (math_fp4.cuh: split-N 64 x 256, issue turns); at 16 and
+//                  32 the swap-AB core's (swap_ab_math.cuh: tokens on WGMMA N; run_mega_math_swap_ab below)
 //   epilogue.cuh   L1 SwiGLU/FP8 into the L2 pool + mask bit; L2 bf16 rows into the source rank's combine rows
 //   combine.cuh    fp32 sum of each token's rows in ascending lane order, one bf16 rounding (all warps)
 //   scheduler.cuh  waves of experts; L1 then L2 tiles per wave; block counts from device-side counts
@@ -76,7 +76,7 @@ static_assert(Roles::kFp4ConvertBarrier0 > Roles::kL1DoneBarrier &&
               "MegaRoles: the FP4 conversion barriers (one per math warpgroup) collide with another named barrier");
 static_assert(gemm::kernel::kSwapAbAmaxBarrier == Roles::kAmaxExchangeBarrier,
               "the swap-AB SwiGLU epilogue's amax barrier must be MegaRoles::kAmaxExchangeBarrier");
-// The one-batch core's B-scale barrier (BLOCK_M 128): its own id, after every other one.
+// The one-batch core's B-scale barrier (BLOCK_M 128, FP8 64): its own id, after every other one.
 static_assert(Roles::kCoreSfbBarrier != Roles::kCtaBarrier && Roles::kCoreSfbBarrier != Roles::kAmaxExchangeBarrier &&
                   Roles::kCoreSfbBarrier != Roles::kL1DoneBarrier &&
                   Roles::kCoreSfbBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
@@ -175,28 +175,31 @@ __device__ __forceinline__ void end_math_role(const MegaParams& p, Pending& pend
   ptx::fence_acq_rel_sys();
 }
 
-// The math role on the one-batch core (BLOCK_M 128, FP8 weights; both math warpgroups, wg warp-uniform): per tile of
-// the scheduler's order the 256 math threads stage the tile's B scales (stage_core_b_scales, buffers alternating by
-// tile, barrier MegaRoles::kCoreSfbBarrier), then core_k_loop (kernels/gemm/core_math.cuh: warpgroup wg's rows
-// [64 wg, 64 wg + 64) x 256 columns as two n128 batches per K block, no issue turns), then L1: the SwiGLU + FP8
-// epilogue into the L2 pool and the tile's arrival signal; L2: the bf16 write-back into the source ranks' combine rows
-// (epilogue.cuh). core_k_loop's accumulators are WarpgroupSlice<128, 256>'s (acc[0, 64) columns [0, 128), acc[64,
-// 128) columns [128, 256)), which the epilogues read.
+// The math role on the one-batch core (FP8 weights, BLOCK_M 128 or 64; both math warpgroups, wg warp-uniform): per
+// tile of the scheduler's order the 256 math threads stage the tile's B scales (stage_core_b_scales, buffers
+// alternating by tile, barrier MegaRoles::kCoreSfbBarrier), then core_k_loop (kernels/gemm/core_math.cuh, no issue
+// turns: at 128 warpgroup wg's rows [64 wg, 64 wg + 64) x 256 columns as two n128 batches per K block; at 64 split N,
+// the 64 rows x columns [128 wg, 128 wg + 128) as one n128 batch), then L1: the SwiGLU + FP8 epilogue into the L2 pool
+// (split N: the row amax exchanged through the layout's amax region over MegaRoles::kAmaxExchangeBarrier) and the
+// tile's arrival signal; L2: the bf16 write-back into the source ranks' combine rows (epilogue.cuh). core_k_loop's
+// accumulators are WarpgroupSlice<BLOCK_M, 256>'s (128: acc[0, 64) columns [0, 128), acc[64, 128) columns [128, 256);
+// 64: acc[0, 64) the warpgroup's 128 columns), which the epilogues read.
 // NOTES: wg is made warp-uniform here (a shuffle from lane 0, as in core_kernel.cuh), so core_k_loop's descriptors
 // live in uniform registers; from threadIdx.x / 128 alone ptxas kept them in regular registers and the kernel needed
 // ~248 (traced) math registers instead of fitting MegaRoles::kMathRegisters.
-template <int kNumStages, bool kTrace, typename Layout>
+template <int BLOCK_M, int kNumStages, bool kTrace, typename Layout>
 __device__ __forceinline__ void run_mega_math_core(const MegaParams& p, const Layout& smem, const ExpertCounts& counts,
                                                    int wg, int warp, int lane) {
   using namespace gemm::kernel;
   wg = __shfl_sync(0xffffffffu, wg, 0);
-  using Slice = WarpgroupSlice<128, 256>;
-  static_assert(!Slice::kSplitN && Slice::kNumAcc == 256 / 2, "the one-batch core's accumulators: 64 x 256 per wg");
+  using Slice = WarpgroupSlice<BLOCK_M, 256>;
+  static_assert(Slice::kNumAcc == Layout::kNumAcc && Slice::kSplitN == Layout::kSplitN,
+                "the one-batch core's accumulators are the epilogues' warpgroup slice");
   const Slice slice(wg);
   PipelineState<kNumStages> pipe;
   float acc[Slice::kNumAcc];
   const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
-  MegaScheduler<128, 256> sched(p, counts, blockIdx.x);
+  MegaScheduler<BLOCK_M, 256> sched(p, counts, blockIdx.x);
   MegaTile t;
   PendingL1Signal<256, Roles::defers_l1_signal(false, false)> pending;
   for (int l1_count = 0, tile_count = 0, sfb_buffer = 0; sched.next(t); ++tile_count, sfb_buffer ^= 1) {
@@ -237,8 +240,9 @@ __global__ void __launch_bounds__(kNumThreads, 1)
   const MegaTensorMaps& maps = gemm_maps(kernel_maps);
   [[maybe_unused]] const CUtensorMap* codes_maps = code_maps(kernel_maps);
   using namespace gemm::kernel;
-  constexpr bool kSwapAB = plan::mega_core(BLOCK_M) == plan::GemmCore::kSwapAB;
-  constexpr bool kOneBatch = plan::mega_core(BLOCK_M) == plan::GemmCore::kOneBatch;
+  constexpr plan::GemmCore kCore = plan::mega_core(BLOCK_M, kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
+  constexpr bool kSwapAB = kCore == plan::GemmCore::kSwapAB;
+  constexpr bool kOneBatch = kCore == plan::GemmCore::kOneBatch;
   static_assert(!kSwapAB || BLOCK_N == 256, "swap-AB fused tiles: 256 weight rows (the SwiGLU tile)");
   extern __shared__ uint8_t smem_raw[];
   const layout::MegaDims& d = p.ws.dims();
@@ -305,9 +309,10 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     __syncwarp();
     ptx::setmaxnreg_inc<Roles::kCommonRegisters>();
   } else if constexpr (kOneBatch) {
-    static_assert(!kFp4 && BLOCK_M == 128 && BLOCK_N == 256, "the fused one-batch core: FP8 weights, 128 x 256");
+    static_assert(!kFp4 && (BLOCK_M == 64 || BLOCK_M == 128) && BLOCK_N == 256,
+                  "the fused one-batch core: FP8 weights, 64 x 256 or 128 x 256");
     ptx::setmaxnreg_inc<Roles::kMathRegisters>();
-    run_mega_math_core<kNumStages, kTrace>(p, smem, counts, wg, warp, lane);
+    run_mega_math_core<BLOCK_M, kNumStages, kTrace>(p, smem, counts, wg, warp, lane);
     ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
   } else if constexpr (kSwapAB) {
     ptx::setmaxnreg_inc<Roles::kMathRegisters>();
@@ -316,18 +321,17 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     // Every write-back to a peer complete and ordered before rank_barrier #2's release.
     ptx::fence_acq_rel_sys();
     ptx::setmaxnreg_dec<Roles::kCommonRegisters>();
-  } else {  // the two-halves core (BLOCK_M 64)
+  } else {  // the two-halves core (FP4 weights, BLOCK_M 64)
     using Slice = WarpgroupSlice<BLOCK_M, BLOCK_N>;
-    static_assert(
-        Slice::kSplitN,
-        "the two-halves core in the fused kernel: the split-N 64 x 256 tile (FP4: each math warpgroup converts only "
-        "its own B rows)");
+    static_assert(kFp4 && Slice::kSplitN,
+                  "the two-halves core in the fused kernel: FP4 weights, the split-N 64 x 256 tile (each math "
+                  "warpgroup converts only its own B rows)");
     ptx::setmaxnreg_inc<Roles::kMathRegisters>();
     const Slice slice(wg);
     const GemmParams& l1 = p.l1;
     const GemmParams& l2 = p.l2;
     PipelineState<kNumStages> pipe;
-    [[maybe_unused]] Fp4ConvState conv;  // kFp4: the E4M3 ring position
+    Fp4ConvState conv;  // the E4M3 ring position
     float acc[Slice::kNumAcc];
     if (wg == 1) pass_issue_turn(1);  // warpgroup 0 issues first (issue turns, math.cuh)
     const WarpStaging staging = warp_staging(smem, wg, warp % Roles::kWarpsPerWarpgroup, lane);
@@ -336,31 +340,16 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     PendingL1Signal<BLOCK_N, Roles::defers_l1_signal(kFp4, false)> pending;
     for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
       if (t.l2) pending.flush(p, staging);  // this tile's inputs may include the pending one
-      // FP4: one mainloop for both phases (kMixedPhases: the tile's kind picks the B-scale layout at run time).
-      if constexpr (kFp4) {
-        math_mainloop_fp4<BLOCK_M, BLOCK_N, kNumStages, EpilogueKind::kSwigluFp8, Roles::kFp4ConvertBarrier0, true>(
-            t.l2 ? l2 : l1, smem, t.tile, slice, wg, pipe, conv, acc, t.l2);
-        if constexpr (kTrace)
-          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
-        if (!t.l2) {
-          pending.flush(p, staging);
-          epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
-          pending.stored(p, t, staging);
-        } else {
-          epilogue_l2_writeback(p, t.tile, slice, acc, staging);
-        }
-      } else if (!t.l2) {
-        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kSwigluFp8>(l1, smem, t.tile, slice, wg, pipe,
-                                                                                 acc);
-        if constexpr (kTrace)
-          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
+      // One mainloop for both phases (kMixedPhases: the tile's kind picks the B-scale layout at run time).
+      math_mainloop_fp4<BLOCK_M, BLOCK_N, kNumStages, EpilogueKind::kSwigluFp8, Roles::kFp4ConvertBarrier0, true>(
+          t.l2 ? l2 : l1, smem, t.tile, slice, wg, pipe, conv, acc, t.l2);
+      if constexpr (kTrace)
+        if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
+      if (!t.l2) {
         pending.flush(p, staging);
         epilogue_swiglu_fp8<Roles::kAmaxExchangeBarrier>(l1, t.tile, wg, l1_count++ & 1, smem, slice, acc, staging);
         pending.stored(p, t, staging);
       } else {
-        math_mainloop<BLOCK_M, BLOCK_N, kNumStages, 1, EpilogueKind::kBf16>(l2, smem, t.tile, slice, wg, pipe, acc);
-        if constexpr (kTrace)
-          if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
         epilogue_l2_writeback(p, t.tile, slice, acc, staging);
       }
       if constexpr (kTrace)

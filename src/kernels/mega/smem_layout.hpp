@@ -1,12 +1,13 @@
-// Shared memory of the fused MoE kernel: the GEMM core's regions (plan::mega_core(BLOCK_M)'s layout: the swap-AB core's
-// kernels/gemm/swap_ab_smem_layout.hpp at BLOCK_M 16 and 32; the two-halves core's kernels/gemm/smem_layout.hpp at 64:
-// stage ring, amax exchange, epilogue staging, stage barriers; the one-batch core's kernels/gemm/core_smem_layout.hpp
-// at 128 with the staging rows as its output region: staging, stage ring, staged B scales, stage barriers; base
-// aligned to 1024 bytes inside the launch's slack), then the per-expert counts (layout::MegaSmemCounts). The one place
-// that stacks the two: the launcher reads num_bytes, the kernel the pointers; the planner's plan::mega_smem_bytes is
-// the same sum (checked below). kFp4 (FP4 weights): the GEMM core's FP4 regions (two-halves core: raw stages of
-// packed FP4 tiles + codes, the E4M3 ring, the upconversion tables and the base-code slots, unused here: the math
-// warpgroups convert; swap-AB core: packed FP4 tiles + codes per stage, the tables), the same counts after them.
+// Shared memory of the fused MoE kernel: the GEMM core's regions (plan::mega_core(BLOCK_M, weights)'s layout: the
+// swap-AB core's kernels/gemm/swap_ab_smem_layout.hpp at BLOCK_M 16 and 32; the one-batch core's
+// kernels/gemm/core_smem_layout.hpp at 128 and (FP8) 64 with the staging rows as its output region: staging, at 64 the
+// L1 amax exchange, stage ring, staged B scales, stage barriers; the two-halves core's kernels/gemm/smem_layout.hpp at
+// FP4 64: stage ring, amax exchange, epilogue staging, stage barriers; base aligned to 1024 bytes inside the launch's
+// slack), then the per-expert counts (layout::MegaSmemCounts). The one place that stacks the two: the launcher reads
+// num_bytes, the kernel the pointers; the planner's plan::mega_smem_bytes is the same sum (checked below). kFp4 (FP4
+// weights): the GEMM core's FP4 regions (two-halves core: raw stages of packed FP4 tiles + codes, the E4M3 ring, the
+// upconversion tables and the base-code slots, unused here: the math warpgroups convert; swap-AB core: packed FP4
+// tiles + codes per stage, the tables), the same counts after them.
 #pragma once
 
 #include <cstdint>
@@ -23,14 +24,15 @@ namespace symmoe::mega::kernel {
 
 template <int BLOCK_M, int BLOCK_N, int kNumStages, bool kFp4 = false>
 struct MegaSmemLayout {
-  static constexpr plan::GemmCore kCore = plan::mega_core(BLOCK_M);
+  static constexpr plan::GemmCore kCore =
+      plan::mega_core(BLOCK_M, kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8);
   static_assert(kCore != plan::GemmCore::kOneBatch || (!kFp4 && BLOCK_N == 256),
-                "the fused one-batch core: FP8 weights, 128 x 256 tiles");
+                "the fused one-batch core: FP8 weights, 64 x 256 and 128 x 256 tiles");
   using Core = std::conditional_t<
       kCore == plan::GemmCore::kSwapAB, gemm::kernel::SwapAbSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kFp4>,
       std::conditional_t<
           kCore == plan::GemmCore::kOneBatch,
-          gemm::kernel::CoreSmemLayout<BLOCK_N, kNumStages, plan::GemmCoreOutput::kStagingRows>,
+          gemm::kernel::CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, plan::GemmCoreOutput::kStagingRows>,
           gemm::kernel::GemmSmemLayout<BLOCK_M, BLOCK_N, kNumStages, false, kFp4,
                                        plan::gemm_b_scales_in_smem(
                                            kFp4 ? plan::GemmWeights::kFp4 : plan::GemmWeights::kFp8, true)>>>;
