@@ -36,11 +36,15 @@ constexpr int kThreadsPerWarpgroup = 128;
 // Routing is never uniform: every estimate doubles the expected load so hot experts do not set the tail
 // (docs/design.md §9.2).
 constexpr int kImbalanceFactor = 2;
-// The fused layer's BLOCK_M is the smallest tile holding 1.25x the expected tokens of an expert (not doubled): 64
-// at 48 expected (Flash, 2048 tokens: 1.14x faster than 128), 128 at 64 expected (V3, 2048 tokens: 1.23x faster
-// than 64, whose hot experts need a second tile). Measured on the H200 (docs/notes/mega.md, "BLOCK_M of the fused
-// layer").
-constexpr double kMegaBlockMHeadroom = 1.25;
+// The fused layer's BLOCK_M is the smallest tile holding the expected tokens e of an expert plus kMegaBlockMSigmas
+// standard deviations of a Poisson count, e + 2 sqrt(e) (mega_block_m_rows): a tile that leaves the experts a little
+// above the mean without a second tile, which costs most where e is small. One rank on the H200: 16 at 3-4 expected
+// (Flash / V3, 128 tokens: 0.99x the time of 32), 32 at 12 (Flash 512: 0.96x the time of 16, 0.99x that of 64) and 16
+// (V3 512: 0.77x that of 16, 0.99x that of 64), 64 at 48 (Flash 2048: 0.88x that of 128), 128 at 64 (V3 2048: 0.81x
+// that of 64) (docs/notes/mega.md, "BLOCK_M of the fused layer").
+constexpr double kMegaBlockMSigmas = 2.0;
+// Rows the fused layer's BLOCK_M must hold at `expected_tokens_per_expert` (see kMegaBlockMSigmas).
+double mega_block_m_rows(double expected_tokens_per_expert);
 
 // Expected (token, expert) pairs per expert when every rank has `tokens_per_rank` tokens: T * R * K / E.
 double expected_tokens_per_expert(const MoeShape& shape, int tokens_per_rank);

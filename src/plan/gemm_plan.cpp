@@ -29,11 +29,8 @@ std::string kind_name(const KernelKind& kind) {
 }
 
 // The kernels the planner runs only when their core is pinned: the swap-AB core's (but see planned_core below: FP4
-// decode) and the one-batch core's split-N 64 x 256 kernels, until they are timed against the two-halves core's
-// (bench gemm --alt one_batch,block_m=64).
-bool pinned_only(const GemmKernelShape& kernel) {
-  return kernel.core == GemmCore::kSwapAB || (kernel.core == GemmCore::kOneBatch && kernel.block_m == 64);
-}
+// decode).
+bool pinned_only(const GemmKernelShape& kernel) { return kernel.core == GemmCore::kSwapAB; }
 
 // tile_buffer: 1 / -1 / 0 as GemmPins::tile_buffer; core: 1 / 2 / 3 / 0 as GemmPins::core. core 0 (the planner's
 // choice) is the two-halves and one-batch cores without their pinned_only kernels.
@@ -192,14 +189,14 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
     SYMMOE_CHECK(num_ladder > 0, "plan", "no compiled grouped-GEMM kernel for ", kind_name(kind),
                  " with block_n=", pins.block_n, " cluster_size=", pins.cluster_size, " stages=", stages,
                  " tile_buffer=", pins.tile_buffer, core_scope(planned_core), " (compiled:", compiled_list(kind), ")");
-    block_m = detail::pick_block_m(m_per_expert_expected, ladder, num_ladder, kImbalanceFactor);
+    block_m = detail::pick_block_m(kImbalanceFactor * m_per_expert_expected, ladder, num_ladder);
   }
-  // Core: the one-batch core for 128-row tiles with FP8 weights, bf16 and SwiGLU output, where k fits its per-tile
-  // B-scale buffer (with its per-warpgroup TMA-store epilogue and unrolled K loop: 0.88-0.99x the two-halves core's
-  // time on every full-tile bf16 bench case, and its warpgroup without valid rows issues no WGMMA on partial ones;
-  // H200, docs/notes/gemm.md; its SwiGLU tile, two n128 batches per K block, is not measured yet). Elsewhere (64-row
-  // tiles: its split-N kernels are pinned_only; FP4 weights, larger k) the two-halves core; the swap-AB core as planned
-  // above; pins override.
+  // Core: the one-batch core for FP8 weights, bf16 and SwiGLU output, where k fits its per-tile B-scale buffer: its
+  // 128-row tiles (per-warpgroup TMA-store epilogue, unrolled K loop: 0.88-0.99x the two-halves core's time on every
+  // full-tile bf16 bench case; its warpgroup without valid rows issues no WGMMA on partial ones) and its split-N
+  // 64 x 256 tiles (0.89-1.00x the two-halves core's 64 x 256 time on every bench case pinned to 64 rows; H200,
+  // docs/notes/gemm.md). Elsewhere (FP4 weights, larger k) the two-halves core; the swap-AB core as planned above;
+  // pins override.
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =

@@ -50,6 +50,10 @@ void set_wg_tiles(MegaPlan& p) {
 
 }  // namespace
 
+double mega_block_m_rows(double expected_tokens_per_expert) {
+  return expected_tokens_per_expert + kMegaBlockMSigmas * std::sqrt(expected_tokens_per_expert);
+}
+
 layout::MegaDims MegaPlan::dims() const {
   layout::MegaDims d;
   d.num_ranks = shape.num_ranks, d.num_experts = shape.num_experts, d.num_topk = shape.num_topk;
@@ -85,8 +89,7 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels of these weights ----
   const MegaBlockMs candidates = mega_block_m_candidates(weights);
-  p.block_m =
-      detail::pick_block_m(p.expected_tokens_per_expert, candidates.values, candidates.count, kMegaBlockMHeadroom);
+  p.block_m = detail::pick_block_m(mega_block_m_rows(p.expected_tokens_per_expert), candidates.values, candidates.count);
   if (overrides.block_m) {
     SYMMOE_CHECK(candidates.contains(overrides.block_m), "plan", "SYMMOE_BLOCK_M must be ",
                  candidates.count > 1 ? "one of " : "", block_m_list(candidates), " for MegaMoE with ",

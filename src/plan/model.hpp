@@ -15,17 +15,16 @@ inline int forced_stages(const PlanOverrides& overrides) {
   return overrides.num_stages;
 }
 
-// BLOCK_M ladder (docs/design.md §9.2): the smallest candidate that holds `headroom` x the expected tokens of an
-// expert, else the largest (the grouped GEMM: kImbalanceFactor; the fused layer: kMegaBlockMHeadroom). Small tiles
+// BLOCK_M ladder (docs/design.md §9.2): the smallest candidate that holds `rows` tokens of an expert, else the
+// largest (the grouped GEMM: kImbalanceFactor x the expected tokens; the fused layer: mega_block_m_rows). Small tiles
 // avoid padding waste when tokens are few (decode); 16/32 put the tokens on WGMMA N (swap-A/B, N multiples of 8) so
 // WGMMA's 64-row M is filled with weight rows instead of padding. Blackwell's ladder is {16, 32, 64, 96, 128, 192}
 // (UMMA M up to 256 over a 2-CTA pair, accumulators in TMEM); on Hopper the accumulators live in registers, two math
 // warpgroups hold 2 x 64 x 128 fp32, so a tile is at most 128 x 128 or 64 x 256 (and 96/192 would need a third math
 // warpgroup the register file cannot hold).
-inline int pick_block_m(double expected_tokens_per_expert, const int* candidates, int num_candidates, double headroom) {
-  const double target = headroom * expected_tokens_per_expert;
+inline int pick_block_m(double rows, const int* candidates, int num_candidates) {
   for (int i = 0; i < num_candidates; ++i)
-    if (candidates[i] >= target) return candidates[i];
+    if (candidates[i] >= rows) return candidates[i];
   return candidates[num_candidates - 1];
 }
 

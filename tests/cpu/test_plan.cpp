@@ -184,8 +184,8 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
         pins.block_n = 128;
         mark(plan::plan_grouped_gemm(m, n, 2048, 8, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins));
       }
-  // The one-batch core's split-N 64 x 256 kernels (bf16, SwiGLU + FP8): only with the core pinned; unpinned, the same
-  // problem plans the two-halves core's 64 x 256 kernel.
+  // The one-batch core's split-N 64 x 256 kernels (bf16, SwiGLU + FP8): the planner's 64-row tiles with FP8 weights,
+  // pinned or not; the two-halves core's 64 x 256 kernels run when that core is pinned.
   for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8}) {
     plan::GemmPins pins;
     pins.core = 2;
@@ -198,11 +198,20 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
     check_gemm(p);
     mark(p);
     const plan::GemmPlan unpinned = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides);
-    EXPECT_EQ(unpinned.core, plan::GemmCore::kTwoHalves) << unpinned.to_string();
+    EXPECT_EQ(unpinned.core, plan::GemmCore::kOneBatch) << unpinned.to_string();
     EXPECT_EQ(unpinned.block_m, 64) << unpinned.to_string();
+    EXPECT_EQ(unpinned.wg_tile_n, 128) << unpinned.to_string();
     pins = {};
     pins.block_m = 64, pins.block_n = 256;
     EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins).core,
+              plan::GemmCore::kOneBatch);
+    pins.core = 1;
+    const plan::GemmPlan two_halves = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins);
+    EXPECT_EQ(two_halves.core, plan::GemmCore::kTwoHalves) << two_halves.to_string();
+    mark(two_halves);
+    // k past the one-batch core's B-scale buffer: the two-halves core.
+    EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 128 * (plan::kGemmCoreMaxKBlocks + 1), 8, 132, epilogue, kNoOverrides)
+                  .core,
               plan::GemmCore::kTwoHalves);
   }
   for (const double m : {1.0, 16.0, 64.0, 1000.0})
@@ -328,17 +337,21 @@ TEST(Plan, BlockMLadder) {
   expect_error(
       [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins); },
       "cluster_size");
-  // The fused layer: T * R * K / E = T * 8 * 8 / 256 = T / 4 tokens per expert, x kMegaBlockMHeadroom 1.25 -> BLOCK_M
-  // 16 up to T = 51 (15.9), 32 up to 102 (31.9), 64 up to 204 (63.75), 128 from 205. One rank: Flash 2048 tokens =
-  // 48 per expert -> 64, 8192 = 192 -> 128; V3 2048 = 64 per expert -> 128.
+  // The fused layer: T * R * K / E = T * 8 * 8 / 256 = e = T / 4 tokens per expert; BLOCK_M holds e + 2 sqrt(e)
+  // (plan::mega_block_m_rows): 16 up to T = 39 (15.99), 32 up to 90 (31.99), 64 up to 199 (63.86), 128 from 200. One
+  // rank: Flash 512 tokens = 12 per expert -> 32, 2048 = 48 -> 64, 8192 = 192 -> 128; V3 512 = 16 -> 32, 2048 = 64 ->
+  // 128.
+  EXPECT_DOUBLE_EQ(plan::mega_block_m_rows(16.0), 24.0);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 32), 132, kNoOverrides).block_m, 16);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 51), 132, kNoOverrides).block_m, 16);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 52), 132, kNoOverrides).block_m, 32);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 102), 132, kNoOverrides).block_m, 32);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 103), 132, kNoOverrides).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 204), 132, kNoOverrides).block_m, 64);
-  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 205), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 39), 132, kNoOverrides).block_m, 16);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 40), 132, kNoOverrides).block_m, 32);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 90), 132, kNoOverrides).block_m, 32);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 91), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 199), 132, kNoOverrides).block_m, 64);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 8, 200), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 1, 512), 132, kNoOverrides).block_m, 32);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("v3", 1, 2048), 132, kNoOverrides).block_m, 128);
+  EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 512), 132, kNoOverrides).block_m, 32);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 2048), 132, kNoOverrides).block_m, 64);
   EXPECT_EQ(plan::plan_mega_moe(named_shape("flash", 1, 8192), 132, kNoOverrides).block_m, 128);
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // the fused kernels are GEMM-core shapes
@@ -668,11 +681,11 @@ TEST(Plan, MegaFp4) {
   for (const plan::MegaKernelShape& k : plan::kMegaKernels)  // exactly the candidates of each format are compiled
     EXPECT_TRUE(plan::mega_block_m_candidates(k.weights).contains(k.block_m)) << k.block_m;
   EXPECT_EQ(plan::kNumMegaKernels, fp8_candidates.count + fp4_candidates.count);
-  for (const int tokens : {1, 8, 32, 51, 52, 102, 103, 128, 204, 205, 512, 2048, 8192}) {
+  for (const int tokens : {1, 8, 32, 39, 40, 90, 91, 128, 199, 200, 512, 2048, 8192}) {
     const MoeShape v3 = named_shape("v3", 8, tokens);
     const plan::MegaPlan fp8 = plan::plan_mega_moe(v3, 132, kNoOverrides);
     const plan::MegaPlan fp4 = plan::plan_mega_moe(v3, 132, kNoOverrides, plan::GemmWeights::kFp4);
-    const int ladder = tokens <= 51 ? 16 : tokens <= 102 ? 32 : tokens <= 204 ? 64 : 128;  // 1.25 x T / 4 rows
+    const int ladder = tokens <= 39 ? 16 : tokens <= 90 ? 32 : tokens <= 199 ? 64 : 128;  // e + 2 sqrt(e), e = T / 4
     EXPECT_EQ(fp4.weights, plan::GemmWeights::kFp4);
     EXPECT_EQ(fp4.block_m, std::min(ladder, 64)) << tokens << " tokens";
     EXPECT_EQ(fp8.block_m, ladder) << tokens << " tokens";
