@@ -67,7 +67,7 @@ std::string compiled_list(KernelKind kind) {
 // Which cores a pin check looked among: " (core=swap-ab)", or for no core pin the planner's own two.
 std::string core_scope(int core) {
   return core ? std::string(" (core=") + gemm_core_name(static_cast<GemmCore>(core - 1)) + ")"
-              : " (two-halves and one-batch cores; swap-ab only with core=3, one-batch 64-row tiles only with core=2)";
+              : " (two-halves and one-batch cores; swap-ab only with core=3)";
 }
 
 long long expected_m_blocks(double m_expected, int block_m) {

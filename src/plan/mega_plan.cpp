@@ -89,7 +89,8 @@ MegaPlan plan_mega_moe(const MoeShape& shape, int num_sms, int num_tokens, const
 
   // ---- BLOCK_M (the one place the overrides apply): one of the compiled fused kernels of these weights ----
   const MegaBlockMs candidates = mega_block_m_candidates(weights);
-  p.block_m = detail::pick_block_m(mega_block_m_rows(p.expected_tokens_per_expert), candidates.values, candidates.count);
+  p.block_m =
+      detail::pick_block_m(mega_block_m_rows(p.expected_tokens_per_expert), candidates.values, candidates.count);
   if (overrides.block_m) {
     SYMMOE_CHECK(candidates.contains(overrides.block_m), "plan", "SYMMOE_BLOCK_M must be ",
                  candidates.count > 1 ? "one of " : "", block_m_list(candidates), " for MegaMoE with ",

@@ -210,9 +210,9 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
     EXPECT_EQ(two_halves.core, plan::GemmCore::kTwoHalves) << two_halves.to_string();
     mark(two_halves);
     // k past the one-batch core's B-scale buffer: the two-halves core.
-    EXPECT_EQ(plan::plan_grouped_gemm(16, 4096, 128 * (plan::kGemmCoreMaxKBlocks + 1), 8, 132, epilogue, kNoOverrides)
-                  .core,
-              plan::GemmCore::kTwoHalves);
+    EXPECT_EQ(
+        plan::plan_grouped_gemm(16, 4096, 128 * (plan::kGemmCoreMaxKBlocks + 1), 8, 132, epilogue, kNoOverrides).core,
+        plan::GemmCore::kTwoHalves);
   }
   for (const double m : {1.0, 16.0, 64.0, 1000.0})
     for (const int n : {128, 256, 384, 4096})

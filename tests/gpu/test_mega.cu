@@ -141,57 +141,40 @@ TEST(MegaFewSms, FourCtasMatchComposedBitwiseAndGoldenModel) {
   }
 }
 
-// BLOCK_M 128: the one-batch core (kernels/gemm/core_math.cuh's core_k_loop, L1 SwiGLU and L2 bf16 tiles of 128 x 256)
-// on a shape the small one does not reach: H 640 (L1 K = 5 blocks, not a multiple of the 4 stages, so tiles start at
-// every stage; L2 n-blocks 256, 256 and a partial 128 whose second B-scale block lies past H), I 384 (3 L1 n-blocks,
-// L2 K = 3 blocks), 16 experts top-4 on 2 virtual ranks; 1, 8, 128 and 300 tokens per rank with the four routings:
-// partial m-blocks, empty experts (1 token reaches at most 8 of the 16), a hot expert of several m-blocks (half the
-// tokens of both ranks). Fresh host weights and inputs: fused == composed bitwise, repeated calls into poisoned y
+// The fused kernel on the one-batch core (kernels/gemm/core_math.cuh's core_k_loop) on a shape the small one does
+// not reach: H 640 (L1 K = 5 blocks, not a multiple of the 4 stages, so tiles start at every stage; L2 n-blocks 256,
+// 256 and a partial 128 whose second B-scale block lies past H: computed with scale 0, not stored), I 384 (3 L1
+// n-blocks, L2 K = 3 blocks), 16 experts top-4 on 2 virtual ranks, with the four routings (uniform, Zipf-skewed, a hot
+// expert of several m-blocks: half the tokens of both ranks, 30% masked -1 lanes with an all-masked token) at each
+// token count per rank. Fresh host weights and inputs: fused == composed bitwise, repeated calls into poisoned y
 // stable, received counts, golden model (run_case).
-TEST(MegaBlockM128, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) {
+void check_one_batch_core(int block_m, std::initializer_list<int> token_counts) {
   MoeShape shape;
   shape.hidden = 640, shape.intermediate = 384, shape.num_experts = 16, shape.num_topk = 4;
   shape.num_ranks = 2, shape.num_max_tokens_per_rank = 300;
   auto s = make_setup(shape, true, 128, 0.f, true);
   MegaMoeOptions o;
   o.count_received = true;
-  auto mega = make_mega(*s, 128, o);
-  ASSERT_EQ(mega->plan(0).block_m, 128);
+  auto mega = make_mega(*s, block_m, o);
+  ASSERT_EQ(mega->plan(0).block_m, block_m);
   ASSERT_EQ(mega->plan(0).core, plan::GemmCore::kOneBatch);
+  ASSERT_EQ(mega->plan(0).l1_wg_tile_n, block_m == 64 ? 128 : 256);
   const uint64_t base = fresh_seed();
   std::printf("  case seed base %llu\n", (unsigned long long)base);
-  for (const Case& c : layer_cases({1, 8, 128, 300}, base)) {
+  for (const Case& c : layer_cases(token_counts, base)) {
     run_case(*s, *mega, c);
-    if (HasFailure()) return;  // the first failing case is the informative one
+    if (::testing::Test::HasFailure()) return;  // the first failing case is the informative one
   }
 }
 
-// BLOCK_M 64 with FP8 weights: the one-batch core's split-N tile (core_k_loop: warpgroup w takes columns [128 w, 128 w
-// + 128) of the 64 rows, one n128 batch per K block; the L1 row amax crosses the warpgroups through the layout's amax
-// exchange), forced, on the BLOCK_M 128 test's odd shape: L1 K = 5 blocks over 4 stages, L2 n-blocks 256, 256 and a
-// partial 128 (warpgroup 1's columns and its B-scale block past H: computed with scale 0, not stored), 3 L1 n-blocks,
-// L2 K = 3 blocks; 16 experts top-4 on 2 virtual ranks; 1, 8, 64 (one full m-block per expert at most), 150 and 300
-// tokens per rank with the four routings (uniform, Zipf-skewed, a hot expert of several m-blocks, 30% masked -1 lanes
-// with an all-masked token). Fresh host weights and inputs: fused == composed bitwise, repeated calls into poisoned y
-// stable, received counts, golden model (run_case).
-TEST(MegaBlockM64, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) {
-  MoeShape shape;
-  shape.hidden = 640, shape.intermediate = 384, shape.num_experts = 16, shape.num_topk = 4;
-  shape.num_ranks = 2, shape.num_max_tokens_per_rank = 300;
-  auto s = make_setup(shape, true, 128, 0.f, true);
-  MegaMoeOptions o;
-  o.count_received = true;
-  auto mega = make_mega(*s, 64, o);
-  ASSERT_EQ(mega->plan(0).block_m, 64);
-  ASSERT_EQ(mega->plan(0).core, plan::GemmCore::kOneBatch);
-  ASSERT_EQ(mega->plan(0).l1_wg_tile_n, 128);
-  const uint64_t base = fresh_seed();
-  std::printf("  case seed base %llu\n", (unsigned long long)base);
-  for (const Case& c : layer_cases({1, 8, 64, 150, 300}, base)) {
-    run_case(*s, *mega, c);
-    if (HasFailure()) return;  // the first failing case is the informative one
-  }
-}
+// BLOCK_M 128: L1 SwiGLU and L2 bf16 tiles of 128 x 256; 1 token reaches at most 8 of the 16 experts (empty ones),
+// 300 fills several m-blocks.
+TEST(MegaBlockM128, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) { check_one_batch_core(128, {1, 8, 128, 300}); }
+
+// BLOCK_M 64 with FP8 weights, forced: the split-N tile (warpgroup w takes columns [128 w, 128 w + 128) of the 64
+// rows, one n128 batch per K block; the L1 row amax crosses the warpgroups through the layout's amax exchange; in the
+// partial L2 n-block warpgroup 1's columns lie past H); 64 tokens: one full m-block per expert at most.
+TEST(MegaBlockM64, OneBatchCoreMatchesComposedBitwiseAndGoldenModel) { check_one_batch_core(64, {1, 8, 64, 150, 300}); }
 
 // One fused call under compute-sanitizer (issue 21: memcheck of MegaFewSms did not finish in 200 s; is it slow or
 // stalled?): 1 rank, 4 CTAs, the small shape, ONE forward of `tokens` tokens (uniform routing), then the composed
