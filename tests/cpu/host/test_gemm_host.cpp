@@ -75,10 +75,13 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("block_n=128"), std::string::npos) << e.what();
   }
-  // Decode (masked, max_m 16): 64-row tiles.
+  // Decode (masked, max_m 16): 64-row tiles, the one-batch core's split-N tile; the two-halves core's when pinned.
   in.layout = GroupLayout::kMasked, in.num_experts = 128, in.num_rows = 16, in.num_valid_rows = in.segment_starts;
   opt = {};
   opt.num_sms = 132;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 64x256x128, stages 4, cluster 1, epilogue bf16, one-batch core} x 132 CTAs");
+  opt.core = 1;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 64x256x128, stages 5, cluster 1, epilogue bf16} x 132 CTAs");
   // The swap-AB core only when pinned (core 3): max_m 16 plans 8 rows per expert, x2 -> 16-token tiles.
