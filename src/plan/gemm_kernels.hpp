@@ -31,16 +31,15 @@ namespace symmoe::plan {
 //               turns: bf16 output at block_n 128 / 192 in one m64nN batch; the SwiGLU + FP8 tile (block_n 256) as
 //               two m64n128 batches into one 64-register partial (gemm_core_num_halves). BLOCK_M 64 (split N, 64 x
 //               256, bf16 and SwiGLU + FP8): warpgroup w takes columns [128 w, 128 w + 128) of the 64 rows, one
-//               m64n128 batch per K block; the SwiGLU row amax crosses the warpgroups through shared memory. These two
-//               run only with the core pinned (plan_grouped_gemm) until they are timed against the two-halves core's
-//               64 x 256 kernels. The tile's B scales staged in
-//               shared memory once per tile; the epilogue writes the warpgroup's rows into one 128B-swizzled
-//               shared-memory tile (bf16 with stmatrix; e4m3 codes) and stores them with one TMA store per 128-byte
-//               column atom (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs take neighbouring m-blocks of one
-//               n-block and each multicasts half of the weight tile to both. The fused kernel's BLOCK_M 128 tiles
-//               (L1 SwiGLU and L2 bf16, both 128 x 256) run this core's mainloop too, and so do its FP8 BLOCK_M 64
-//               tiles as the split-N 64 x 256 tile (warpgroup w: columns [128 w, 128 w + 128) of the 64 rows, one
-//               m64n128 batch per K block; src/plan/mega_kernels.hpp).
+//               m64n128 batch per K block; the SwiGLU row amax crosses the warpgroups through shared memory (the
+//               planner's 64-row FP8 tiles: 0.89-1.00x the two-halves core's 64 x 256 time, docs/notes/gemm.md). The
+//               tile's B scales staged in shared memory once per tile; the epilogue writes the warpgroup's rows into
+//               one 128B-swizzled shared-memory tile (bf16 with stmatrix; e4m3 codes) and stores them with one TMA
+//               store per 128-byte column atom (kernels/gemm/core_*.cuh). cluster_size 2: the two CTAs take
+//               neighbouring m-blocks of one n-block and each multicasts half of the weight tile to both. The fused
+//               kernel's BLOCK_M 128 tiles (L1 SwiGLU and L2 bf16, both 128 x 256) run this core's mainloop too, and so
+//               do its FP8 BLOCK_M 64 tiles as the split-N 64 x 256 tile (warpgroup w: columns [128 w, 128 w + 128) of
+//               the 64 rows, one m64n128 batch per K block; src/plan/mega_kernels.hpp).
 //   kSwapAB:    block_m tokens (16 / 32 / 64, the WGMMA's N) x block_n weight rows (the WGMMA's M: 128 = 64 per
 //               math warpgroup, or 256 = two independent 64-row WGMMA tiles per warpgroup; bf16 output stored
 //               straight from the accumulators; the SwiGLU tile is 256 rows = 128 channels, one output scale block
