@@ -44,13 +44,9 @@ bool kernel_matches(const GemmKernelShape& kernel, KernelKind kind, int block_m,
          (core ? static_cast<int>(kernel.core) + 1 == core : !pinned_only(kernel));
 }
 
-// unpinned_only: only among the kernels that are not pinned_only (the planner's own choice within a core).
-bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0, int core = 0,
-                bool unpinned_only = false) {
+bool any_kernel(KernelKind kind, int block_m, int block_n, int cluster, int stages, int tile_buffer = 0, int core = 0) {
   for (const GemmKernelShape& kernel : kGemmKernels)
-    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer, core) &&
-        !(unpinned_only && pinned_only(kernel)))
-      return true;
+    if (kernel_matches(kernel, kind, block_m, block_n, cluster, stages, tile_buffer, core)) return true;
   return false;
 }
 
@@ -200,7 +196,7 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
-      k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2, true);
+      k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
   const int core = planned_core ? planned_core : one_batch_fits ? 2 : 1;
   SYMMOE_CHECK(any_kernel(kind, 0, 0, 0, 0, 0, core), "plan", "core=", gemm_core_name(static_cast<GemmCore>(core - 1)),
                " matches no compiled grouped-GEMM kernel (", kind_name(kind), ":", compiled_list(kind), ")");

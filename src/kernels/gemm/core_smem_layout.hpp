@@ -4,12 +4,11 @@
 // 64 (split N, BLOCK_N 256: warpgroup w takes columns [128 w, 128 w + 128) of the 64 rows). kOutput
 // (plan::GemmCoreOutput) is the output region:
 //   out         standalone kernel (kBf16Tile, kFp8Tile): the output tile, [kNumAtoms column atoms][BLOCK_M rows][128
-//   B],
-//               128B-swizzled (16-byte chunk j of row r at (j ^ r % 8) * 16), read by the TMA store
+//               bytes], 128B-swizzled (16-byte chunk j of row r at byte 16 (j ^ r % 8)), read by the TMA store
 //               (core_epilogue.cuh): bf16, BLOCK_N / 64 atoms written by stmatrix; SwiGLU + FP8 (BLOCK_N 256), one
 //               atom: the e4m3 codes of the tile's 128 channels. Fused kernel (kStagingRows, BLOCK_N 256): the 8 math
-//               warps' staging rows (epilogue_staging.cuh), 16 rows x plan::kGemmStagingRowBytes each, for both of
-//               its epilogues (kernels/mega/epilogue.cuh)
+//               warps' staging rows (epilogue_staging.cuh), 16 rows x plan::kGemmStagingRowBytes each, for both of its
+//               epilogues (kernels/mega/epilogue.cuh)
 //   amax        split N with a SwiGLU epilogue (kFp8Tile, kStagingRows at BLOCK_M 64): the row-amax exchange between
 //               the two warpgroups, [2 tile parities][2 warpgroups][64 rows] fp32 (plan::gemm_core_amax_bytes)
 //   per stage   A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA), A scales
