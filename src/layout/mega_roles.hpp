@@ -9,7 +9,7 @@
 //   warpgroup 2      data: warp 8 = TMA producer (lane 0 issues), warps 9..11 = dispatch (pull rows)
 // FP4 weights at BLOCK_M 64: the math warpgroups upconvert their own B rows (kernels/gemm/math_fp4.cuh: each split-N
 // warpgroup's WGMMAs read only its own 128 B rows, so it converts those one K block ahead, named barrier
-// kFp4ConvertBarrier0 + warpgroup). At BLOCK_M 16 and 32 (the swap-AB core) each thread converts its own A fragments
+// kWarpgroupBarrier0 + warpgroup). At BLOCK_M 16 and 32 (the swap-AB core) each thread converts its own A fragments
 // in registers (kernels/gemm/swap_ab_math.cuh): no conversion barrier, no issue turns.
 // Every warp also joins the stages before the roles (count + publish) and after them (clear, combine); those run at
 // kCommonRegisters, the launch bound.
@@ -57,21 +57,20 @@ struct MegaRoles {
                                                   // kIssueBarrier0; the kernel static_asserts they agree)
   static constexpr int kNumGemmIssueBarriers = 2;
   static constexpr int kL1DoneBarrier = kGemmIssueBarrier0 + kNumGemmIssueBarriers;  // math threads: L1 tile stored
-  // FP4 weights: 5 and 6, math warpgroup w's conversion barrier (its 128 threads; math_fp4.cuh).
-  static constexpr int kFp4ConvertBarrier0 = kL1DoneBarrier + 1;
-  static constexpr int kNumFp4ConvertBarriers = kNumMathWarpgroups;
-  // The one-batch core (BLOCK_M 128, FP8 64): math threads, the tile's B scales staged (core_math.cuh
-  // stage_core_b_scales).
-  static constexpr int kCoreSfbBarrier = kFp4ConvertBarrier0 + kNumFp4ConvertBarriers;
-  static constexpr int kNumNamedBarriers = kCoreSfbBarrier + 1;
+  // 5 and 6: math warpgroup w's own barrier (its 128 threads): FP4 weights on the two-halves core, its weight
+  // conversion (math_fp4.cuh); the one-batch core (BLOCK_M 128, FP8 64), its copy of the tile's B scales staged
+  // (core_math.cuh stage_core_b_scales).
+  static constexpr int kWarpgroupBarrier0 = kL1DoneBarrier + 1;
+  static constexpr int kNumWarpgroupBarriers = kNumMathWarpgroups;
+  static constexpr int kNumNamedBarriers = kWarpgroupBarrier0 + kNumWarpgroupBarriers;
   // One past the highest named-barrier id one kernel uses (ids below may be unused): the swap-AB core uses ids 0, 1
-  // and kL1DoneBarrier (no issue turns, no conversion barrier); the two-halves core (FP4 weights) also the issue
-  // turns and the conversion barriers; the one-batch core (FP8) ids 0, kL1DoneBarrier and kCoreSfbBarrier, at BLOCK_M
+  // and kL1DoneBarrier (no issue turns, no warpgroup barrier); the two-halves core (FP4 weights) also the issue turns
+  // and the warpgroup barriers; the one-batch core (FP8) ids 0, kL1DoneBarrier and the warpgroup barriers, at BLOCK_M
   // 64 (split N) also 1.
   SYMMOE_HD static constexpr int num_named_barriers(bool fp4, plan::GemmCore core) {
-    return core == plan::GemmCore::kOneBatch           ? kCoreSfbBarrier + 1
-           : fp4 && core == plan::GemmCore::kTwoHalves ? kFp4ConvertBarrier0 + kNumFp4ConvertBarriers
-                                                       : kFp4ConvertBarrier0;
+    return core == plan::GemmCore::kOneBatch || (fp4 && core == plan::GemmCore::kTwoHalves)
+               ? kWarpgroupBarrier0 + kNumWarpgroupBarriers
+               : kWarpgroupBarrier0;
   }
 
   // ---- when an L1 tile's arrival signal is sent (PendingL1Signal, src/kernels/mega/epilogue.cuh) ----

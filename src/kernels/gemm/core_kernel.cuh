@@ -49,11 +49,11 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
     PipelineState<kNumStages> pipe;
     float acc[Layout::kNumAcc];
     Tile tile;
-    for (int sfb_buffer = 0; sched.next(tile); sfb_buffer ^= 1) {
-      stage_core_b_scales<kEpilogue, kCoreSfbBarrier>(params, tile, smem, sfb_buffer, int(threadIdx.x));
-      core_k_loop<kClusterM, kEpilogue>(params, smem, tile, wg, sfb_buffer, pipe, acc);
+    for (int parity = 0; sched.next(tile); parity ^= 1) {
+      stage_core_b_scales<kEpilogue>(params, tile, smem, wg, kCoreEpilogueBarrier + wg);
+      core_k_loop<kClusterM, kEpilogue>(params, smem, tile, wg, pipe, acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
-        core_epilogue_swiglu_fp8(params, tile, wg, sfb_buffer, smem, acc, &tmap_d);
+        core_epilogue_swiglu_fp8(params, tile, wg, parity, smem, acc, &tmap_d);
       else
         core_epilogue_bf16(params, tile, wg, smem, acc, &tmap_d);
     }

@@ -34,15 +34,13 @@ namespace symmoe::gemm::kernel {
 
 // Named barrier ids of the standalone one-batch kernel's math threads (0 is __syncthreads); the fused kernel passes
 // its own (layout::MegaRoles) to stage_core_b_scales.
-constexpr int kCoreSfbBarrier = 1;  // the tile's B scales staged (256 math threads)
-// + wg: warpgroup wg's half of the D tile free before it writes it, written before its TMA store (128 threads).
+// + wg: warpgroup wg's own barrier (128 threads): its copy of the tile's B scales staged (stage_core_b_scales); its
+// half of the D tile free before it writes it, written before its TMA store (core_epilogue.cuh).
 constexpr int kCoreEpilogueBarrier = 2;
 // The split-N SwiGLU tile (64 x 256): its row amaxes exchanged between the warpgroups, and the output atom they share
 // free before they write it, written before its TMA store (256 math threads; core_epilogue.cuh).
 constexpr int kCoreAmaxBarrier = kCoreEpilogueBarrier + 2;
-static_assert(kCoreSfbBarrier != 0 && kCoreSfbBarrier != kCoreEpilogueBarrier &&
-                  kCoreSfbBarrier != kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier != kCoreSfbBarrier &&
-                  kCoreAmaxBarrier > kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier < 16,
+static_assert(kCoreEpilogueBarrier > 0 && kCoreAmaxBarrier > kCoreEpilogueBarrier + 1 && kCoreAmaxBarrier < 16,
               "the standalone one-batch kernel's named barriers must be distinct hardware ids");
 
 // Chunks of 8 columns of a tile starting at column n_begin that take the first 128-column B scale block.
@@ -51,34 +49,40 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
   return min(BLOCK_N, 128 - n_begin % 128) / 8;
 }
 
-// The 256 math threads copy the tile's B scales of every K block into shared-memory buffer `buffer` (tiles alternate
-// between the two: a warpgroup ends its epilogue and stages the next tile while the other may still read this
-// tile's): bf16: [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does not
-// reach it or it lies past n); SwiGLU: [0][kb] gate, [1][kb] up, from the (gate, up) pairs of the tile's 256-column
-// block (params.hpp). `math_thread` in [0, 256). Ends with the math threads' barrier kSfbBarrier (a named barrier id
-// the kernel's roles own), so the K loop may read them; that barrier also keeps the warpgroups within one tile of each
-// other, so two buffers suffice. K: at most plan::kGemmCoreMaxKBlocks blocks (the planners refuse more).
-template <EpilogueKind kEpilogue, int kSfbBarrier, int BLOCK_M, int BLOCK_N, int kNumStages,
-          plan::GemmCoreOutput kOutput>
+// Math warpgroup wg (warp-uniform) copies the tile's B scales of every K block into its own shared-memory buffer
+// smem.sfb(wg, .): bf16: [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does
+// not reach it or it lies past n); SwiGLU: [0][kb] gate, [1][kb] up, from the (gate, up) pairs of the tile's
+// 256-column block (params.hpp). Between two syncs of the warpgroup's own barrier `wg_barrier` (its 128 threads; an id
+// the kernel's roles own): the first orders the warpgroup's loads of the previous tile's scales before the stores,
+// the second the stores before this tile's K loop. No barrier joins the two warpgroups, so each runs its tiles
+// without waiting for the other's (racecheck also reported the earlier shared copy's stores against the other
+// warpgroup's loads; docs/notes/gemm.md "Session 18"). K: at most plan::kGemmCoreMaxKBlocks blocks (the planners
+// refuse more).
+template <EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
                                                     const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem,
-                                                    int buffer, int math_thread) {
+                                                    int wg, int wg_barrier) {
   const int num_k_blocks = p.k / 128;
+  const int thread = threadIdx.x % 128;
+  // The store addresses depend only on wg and the thread, the same for every tile: hoisted out of the tile loop,
+  // ptxas held them through the K loop and spilled the 128 x 256 SwiGLU and 128 x 192 cluster-2 kernels.
+  wg = ptx::unhoisted(wg);
+  ptx::named_barrier_sync(wg_barrier, 128);
   if constexpr (kEpilogue == EpilogueKind::kSwigluFp8) {
     static_assert(BLOCK_N == 256, "the SwiGLU tile is one 256-column block of (gate, up) pairs");
     const float* src = p.sfb + (size_t(tile.expert_idx) * (p.n / 256) + tile.n_begin / 256) * num_k_blocks * 2;
-    for (int i = math_thread; i < 2 * num_k_blocks; i += 256) smem.sfb(buffer, i % 2)[i / 2] = __ldg(src + i);
+    for (int i = thread; i < 2 * num_k_blocks; i += 128) smem.sfb(wg, i % 2)[i / 2] = __ldg(src + i);
   } else {
     const int first_block = tile.n_begin / 128;
     const bool has_second = core_former_chunks<BLOCK_N>(tile.n_begin) * 8 < BLOCK_N && (first_block + 1) * 128 < p.n;
     const float* src = p.sfb + size_t(tile.expert_idx) * (p.n / 128) * num_k_blocks;
-    for (int i = math_thread; i < 2 * num_k_blocks; i += 256) {
+    for (int i = thread; i < 2 * num_k_blocks; i += 128) {
       const int second = i >= num_k_blocks, kb = i - second * num_k_blocks;
       const float s = second && !has_second ? 0.f : __ldg(src + size_t(first_block + second) * num_k_blocks + kb);
-      smem.sfb(buffer, second)[kb] = s;
+      smem.sfb(wg, second)[kb] = s;
     }
   }
-  ptx::named_barrier_sync(kSfbBarrier, 256);
+  ptx::named_barrier_sync(wg_barrier, 128);
 }
 
 // acc += scale * partial, the scale of 8-column chunk c: sa[r] * sb0 for c < 8, sa[r] * sb_mid for 8 <= c < 16,
@@ -111,8 +115,7 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void core_k_loop(
     const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
-    int sfb_buffer, PipelineState<kNumStages>& pipe,
-    float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
+    PipelineState<kNumStages>& pipe, float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
   using Layout = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>;
   static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
   constexpr bool kSwiglu = kEpilogue == EpilogueKind::kSwigluFp8;
@@ -132,7 +135,7 @@ __device__ __forceinline__ void core_k_loop(
   const bool active = row0 < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
-  const float* sfb = smem.sfb(sfb_buffer, 0);
+  const float* sfb = smem.sfb(wg, 0);
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + row0 * 128));
   // Split N: the warpgroup's 128 B rows (its columns) start 128 wg rows of 128 B into the stage's B tile.

@@ -4,7 +4,7 @@
 // weight tile done by the math warpgroups themselves, one K block ahead, into a ring of two E4M3 tiles
 // (smem_layout.hpp). In the 64 x 256 tile (split N) warpgroup w's WGMMAs read only B rows [128w, 128w + 128), so it
 // converts exactly those and syncs only its own 128 threads (named barrier kBarrier0 + w: the GEMM's
-// kConvertBarrier0, the fused kernel's MegaRoles::kFp4ConvertBarrier0).
+// kConvertBarrier0, the fused kernel's MegaRoles::kWarpgroupBarrier0).
 // Per K block j of a tile (E4M3 tile j % 2 of the running block count, Fp4ConvState):
 //   sync -> issue the WGMMAs of block j (issue turn) -> wait raw_full of block j + 1, convert its rows into the other
 //   E4M3 tile, fence.proxy.async (the WGMMA reads through the async proxy) -> wgmma wait -> release the raw stage

@@ -27,7 +27,7 @@
 //   producer:   wait empty[j % R] -> arrive_expect_tx raw_full[j % R] -> TMA FP4 B + codes (+ A, A scales; early
 //               stages: after the tile's row wait)
 //   math:       math warpgroup w waits raw_full[j % R], converts its own 128 B rows into E4M3 tile j % 2 (during the
-//               WGMMAs of block j - 1 when j is not the tile's first block), named barrier kFp4ConvertBarrier0 + w
+//               WGMMAs of block j - 1 when j is not the tile's first block), named barrier kWarpgroupBarrier0 + w
 //               -> WGMMA -> arrive empty[j % R] (one per math warp)
 // empty completes on the 8 math arrives, raw_full on the producer's arrive + bytes. A warpgroup holds stage j while
 // it waits for raw_full of block j + 1 of the same tile only (R >= 2), never across tiles, so the producer's row
@@ -69,20 +69,13 @@ static_assert((Roles::kAmaxExchangeBarrier < Roles::kGemmIssueBarrier0 ||
                   (Roles::kL1DoneBarrier < Roles::kGemmIssueBarrier0 ||
                    Roles::kL1DoneBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers),
               "MegaRoles: a fused-kernel barrier collides with the GEMM core's issue-turn barriers");
-static_assert(Roles::kFp4ConvertBarrier0 > Roles::kL1DoneBarrier &&
-                  Roles::kFp4ConvertBarrier0 > Roles::kAmaxExchangeBarrier &&
-                  Roles::kFp4ConvertBarrier0 >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
-                  Roles::kNumFp4ConvertBarriers == Roles::kNumMathWarpgroups,
-              "MegaRoles: the FP4 conversion barriers (one per math warpgroup) collide with another named barrier");
+static_assert(Roles::kWarpgroupBarrier0 > Roles::kL1DoneBarrier &&
+                  Roles::kWarpgroupBarrier0 > Roles::kAmaxExchangeBarrier &&
+                  Roles::kWarpgroupBarrier0 >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
+                  Roles::kNumWarpgroupBarriers == Roles::kNumMathWarpgroups,
+              "MegaRoles: the warpgroup barriers (one per math warpgroup) collide with another named barrier");
 static_assert(gemm::kernel::kSwapAbAmaxBarrier == Roles::kAmaxExchangeBarrier,
               "the swap-AB SwiGLU epilogue's amax barrier must be MegaRoles::kAmaxExchangeBarrier");
-// The one-batch core's B-scale barrier (BLOCK_M 128, FP8 64): its own id, after every other one.
-static_assert(Roles::kCoreSfbBarrier != Roles::kCtaBarrier && Roles::kCoreSfbBarrier != Roles::kAmaxExchangeBarrier &&
-                  Roles::kCoreSfbBarrier != Roles::kL1DoneBarrier &&
-                  Roles::kCoreSfbBarrier >= Roles::kGemmIssueBarrier0 + Roles::kNumGemmIssueBarriers &&
-                  Roles::kCoreSfbBarrier >= Roles::kFp4ConvertBarrier0 + Roles::kNumFp4ConvertBarriers &&
-                  Roles::kCoreSfbBarrier < Roles::kNumNamedBarriers,
-              "MegaRoles: the one-batch core's B-scale barrier collides with another named barrier");
 
 // Stages 3-4 (every thread of every CTA, after the roles), recomputed from p and threadIdx.
 // `combine` false: this rank's routing was bad (dispatch.cuh): its y is left untouched.
@@ -176,8 +169,8 @@ __device__ __forceinline__ void end_math_role(const MegaParams& p, Pending& pend
 }
 
 // The math role on the one-batch core (FP8 weights, BLOCK_M 128 or 64; both math warpgroups, wg warp-uniform): per
-// tile of the scheduler's order the 256 math threads stage the tile's B scales (stage_core_b_scales, buffers
-// alternating by tile, barrier MegaRoles::kCoreSfbBarrier), then core_k_loop (kernels/gemm/core_math.cuh, no issue
+// tile of the scheduler's order each math warpgroup stages its copy of the tile's B scales (stage_core_b_scales,
+// its barrier MegaRoles::kWarpgroupBarrier0 + wg), then core_k_loop (kernels/gemm/core_math.cuh, no issue
 // turns: at 128 warpgroup wg's rows [64 wg, 64 wg + 64) x 256 columns as two n128 batches per K block; at 64 split N,
 // the 64 rows x columns [128 wg, 128 wg + 128) as one n128 batch), then L1: the SwiGLU + FP8 epilogue into the L2 pool
 // (split N: the row amax exchanged through the layout's amax region over MegaRoles::kAmaxExchangeBarrier) and the
@@ -202,16 +195,15 @@ __device__ __forceinline__ void run_mega_math_core(const MegaParams& p, const La
   MegaScheduler<BLOCK_M, 256> sched(p, counts, blockIdx.x);
   MegaTile t;
   PendingL1Signal<256, Roles::defers_l1_signal(false, false)> pending;
-  for (int l1_count = 0, tile_count = 0, sfb_buffer = 0; sched.next(t); ++tile_count, sfb_buffer ^= 1) {
+  const int wg_barrier = Roles::kWarpgroupBarrier0 + wg;
+  for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
     if (t.l2) {
       pending.flush(p, staging);  // this tile's inputs may include the pending one
-      stage_core_b_scales<EpilogueKind::kBf16, Roles::kCoreSfbBarrier>(p.l2, t.tile, smem, sfb_buffer,
-                                                                       int(threadIdx.x));
-      core_k_loop<1, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, sfb_buffer, pipe, acc);
+      stage_core_b_scales<EpilogueKind::kBf16>(p.l2, t.tile, smem, wg, wg_barrier);
+      core_k_loop<1, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, pipe, acc);
     } else {
-      stage_core_b_scales<EpilogueKind::kSwigluFp8, Roles::kCoreSfbBarrier>(p.l1, t.tile, smem, sfb_buffer,
-                                                                            int(threadIdx.x));
-      core_k_loop<1, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg, sfb_buffer, pipe, acc);
+      stage_core_b_scales<EpilogueKind::kSwigluFp8>(p.l1, t.tile, smem, wg, wg_barrier);
+      core_k_loop<1, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg, pipe, acc);
     }
     if constexpr (kTrace)
       if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
@@ -341,7 +333,7 @@ __global__ void __launch_bounds__(kNumThreads, 1)
     for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
       if (t.l2) pending.flush(p, staging);  // this tile's inputs may include the pending one
       // One mainloop for both phases (kMixedPhases: the tile's kind picks the B-scale layout at run time).
-      math_mainloop_fp4<BLOCK_M, BLOCK_N, kNumStages, EpilogueKind::kSwigluFp8, Roles::kFp4ConvertBarrier0, true>(
+      math_mainloop_fp4<BLOCK_M, BLOCK_N, kNumStages, EpilogueKind::kSwigluFp8, Roles::kWarpgroupBarrier0, true>(
           t.l2 ? l2 : l1, smem, t.tile, slice, wg, pipe, conv, acc, t.l2);
       if constexpr (kTrace)
         if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());

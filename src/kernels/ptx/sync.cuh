@@ -106,6 +106,14 @@ __device__ __forceinline__ void fence_proxy_async_shared_cta() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// ---- compiler ----
+// v through an asm volatile move: what is computed from the result is neither hoisted out of a loop nor shared with
+// an earlier computation, so it is recomputed where it is used instead of held in a register across the loop.
+__device__ __forceinline__ int unhoisted(int v) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+  return v;
+}
+
 // ---- time ----
 // Nanoseconds of the global timer (same clock on every SM of a GPU; resolution ~32 ns on Hopper).
 // %ctaid.x read at this point (asm volatile: the compiler neither hoists nor shares it, unlike blockIdx.x), for
