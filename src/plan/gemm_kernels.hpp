@@ -130,10 +130,12 @@ constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
   return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
 }
 // One-batch core (GemmCore::kOneBatch), fixed: the output region (GemmCoreOutput) + the split-N SwiGLU tile's row-amax
-// exchange (gemm_core_amax_bytes) + the tile's B scales for every K block in two buffers (consecutive tiles
-// alternate), two per K block (the 128-column scale blocks a 192- or 256-column bf16 tile spans; SwiGLU: gate and
-// up), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as gemm_stage_smem_bytes.
+// exchange (gemm_core_amax_bytes) + the tile's B scales for every K block (kGemmCoreSfbBytes: a copy per math
+// warpgroup and tile parity, two per K block: the 128-column scale blocks a 192- or 256-column bf16 tile spans;
+// SwiGLU: gate and up), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as
+// gemm_stage_smem_bytes.
 constexpr int kGemmCoreMaxKBlocks = 128;
+constexpr int kGemmCoreSfbBytes = 2 * 2 * 2 * kGemmCoreMaxKBlocks * 4;
 // The one-batch core's output tensor map boxes: 128 bytes (one 128B swizzle row: 64 bf16 columns or the SwiGLU tile's
 // 128 e4m3 channels) x one math warpgroup's 64 rows; each warpgroup stores its own half of the tile.
 constexpr int kGemmCoreStoreBoxRows = 64;
@@ -161,8 +163,8 @@ constexpr int gemm_core_amax_bytes(int block_m, GemmCoreOutput output) {
   return block_m == 64 && output != GemmCoreOutput::kBf16Tile ? 2 * 2 * 64 * 4 : 0;
 }
 constexpr int gemm_core_fixed_smem_bytes(int block_m, int block_n, GemmCoreOutput output) {
-  return gemm_core_out_bytes(block_m, block_n, output) + gemm_core_amax_bytes(block_m, output) +
-         2 * 2 * kGemmCoreMaxKBlocks * 4 + 1024;
+  return gemm_core_out_bytes(block_m, block_n, output) + gemm_core_amax_bytes(block_m, output) + kGemmCoreSfbBytes +
+         1024;
 }
 // Swap-AB core (GemmCore::kSwapAB), per stage: as gemm_stage_smem_bytes (the token tile block_m x 128 B + its
 // scales + 2 mbarriers + the weight tile of block_n rows: FP8 block_n x 128 B; FP4 block_n x 64 B + its scale codes

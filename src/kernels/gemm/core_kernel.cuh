@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kCoreNumThreads, 1)
     float acc[Layout::kNumAcc];
     Tile tile;
     for (int parity = 0; sched.next(tile); parity ^= 1) {
-      stage_core_b_scales<kEpilogue>(params, tile, smem, wg, kCoreEpilogueBarrier + wg);
-      core_k_loop<kClusterM, kEpilogue>(params, smem, tile, wg, pipe, acc);
+      stage_core_b_scales<kEpilogue>(params, tile, smem, wg, parity, kCoreEpilogueBarrier + wg);
+      core_k_loop<kClusterM, kEpilogue>(params, smem, tile, wg, parity, pipe, acc);
       if constexpr (kEpilogue == EpilogueKind::kSwigluFp8)
         core_epilogue_swiglu_fp8(params, tile, wg, parity, smem, acc, &tmap_d);
       else

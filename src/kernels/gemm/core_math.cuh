@@ -14,8 +14,9 @@
 // promotes, the other's batch runs.
 // B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
 // chunk takes which), a 256-column bf16 tile two whole ones; the SwiGLU tile has a gate and an up scale per K block.
-// The 256 math threads stage the tile's scales of every K block in shared memory (CoreSmemLayout::sfb) before its K
-// loop; the loop reads them with ld.shared ahead of the stage's full-barrier wait.
+// Each math warpgroup stages its own copy of the tile's scales of every K block in shared memory (CoreSmemLayout::sfb,
+// two buffers per warpgroup by tile parity) before its K loop; the loop reads them with ld.shared ahead of the stage's
+// full-barrier wait.
 // Layout: any CoreSmemLayout (the standalone kernel's output tiles, the fused kernel's staging rows); kEpilogue picks
 // the B-scale layout and the promotion, so one layout serves both phases of the fused kernel.
 // NOTES: registers per math thread: kWgN / 2 / kNumHalves partial + kWgN / 2 accumulators (96 + 96 for BLOCK_N 192,
@@ -50,36 +51,36 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
 }
 
 // Math warpgroup wg (warp-uniform) copies the tile's B scales of every K block into its own shared-memory buffer
-// smem.sfb(wg, .): bf16: [0][kb] of the scale block of column n_begin, [1][kb] of the next one (0 where the tile does
-// not reach it or it lies past n); SwiGLU: [0][kb] gate, [1][kb] up, from the (gate, up) pairs of the tile's
-// 256-column block (params.hpp). Between two syncs of the warpgroup's own barrier `wg_barrier` (its 128 threads; an id
-// the kernel's roles own): the first orders the warpgroup's loads of the previous tile's scales before the stores,
-// the second the stores before this tile's K loop. No barrier joins the two warpgroups, so each runs its tiles
-// without waiting for the other's (racecheck also reported the earlier shared copy's stores against the other
-// warpgroup's loads; docs/notes/gemm.md "Session 18"). K: at most plan::kGemmCoreMaxKBlocks blocks (the planners
-// refuse more).
+// smem.sfb(wg, parity, .) of the tile's parity: bf16: [0][kb] of the scale block of column n_begin, [1][kb] of the
+// next one (0 where the tile does not reach it or it lies past n); SwiGLU: [0][kb] gate, [1][kb] up, from the (gate,
+// up) pairs of the tile's 256-column block (params.hpp). Then one sync of the warpgroup's own barrier `wg_barrier`
+// (its 128 threads; an id the kernel's roles own) orders the stores before this tile's K loop. No sync is needed
+// before the stores: the buffer was last read in the K loop of tile t - 2, which every warp of the warpgroup left
+// before it arrived at tile t - 1's sync. No barrier joins the two warpgroups, so each runs its tiles without
+// waiting for the other's. K: at most plan::kGemmCoreMaxKBlocks blocks (the planners refuse more).
 template <EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
                                                     const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem,
-                                                    int wg, int wg_barrier) {
+                                                    int wg, int parity, int wg_barrier) {
   const int num_k_blocks = p.k / 128;
   const int thread = threadIdx.x % 128;
-  // The store addresses depend only on wg and the thread, the same for every tile: hoisted out of the tile loop,
-  // ptxas held them through the K loop and spilled the 128 x 256 SwiGLU and 128 x 192 cluster-2 kernels.
+  // The store addresses depend only on wg, the parity and the thread: hoisted out of the tile loop, ptxas held them
+  // through the K loop and spilled the 128 x 256 SwiGLU and 128 x 192 cluster-2 kernels.
   wg = ptx::unhoisted(wg);
-  ptx::named_barrier_sync(wg_barrier, 128);
+  float* const first = smem.sfb(wg, parity, 0);
+  float* const second = smem.sfb(wg, parity, 1);
   if constexpr (kEpilogue == EpilogueKind::kSwigluFp8) {
     static_assert(BLOCK_N == 256, "the SwiGLU tile is one 256-column block of (gate, up) pairs");
     const float* src = p.sfb + (size_t(tile.expert_idx) * (p.n / 256) + tile.n_begin / 256) * num_k_blocks * 2;
-    for (int i = thread; i < 2 * num_k_blocks; i += 128) smem.sfb(wg, i % 2)[i / 2] = __ldg(src + i);
+    for (int i = thread; i < 2 * num_k_blocks; i += 128) (i % 2 ? second : first)[i / 2] = __ldg(src + i);
   } else {
     const int first_block = tile.n_begin / 128;
     const bool has_second = core_former_chunks<BLOCK_N>(tile.n_begin) * 8 < BLOCK_N && (first_block + 1) * 128 < p.n;
     const float* src = p.sfb + size_t(tile.expert_idx) * (p.n / 128) * num_k_blocks;
     for (int i = thread; i < 2 * num_k_blocks; i += 128) {
-      const int second = i >= num_k_blocks, kb = i - second * num_k_blocks;
-      const float s = second && !has_second ? 0.f : __ldg(src + size_t(first_block + second) * num_k_blocks + kb);
-      smem.sfb(wg, second)[kb] = s;
+      const int in_second = i >= num_k_blocks, kb = i - in_second * num_k_blocks;
+      const float s = in_second && !has_second ? 0.f : __ldg(src + size_t(first_block + in_second) * num_k_blocks + kb);
+      (in_second ? second : first)[kb] = s;
     }
   }
   ptx::named_barrier_sync(wg_barrier, 128);
@@ -115,7 +116,8 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
 template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void core_k_loop(
     const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
-    PipelineState<kNumStages>& pipe, float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
+    int parity, PipelineState<kNumStages>& pipe,
+    float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
   using Layout = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>;
   static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
   constexpr bool kSwiglu = kEpilogue == EpilogueKind::kSwigluFp8;
@@ -135,7 +137,7 @@ __device__ __forceinline__ void core_k_loop(
   const bool active = row0 < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
-  const float* sfb = smem.sfb(wg, 0);
+  const float* sfb = smem.sfb(wg, parity, 0);
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + row0 * 128));
   // Split N: the warpgroup's 128 B rows (its columns) start 128 wg rows of 128 B into the stage's B tile.

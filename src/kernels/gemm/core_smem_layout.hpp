@@ -13,10 +13,10 @@
 //               the two warpgroups, [2 tile parities][2 warpgroups][64 rows] fp32 (plan::gemm_core_amax_bytes)
 //   per stage   A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA), A scales
 //               [BLOCK_M + kSfaBoxPad] fp32 (params.hpp)
-//   B scales    one copy per math warpgroup (each stages its own: core_math.cuh stage_core_b_scales) of the tile's
-//               fp32 B block scales for every K block:
-//               [2 warpgroups][2][plan::kGemmCoreMaxKBlocks], the 128-column scale block of the tile's first column,
-//               then the next one (a 192- or 256-column bf16 tile spans two); SwiGLU: gate, then up
+//   B scales    per math warpgroup (each stages its own copy: core_math.cuh stage_core_b_scales) and tile parity,
+//               the tile's fp32 B block scales for every K block: [2 warpgroups][2 parities][2]
+//               [plan::kGemmCoreMaxKBlocks] (plan::kGemmCoreSfbBytes), the 128-column scale block of the tile's first
+//               column, then the next one (a 192- or 256-column bf16 tile spans two); SwiGLU: gate, then up
 //   barriers    full[kNumStages], empty[kNumStages]
 #pragma once
 
@@ -55,7 +55,7 @@ struct CoreSmemLayout {
   static constexpr int kBOffset = kAOffset + kNumStages * kABytes;
   static constexpr int kSfaOffset = kBOffset + kNumStages * kBBytes;
   static constexpr int kSfbOffset = kSfaOffset + kNumStages * kSfaBytes;
-  static constexpr int kSfbBytes = 2 * 2 * plan::kGemmCoreMaxKBlocks * 4;
+  static constexpr int kSfbBytes = plan::kGemmCoreSfbBytes;
   static constexpr int kBarrierOffset = kSfbOffset + kSfbBytes;
   static constexpr int kBytes = kBarrierOffset + 2 * kNumStages * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
@@ -96,9 +96,10 @@ struct CoreSmemLayout {
   __device__ uint8_t* a(int s) const { return base + kAOffset + s * kABytes; }
   __device__ uint8_t* b(int s) const { return base + kBOffset + s * kBBytes; }
   __device__ float* sfa(int s) const { return reinterpret_cast<float*>(base + kSfaOffset + s * kSfaBytes); }
-  // Math warpgroup wg's B scales, indexed by K block: second = the tile's second 128-column scale block (SwiGLU: up).
-  __device__ float* sfb(int wg, int second) const {
-    return reinterpret_cast<float*>(base + kSfbOffset) + (2 * wg + second) * plan::kGemmCoreMaxKBlocks;
+  // Math warpgroup wg's B scales for tiles of parity `parity`, indexed by K block: second = the tile's second
+  // 128-column scale block (SwiGLU: up).
+  __device__ float* sfb(int wg, int parity, int second) const {
+    return reinterpret_cast<float*>(base + kSfbOffset) + ((wg * 2 + parity) * 2 + second) * plan::kGemmCoreMaxKBlocks;
   }
   __device__ StageBarriers<kNumStages> stage_barriers() const {
     return {reinterpret_cast<uint64_t*>(base + kBarrierOffset)};

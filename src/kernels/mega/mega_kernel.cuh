@@ -170,13 +170,13 @@ __device__ __forceinline__ void end_math_role(const MegaParams& p, Pending& pend
 
 // The math role on the one-batch core (FP8 weights, BLOCK_M 128 or 64; both math warpgroups, wg warp-uniform): per
 // tile of the scheduler's order each math warpgroup stages its copy of the tile's B scales (stage_core_b_scales,
-// its barrier MegaRoles::kWarpgroupBarrier0 + wg), then core_k_loop (kernels/gemm/core_math.cuh, no issue
-// turns: at 128 warpgroup wg's rows [64 wg, 64 wg + 64) x 256 columns as two n128 batches per K block; at 64 split N,
-// the 64 rows x columns [128 wg, 128 wg + 128) as one n128 batch), then L1: the SwiGLU + FP8 epilogue into the L2 pool
-// (split N: the row amax exchanged through the layout's amax region over MegaRoles::kAmaxExchangeBarrier) and the
-// tile's arrival signal; L2: the bf16 write-back into the source ranks' combine rows (epilogue.cuh). core_k_loop's
-// accumulators are WarpgroupSlice<BLOCK_M, 256>'s (128: acc[0, 64) columns [0, 128), acc[64, 128) columns [128, 256);
-// 64: acc[0, 64) the warpgroup's 128 columns), which the epilogues read.
+// buffers alternating by tile, its barrier MegaRoles::kWarpgroupBarrier0 + wg), then core_k_loop
+// (kernels/gemm/core_math.cuh, no issue turns: at 128 warpgroup wg's rows [64 wg, 64 wg + 64) x 256 columns as two n128
+// batches per K block; at 64 split N, the 64 rows x columns [128 wg, 128 wg + 128) as one n128 batch), then L1: the
+// SwiGLU + FP8 epilogue into the L2 pool (split N: the row amax exchanged through the layout's amax region over
+// MegaRoles::kAmaxExchangeBarrier) and the tile's arrival signal; L2: the bf16 write-back into the source ranks'
+// combine rows (epilogue.cuh). core_k_loop's accumulators are WarpgroupSlice<BLOCK_M, 256>'s (128: acc[0, 64) columns
+// [0, 128), acc[64, 128) columns [128, 256); 64: acc[0, 64) the warpgroup's 128 columns), which the epilogues read.
 // NOTES: wg is made warp-uniform here (a shuffle from lane 0, as in core_kernel.cuh), so core_k_loop's descriptors
 // live in uniform registers; from threadIdx.x / 128 alone ptxas kept them in regular registers and the kernel needed
 // ~248 (traced) math registers instead of fitting MegaRoles::kMathRegisters.
@@ -199,11 +199,11 @@ __device__ __forceinline__ void run_mega_math_core(const MegaParams& p, const La
   for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
     if (t.l2) {
       pending.flush(p, staging);  // this tile's inputs may include the pending one
-      stage_core_b_scales<EpilogueKind::kBf16>(p.l2, t.tile, smem, wg, wg_barrier);
-      core_k_loop<1, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, pipe, acc);
+      stage_core_b_scales<EpilogueKind::kBf16>(p.l2, t.tile, smem, wg, tile_count & 1, wg_barrier);
+      core_k_loop<1, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, tile_count & 1, pipe, acc);
     } else {
-      stage_core_b_scales<EpilogueKind::kSwigluFp8>(p.l1, t.tile, smem, wg, wg_barrier);
-      core_k_loop<1, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg, pipe, acc);
+      stage_core_b_scales<EpilogueKind::kSwigluFp8>(p.l1, t.tile, smem, wg, tile_count & 1, wg_barrier);
+      core_k_loop<1, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg, tile_count & 1, pipe, acc);
     }
     if constexpr (kTrace)
       if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
