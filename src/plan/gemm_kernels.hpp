@@ -130,12 +130,13 @@ constexpr int gemm_sfb_smem_bytes(int block_n, bool b_scales_smem) {
   return b_scales_smem ? kGemmSfbChunkKBlocks * (block_n / 128) * 8 : 0;
 }
 // One-batch core (GemmCore::kOneBatch), fixed: the output region (GemmCoreOutput) + the split-N SwiGLU tile's row-amax
-// exchange (gemm_core_amax_bytes) + the tile's B scales for every K block (kGemmCoreSfbBytes: a copy per math
-// warpgroup and tile parity, two per K block: the 128-column scale blocks a 192- or 256-column bf16 tile spans;
-// SwiGLU: gate and up), up to kGemmCoreMaxKBlocks K blocks (k <= 16384) + 1 KiB to align the base; per stage as
-// gemm_stage_smem_bytes.
+// exchange (gemm_core_amax_bytes) + the tile's B scales for every K block (gemm_core_sfb_bytes) + 1 KiB to align the
+// base; per stage as gemm_stage_smem_bytes. The standalone kernels stage up to kGemmCoreMaxKBlocks K blocks (k <=
+// 16384; the grouped-GEMM planner takes the two-halves core above), the fused kernel up to kGemmCoreFusedMaxKBlocks
+// (k <= 8192: its H and I, bounded by plan_mega_moe; mega_kernels.hpp checks), which keeps its shared memory within
+// the limit at 960 experts on one rank.
 constexpr int kGemmCoreMaxKBlocks = 128;
-constexpr int kGemmCoreSfbBytes = 2 * 2 * 2 * kGemmCoreMaxKBlocks * 4;
+constexpr int kGemmCoreFusedMaxKBlocks = 64;
 // The one-batch core's output tensor map boxes: 128 bytes (one 128B swizzle row: 64 bf16 columns or the SwiGLU tile's
 // 128 e4m3 channels) x one math warpgroup's 64 rows; each warpgroup stores its own half of the tile.
 constexpr int kGemmCoreStoreBoxRows = 64;
@@ -162,9 +163,17 @@ constexpr int gemm_core_out_bytes(int block_m, int block_n, GemmCoreOutput outpu
 constexpr int gemm_core_amax_bytes(int block_m, GemmCoreOutput output) {
   return block_m == 64 && output != GemmCoreOutput::kBf16Tile ? 2 * 2 * 64 * 4 : 0;
 }
+// K blocks of B scales one tile may stage: the fused kernel's layout (kStagingRows) fewer than the standalone one's.
+constexpr int gemm_core_max_k_blocks(GemmCoreOutput output) {
+  return output == GemmCoreOutput::kStagingRows ? kGemmCoreFusedMaxKBlocks : kGemmCoreMaxKBlocks;
+}
+// The tile's B scales, a copy per math warpgroup and tile parity (kernels/gemm/core_math.cuh stage_core_b_scales),
+// two per K block (the 128-column scale blocks a 192- or 256-column bf16 tile spans; SwiGLU: gate and up), fp32:
+// [2 warpgroups][2 parities][2][gemm_core_max_k_blocks].
+constexpr int gemm_core_sfb_bytes(GemmCoreOutput output) { return 2 * 2 * 2 * gemm_core_max_k_blocks(output) * 4; }
 constexpr int gemm_core_fixed_smem_bytes(int block_m, int block_n, GemmCoreOutput output) {
-  return gemm_core_out_bytes(block_m, block_n, output) + gemm_core_amax_bytes(block_m, output) + kGemmCoreSfbBytes +
-         1024;
+  return gemm_core_out_bytes(block_m, block_n, output) + gemm_core_amax_bytes(block_m, output) +
+         gemm_core_sfb_bytes(output) + 1024;
 }
 // Swap-AB core (GemmCore::kSwapAB), per stage: as gemm_stage_smem_bytes (the token tile block_m x 128 B + its
 // scales + 2 mbarriers + the weight tile of block_n rows: FP8 block_n x 128 B; FP4 block_n x 64 B + its scale codes

@@ -75,10 +75,11 @@ constexpr int mega_smem_bytes(int block_m, int block_n, int num_stages, int num_
          num_stages * gemm_stage_smem_bytes(block_m, block_n, weights) +
          layout::MegaSmemCounts::num_bytes(num_experts, num_local_experts);
 }
-// The one-batch core stages a tile's B scales for at most kGemmCoreMaxKBlocks K blocks; the fused kernel's K is H (L1)
-// or I (L2), which the planner bounds (plan_mega_moe refuses larger shapes).
-static_assert(kMegaMaxHidden <= kGemmCoreMaxKBlocks * hopper::kBlockK &&
-                  layout::kMegaMaxIntermediate <= kGemmCoreMaxKBlocks * hopper::kBlockK,
+// The fused kernel's one-batch core stages a tile's B scales for at most kGemmCoreFusedMaxKBlocks K blocks; its K is
+// H (L1) or I (L2), which the planner bounds (plan_mega_moe refuses larger shapes).
+static_assert(kMegaMaxHidden <= gemm_core_max_k_blocks(GemmCoreOutput::kStagingRows) * hopper::kBlockK &&
+                  layout::kMegaMaxIntermediate <=
+                      gemm_core_max_k_blocks(GemmCoreOutput::kStagingRows) * hopper::kBlockK,
               "the fused one-batch core's staged B scales must cover the largest H and I the planner accepts");
 // The one-batch core runs FP8 weights only, 256-column tiles of 64 or 128 rows.
 constexpr bool mega_one_batch_kernels_are_fp8() {

@@ -194,7 +194,7 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
     EXPECT_EQ(p.block_m, 64) << p.to_string();
     EXPECT_EQ(p.block_n, 256) << p.to_string();
     EXPECT_EQ(p.wg_tile_n, 128) << p.to_string();
-    EXPECT_EQ(p.smem_bytes, epilogue == plan::GemmEpilogue::kBf16 ? 201280 : 219088) << p.to_string();
+    EXPECT_EQ(p.smem_bytes, epilogue == plan::GemmEpilogue::kBf16 ? 203328 : 221136) << p.to_string();
     check_gemm(p);
     mark(p);
     const plan::GemmPlan unpinned = plan::plan_grouped_gemm(16, 4096, 7168, 8, 132, epilogue, kNoOverrides);
@@ -616,7 +616,7 @@ TEST(Plan, MegaBlockM128RunsTheOneBatchCore) {
   EXPECT_NE(p.to_string().find("one-batch: tokens on WGMMA M"), std::string::npos) << p.to_string();
   plan::PlanOverrides o;
   o.block_m = 128;
-  MoeShape widest = named_shape("v3", 8, 1);  // K = H at L1, I at L2: both at most kGemmCoreMaxKBlocks blocks
+  MoeShape widest = named_shape("v3", 8, 1);  // K = H at L1, I at L2: both at most kGemmCoreFusedMaxKBlocks blocks
   widest.hidden = plan::kMegaMaxHidden, widest.intermediate = layout::kMegaMaxIntermediate;
   EXPECT_EQ(plan::plan_mega_moe(widest, 132, o).core, plan::GemmCore::kOneBatch);
   // One rank: E experts' counts take (3 E + 1 + E / 32) x 4 bytes; 960 fit next to the 220736, 1024 do not.
@@ -643,7 +643,7 @@ TEST(Plan, MegaBlockM64RunsTheOneBatchCore) {
   EXPECT_EQ(p.l2_wg_tile_n, 128);
   EXPECT_EQ(p.num_stages, 4);
   EXPECT_EQ(plan::mega_core_fixed_smem_bytes(64, 256),
-            plan::kGemmStagingBytes + 2 * 2 * 64 * 4 + 2 * 2 * plan::kGemmCoreMaxKBlocks * 4 + 1024);
+            plan::kGemmStagingBytes + 2 * 2 * 64 * 4 + 2 * 2 * 2 * plan::kGemmCoreFusedMaxKBlocks * 4 + 1024);
   EXPECT_EQ(plan::mega_core_fixed_smem_bytes(64, 256) + 4 * plan::gemm_stage_smem_bytes(64, 256), 187968);
   EXPECT_EQ(p.smem_fixed, plan::gemm_core_fixed_smem_bytes(64, 256, plan::GemmCoreOutput::kStagingRows) +
                               layout::MegaSmemCounts::num_bytes(256, 32));

@@ -57,7 +57,7 @@ __device__ __forceinline__ int core_former_chunks(int n_begin) {
 // (its 128 threads; an id the kernel's roles own) orders the stores before this tile's K loop. No sync is needed
 // before the stores: the buffer was last read in the K loop of tile t - 2, which every warp of the warpgroup left
 // before it arrived at tile t - 1's sync. No barrier joins the two warpgroups, so each runs its tiles without
-// waiting for the other's. K: at most plan::kGemmCoreMaxKBlocks blocks (the planners refuse more).
+// waiting for the other's. K: at most the layout's kMaxKBlocks blocks (the planners refuse more).
 template <EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void stage_core_b_scales(const GemmParams& p, const Tile& tile,
                                                     const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem,
@@ -136,7 +136,7 @@ __device__ __forceinline__ void core_k_loop(
   const int row0 = kSplitN ? 0 : 64 * wg;
   const bool active = row0 < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
-  // K block kb's B scales: sfb[kb], sfb[kb + kGemmCoreMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
+  // K block kb's B scales: sfb[kb], sfb[kb + Layout::kMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
   const float* sfb = smem.sfb(wg, parity, 0);
   const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + row0 * 128));
@@ -161,7 +161,7 @@ __device__ __forceinline__ void core_k_loop(
     for (int s = 0; s < kNumStages; ++s) {
       if (s != stage || sfb == sfb_end) continue;
       const float sb0 = sfb[0];
-      const float sb1 = BLOCK_N > 128 ? sfb[plan::kGemmCoreMaxKBlocks] : 0.f;
+      const float sb1 = BLOCK_N > 128 ? sfb[Layout::kMaxKBlocks] : 0.f;
       const float sb_mid = mid_first ? sb0 : sb1;
       ptx::mbarrier_wait_parity(smem.full(s), phase);
       const float sa0 = sfa0[s * (Layout::kSfaBytes / 4)];

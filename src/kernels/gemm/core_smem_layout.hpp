@@ -14,9 +14,9 @@
 //   per stage   A tile [BLOCK_M, 128] e4m3, B tile [BLOCK_N, 128] e4m3 (both 128B-swizzled by TMA), A scales
 //               [BLOCK_M + kSfaBoxPad] fp32 (params.hpp)
 //   B scales    per math warpgroup (each stages its own copy: core_math.cuh stage_core_b_scales) and tile parity,
-//               the tile's fp32 B block scales for every K block: [2 warpgroups][2 parities][2]
-//               [plan::kGemmCoreMaxKBlocks] (plan::kGemmCoreSfbBytes), the 128-column scale block of the tile's first
-//               column, then the next one (a 192- or 256-column bf16 tile spans two); SwiGLU: gate, then up
+//               the tile's fp32 B block scales for every K block: [2 warpgroups][2 parities][2][kMaxKBlocks]
+//               (plan::gemm_core_sfb_bytes), the 128-column scale block of the tile's first column, then the next one
+//               (a 192- or 256-column bf16 tile spans two); SwiGLU: gate, then up
 //   barriers    full[kNumStages], empty[kNumStages]
 #pragma once
 
@@ -55,7 +55,8 @@ struct CoreSmemLayout {
   static constexpr int kBOffset = kAOffset + kNumStages * kABytes;
   static constexpr int kSfaOffset = kBOffset + kNumStages * kBBytes;
   static constexpr int kSfbOffset = kSfaOffset + kNumStages * kSfaBytes;
-  static constexpr int kSfbBytes = plan::kGemmCoreSfbBytes;
+  static constexpr int kMaxKBlocks = plan::gemm_core_max_k_blocks(kOutput);  // B scales staged per tile
+  static constexpr int kSfbBytes = plan::gemm_core_sfb_bytes(kOutput);
   static constexpr int kBarrierOffset = kSfbOffset + kSfbBytes;
   static constexpr int kBytes = kBarrierOffset + 2 * kNumStages * 8;
   static constexpr int kDynamicBytes = kBytes + 1024;  // slack to align the base to 1024 bytes
@@ -99,7 +100,7 @@ struct CoreSmemLayout {
   // Math warpgroup wg's B scales for tiles of parity `parity`, indexed by K block: second = the tile's second
   // 128-column scale block (SwiGLU: up).
   __device__ float* sfb(int wg, int parity, int second) const {
-    return reinterpret_cast<float*>(base + kSfbOffset) + ((wg * 2 + parity) * 2 + second) * plan::kGemmCoreMaxKBlocks;
+    return reinterpret_cast<float*>(base + kSfbOffset) + ((wg * 2 + parity) * 2 + second) * kMaxKBlocks;
   }
   __device__ StageBarriers<kNumStages> stage_barriers() const {
     return {reinterpret_cast<uint64_t*>(base + kBarrierOffset)};
