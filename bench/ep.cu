@@ -11,12 +11,10 @@
 //   ceiling_at_sms_gbps  the same peer copy on only the point's SM count (what SM stores can reach with those SMs)
 //   baseline      NCCL send/recv all-to-all (ncclGroupStart + ncclSend/ncclRecv to every rank incl. self) of the
 //                 same logical bytes per rank pair, on the same streams
-// --skip: phase-skip masks (ep::SkipPhase bits, src/ep/bench_access.hpp) timed at every point, to see where the time
-// goes (outputs wrong). Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls
-// captured per graph (every call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is
-// the collective's). NCCL is timed the same way (its group captured into the graphs: baseline_timing "cuda_graph");
-// should capture fail, the eager time (host launch included) is reported instead ("eager"). baseline_eager_us
-// is always reported.
+// Times: medians of CUDA-event-timed graph launches on rank 0's stream, divided by the calls captured per graph (every
+// call is collective: rank 0's kernel ends after the last cross-rank barrier, so its time is the collective's). NCCL is
+// timed the same way (its group captured into the graphs: baseline_timing "cuda_graph"); should capture fail, the eager
+// time (host launch included) is reported instead ("eager"). baseline_eager_us is always reported.
 #include <nccl.h>
 
 #include <algorithm>
@@ -29,7 +27,6 @@
 
 #include "bench.hpp"
 #include "cli_common/limits.hpp"
-#include "ep/bench_access.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "symmoe/cuda_check.hpp"
 #include "symmoe/ep.hpp"
@@ -69,14 +66,14 @@ struct RankData {
 
 struct Row {
   std::string shape, op;
-  int tokens, sms, skip;
+  int tokens, sms;
   double time_us, gbps, nvl_gbps, ceiling, ceiling_sms, nccl_us;
 };
 
 struct EpBenchConfig {
   std::string out, variant;
   std::vector<std::string> shapes;
-  std::vector<int> token_list, sm_list, skip_list;
+  std::vector<int> token_list, sm_list;
   int reps = 0;
 };
 
@@ -106,7 +103,6 @@ EpBenchConfig parse_flags(cli::Args& args) {
   c.out = args.str("out");
   c.token_list = args.int_list("tokens");
   c.sm_list = args.int_list("sms");
-  c.skip_list = args.int_list("skip");
   c.reps = args.integer("reps");
   c.shapes = args.str_list("shapes");
   c.variant = args.str("variant");
@@ -282,14 +278,11 @@ struct Point {
   NcclTime nccl;
 };
 
-// Dispatch and combine at `sms` SMs with phase-skip mask `skip`: timed, two result lines, two table rows.
-void time_ep_point(EpBench& b, EpBuffer& buffer, const std::vector<RankData>& data, const Point& pt, int sms, int skip,
+// Dispatch and combine at `sms` SMs: timed, two result lines, two table rows.
+void time_ep_point(EpBench& b, EpBuffer& buffer, const std::vector<RankData>& data, const Point& pt, int sms,
                    std::vector<EpDispatchArgs>& dargs, std::vector<EpHandle>& handles, std::vector<Row>& rows) {
   const int R = b.R, T = pt.T, H = pt.H;
   Communicator& comm = *b.comm;
-  // Read by every call while it launches (the graphs below capture it at capture time).
-  EpBenchAccess::set_skip_phases(buffer, uint32_t(skip));
-  const std::string variant = b.config.variant + (skip ? "-skip" + std::to_string(skip) : "");
   EpDispatchOptions opt;
   opt.cpu_sync = false, opt.num_sms = sms;
   const int calls = T >= 4096 ? 4 : 20, reps = b.config.reps;
@@ -330,17 +323,16 @@ void time_ep_point(EpBench& b, EpBuffer& buffer, const std::vector<RankData>& da
         .add("baseline_time_us", pt.nccl.us)
         .add("baseline_timing", pt.nccl.timing)
         .add("baseline_eager_us", pt.nccl.eager_us)
-        .add("variant", variant)
-        .add("skip", skip)
+        .add("variant", b.config.variant)
         .add("baseline_gbps_remote", tr.remote_rows_per_rank * pt.logical_row / pt.nccl.us / 1e3);
     append_result(b.config.out, "ep", line);
   }
   const double ceil_sms = b.ceiling_at[sms];
-  rows.push_back({pt.shape_name, "dispatch", T, sms, skip, d_us, d_gbps, d_nvl, b.ceiling, ceil_sms, pt.nccl.us});
-  rows.push_back({pt.shape_name, "combine", T, sms, skip, c_us, c_gbps, c_nvl, b.ceiling, ceil_sms, pt.nccl.us});
+  rows.push_back({pt.shape_name, "dispatch", T, sms, d_us, d_gbps, d_nvl, b.ceiling, ceil_sms, pt.nccl.us});
+  rows.push_back({pt.shape_name, "combine", T, sms, c_us, c_gbps, c_nvl, b.ceiling, ceil_sms, pt.nccl.us});
 }
 
-// Every token count, SM count and skip mask of one shape, on an EP buffer sized for it.
+// Every token count and SM count of one shape, on an EP buffer sized for it.
 void run_shape(EpBench& b, const std::string& shape_name, std::vector<Row>& rows) {
   const int R = b.R;
   const MoeShape shape = named_shape(shape_name, R, b.T_max);
@@ -360,19 +352,17 @@ void run_shape(EpBench& b, const std::string& shape_name, std::vector<Row>& rows
     pt.T = T;
     pt.traffic = dispatch_once(b, buffer, cfg, data, T, dargs, handles);
     pt.nccl = time_nccl(b, data, pt.traffic, pt.logical_row, T);
-    for (const int sms : b.config.sm_list)
-      for (const int skip : b.config.skip_list) time_ep_point(b, buffer, data, pt, sms, skip, dargs, handles, rows);
-    EpBenchAccess::set_skip_phases(buffer, 0);
+    for (const int sms : b.config.sm_list) time_ep_point(b, buffer, data, pt, sms, dargs, handles, rows);
   }
   free_rank_data(b, data);
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("\n%-6s %-9s %6s %4s %4s %10s %9s %9s %7s %8s %10s\n", "shape", "op", "tokens", "sms", "skip", "time_us",
-              "GB/s", "nvl_GB/s", "%ceil", "%ceilSM", "nccl_us");
+  std::printf("\n%-6s %-9s %6s %4s %10s %9s %9s %7s %8s %10s\n", "shape", "op", "tokens", "sms", "time_us", "GB/s",
+              "nvl_GB/s", "%ceil", "%ceilSM", "nccl_us");
   for (const auto& r : rows)
-    std::printf("%-6s %-9s %6d %4d %4d %10.2f %9.1f %9.1f %6.1f%% %7.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(),
-                r.tokens, r.sms, r.skip, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling,
+    std::printf("%-6s %-9s %6d %4d %10.2f %9.1f %9.1f %6.1f%% %7.1f%% %10.2f\n", r.shape.c_str(), r.op.c_str(),
+                r.tokens, r.sms, r.time_us, r.gbps, r.nvl_gbps, 100.0 * r.nvl_gbps / r.ceiling,
                 100.0 * r.nvl_gbps / r.ceiling_sms, r.nccl_us);
 }
 
@@ -386,10 +376,7 @@ int run_ep_bench(int argc, char** argv) {
       .list_range(1, 1024)
       .option("reps", "30", "timed repetitions per point")
       .int_range(1, 100000)
-      .option("variant", "ep4", "variant tag written to every result line (kernel generation)")
-      .option("skip", "0",
-              "phase-skip masks to time at every point (ep::SkipPhase bits, kernels/ep/skip.hpp; 0 = full "
-              "kernels; any other value gives wrong outputs and is tagged variant-skipN)");
+      .option("variant", "ep4", "variant tag written to every result line (kernel generation)");
   if (!args.parse(argc, argv)) return 0;
   if (!require_hopper_gpu()) return 1;
   EpBench b;

@@ -102,7 +102,8 @@ def plot_gemm(rows, out):
 
 
 def plot_ep(rows, out):
-    # Whole dispatches/combines only (skip = 0: no phase left out) timed like the baseline (CUDA graphs).
+    # Whole dispatches/combines only (skip 0 or, since `bench ep --skip` was removed, absent) timed like the
+    # baseline (CUDA graphs).
     rows = [r for r in rows if r.get("bench") == "ep" and not r.get("skip")
             and r.get("baseline_timing", "cuda_graph") == "cuda_graph" and r.get("time_us") is not None]
     newest = {}  # one point per line position (older rows of another dtype label or device kind give way)

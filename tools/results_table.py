@@ -40,6 +40,9 @@ DEFAULT_COLS = {
                "hbm_ceiling_gbps", "fraction_of_ceiling", "variant"],
 }
 GENERIC_POINT = ["gpu", "op", "shape", "ranks", "tokens", "sms"]
+# Point fields that some rows do not write, with the value they stand for: an ep row without "skip" (written before
+# `bench ep --skip` existed, 2026-11-29, or after it was removed, 2026-12-03) times the whole kernels, i.e. skip 0.
+POINT_DEFAULTS = {"ep": {"skip": 0}}
 
 
 def fmt(v):
@@ -102,7 +105,8 @@ def newest_per_point(rows):
     newest = {}
     for r in rows:
         keys = POINT_KEYS.get(r.get("bench"), GENERIC_POINT)
-        newest[(r.get("bench"),) + tuple(json.dumps(r.get(k)) for k in keys)] = r
+        defaults = POINT_DEFAULTS.get(r.get("bench"), {})
+        newest[(r.get("bench"),) + tuple(json.dumps(r.get(k, defaults.get(k))) for k in keys)] = r
     return sorted(newest.values(), key=lambda r: r["_order"])
 
 

@@ -204,7 +204,6 @@ class EpBuffer {
   int num_ctas(int rank, int requested_sms) const;
 
  private:
-  friend struct EpBenchAccess;  // bench/ep.cu's phase-skip timing only (src/ep/bench_access.hpp)
   struct Impl;
   std::unique_ptr<Impl> impl_;
   EpBufferConfig config_;

@@ -6,7 +6,6 @@
 #include "common/nvtx.hpp"
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/common/input_error.hpp"
-#include "ep/bench_access.hpp"
 #include "kernels/ep/params.hpp"
 #include "runtime/device_block.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -77,9 +76,6 @@ struct EpBuffer::Impl {
 
   Communicator* comm = nullptr;
   layout::EpDims dims;
-  // The kernels' launchers: the library's except under bench/ep.cu --skip (src/ep/bench_access.hpp).
-  ep::DispatchLaunchFn launch_dispatch = &ep::launch_dispatch;
-  ep::CombineLaunchFn launch_combine = &ep::launch_combine;
   SymmetricBuffer buffer;
   std::vector<RankState> ranks;  // local ranks, Communicator::local_ranks() order
   ~Impl() {
@@ -283,7 +279,7 @@ std::vector<EpDispatchResult> EpBuffer::dispatch(const std::vector<EpDispatchArg
     p.error_key = st.error_key;
     p.error = st.error_dev;
     const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
-    im.launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
+    ep::launch_dispatch(p, num_ctas(rank, options.num_sms), stream);
 
     EpDispatchResult& r = results[i];
     r.recv_x = expand ? static_cast<void*>(p.recv_x) : lay.get_recv_x_row(0);
@@ -351,7 +347,7 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
                                                                   : st.combined_topk_weights;
     const int requested = options.num_sms > 0 ? options.num_sms : st.plan_combine_sms;
     const cudaStream_t stream = im.comm->call_stream(rank, args[i].stream);
-    im.launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
+    ep::launch_combine(p, std::clamp(requested, 1, st.placement.num_sms), stream);
     results[i].combined_x = p.combined_x;
     results[i].combined_topk_weights = p.combined_topk_weights;
   }
@@ -361,11 +357,6 @@ std::vector<EpCombineResult> EpBuffer::combine(const std::vector<EpCombineArgs>&
     synchronize();
   }
   return results;
-}
-
-void EpBenchAccess::set_launchers(EpBuffer& buffer, ep::DispatchLaunchFn dispatch, ep::CombineLaunchFn combine) {
-  buffer.impl_->launch_dispatch = dispatch ? dispatch : &ep::launch_dispatch;
-  buffer.impl_->launch_combine = combine ? combine : &ep::launch_combine;
 }
 
 void EpBuffer::synchronize() {

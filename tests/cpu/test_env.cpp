@@ -60,7 +60,7 @@ TEST_F(EnvKnob, EveryReadKnobIsListed) {
   }
 }
 
-TEST_F(EnvKnob, NoBenchmarkSwitchIsAKnob) {  // EP phase skips are set by bench code only (src/ep/bench_access.hpp)
+TEST_F(EnvKnob, NoBenchmarkSwitchIsAKnob) {  // the former EP phase-skip variable stays unknown
   EXPECT_NE(error_of([] { env::raw("EP_SKIP"); }).find("is read but not listed"), std::string::npos);
   EXPECT_EQ(env::unknown_name_warnings({"SYMMOE_EP_SKIP"}).size(), 1u);
 }

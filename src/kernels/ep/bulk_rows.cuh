@@ -3,7 +3,7 @@
 // Loads run kBulkAhead pieces ahead of the piece being stored, and they start at kernel entry (the warp's token
 // range is known before counting), so a small batch's row loads hide behind the count exchange and barrier.
 // Why: with register copies (common.cuh) each warp waits for its stores to issue before it loads the next token,
-// so stalled remote stores hold up the local copies (bench ep --skip). Here lane 0 hands whole pieces to the TMA
+// so stalled remote stores hold up the local copies (docs/notes/ep.md). Here lane 0 hands whole pieces to the TMA
 // engine and moves on; local and remote stores of a piece drain independently (faster than register copies at 512
 // and 8192 tokens, equal at 128: docs/notes/ep.md).
 // Protocol (lane 0 issues every bulk operation, so one thread's bulk groups track every stage):
@@ -87,15 +87,15 @@ struct BulkRowPipe {
     ptx::bulk_load_global_to_shared(stages + size_t(s) * kBulkStageBytes, row + piece_offset(piece), bytes, bars + s);
   }
 
-  // Whole warp: the next token's x row (and scale row unless !with_scales) to every destination held by the lanes
-  // of dst_mask (lane j's x_dst / sf_dst: the rows' first bytes there); dst_mask 0 consumes the rows.
-  __device__ __forceinline__ void push_row(uint8_t* x_dst, uint8_t* sf_dst, uint32_t dst_mask, bool with_scales) {
+  // Whole warp: the next token's x row (and scale row) to every destination held by the lanes of dst_mask (lane
+  // j's x_dst / sf_dst: the rows' first bytes there); dst_mask 0 consumes the rows.
+  __device__ __forceinline__ void push_row(uint8_t* x_dst, uint8_t* sf_dst, uint32_t dst_mask) {
     for (int piece = 0; piece < pieces_per_row; ++piece) {
       const int s = stored % kBulkStages;
       const uint32_t off = piece_offset(piece), bytes = piece_bytes(piece);
       uint8_t* dst = piece < x_pieces ? x_dst : sf_dst;
       if (lane_id() == 0) ptx::mbarrier_wait_parity(bars + s, uint32_t(stored / kBulkStages) & 1u);
-      for (uint32_t rest = piece < x_pieces || with_scales ? dst_mask : 0u; rest; rest &= rest - 1) {
+      for (uint32_t rest = dst_mask; rest; rest &= rest - 1) {
         auto* d = reinterpret_cast<uint8_t*>(
             __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(dst), __ffs(rest) - 1));
         if (lane_id() == 0) ptx::bulk_store_shared_to_global(d + off, stages + size_t(s) * kBulkStageBytes, bytes);

@@ -17,7 +17,6 @@
 #include "kernels/comm/sym_buffer.cuh"
 #include "kernels/common/combine_sum.cuh"
 #include "kernels/ep/common.cuh"
-#include "kernels/ep/skip.hpp"
 #include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
@@ -48,8 +47,7 @@ __device__ __forceinline__ void publish_rows(const CombineParams& p, const Pendi
 }
 
 // One warp: received token i of this rank back to its source; returns the flags to raise (publish_rows).
-// list: this warp's 32 ints of shared scratch. kSkip: skip.hpp (0 in the library).
-template <uint32_t kSkip>
+// list: this warp's 32 ints of shared scratch.
 __device__ __forceinline__ PendingFlags combine_send_token(const CombineParams& p, int i, int* list) {
   const auto& dims = p.layout.dims();
   const int K = dims.num_topk, H = dims.hidden, T_max = dims.num_max_tokens_per_rank, lane = lane_id();
@@ -60,9 +58,8 @@ __device__ __forceinline__ PendingFlags combine_send_token(const CombineParams& 
   if (!p.expand) {
     if (s == p.rank) return {};  // the reduce reads this row and its weights from x / topk_weights directly
     uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, master), uint32_t(s));
-    if constexpr (!(kSkip & kSkipCombineRows))
-      warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(i) * H), row_bytes,
-                                reinterpret_cast<uint8_t*>(dst), 1u);
+    warp_copy16_fanout<false>(reinterpret_cast<const uint8_t*>(p.x + int64_t(i) * H), row_bytes,
+                              reinterpret_cast<uint8_t*>(dst), 1u);
     if (p.topk_weights && lane < K)
       p.sym.map(p.layout.get_combine_weights(t, master), uint32_t(s))[lane] = p.topk_weights[int64_t(i) * K + lane];
     return {s, t, 1u << master};
@@ -72,7 +69,7 @@ __device__ __forceinline__ PendingFlags combine_send_token(const CombineParams& 
   if (p.topk_weights && row >= 0)
     p.sym.map(p.layout.get_combine_weights(t, lane), uint32_t(s))[lane] = p.topk_weights[row];
   if (!p.reduce_local_experts) {
-    for (uint32_t rest = (kSkip & kSkipCombineRows) ? 0u : lanes_here; rest; rest &= rest - 1) {
+    for (uint32_t rest = lanes_here; rest; rest &= rest - 1) {
       const int k = __ffs(rest) - 1;
       const int r = __shfl_sync(0xffffffffu, row, k);
       uint16_t* dst = p.sym.map(p.layout.get_combine_recv_row(t, k), uint32_t(s));
@@ -101,10 +98,9 @@ __device__ __forceinline__ PendingFlags combine_send_token(const CombineParams& 
 }
 
 // One sender warp (g of num_warps): received rows g, g + num_warps, ...
-template <uint32_t kSkip>
 __device__ __forceinline__ void combine_send_rows(const CombineParams& p, int g, int num_warps, int num_recv,
                                                   int* list) {
-  for (int i = g; i < num_recv; i += num_warps) publish_rows(p, combine_send_token<kSkip>(p, i, list));
+  for (int i = g; i < num_recv; i += num_warps) publish_rows(p, combine_send_token(p, i, list));
 }
 
 }  // namespace symmoe::ep

@@ -14,7 +14,6 @@
 
 #include "kernels/comm/timeout.cuh"
 #include "kernels/ep/common.cuh"
-#include "kernels/ep/skip.hpp"
 #include "kernels/ep/smem_layout.hpp"
 #include "kernels/ptx/sync.cuh"
 
@@ -184,16 +183,9 @@ __device__ __forceinline__ void place_padding(const DispatchParams& p, const Rec
   }
 }
 
-// Whole grid: every received row and padding row, warps strided over the grid. kSkip: skip.hpp (0 in the library).
-template <uint32_t kSkip>
+// Whole grid: every received row and padding row, warps strided over the grid.
 __device__ __forceinline__ void copy_epilogue(const DispatchParams& p, const RecvMeta& m) {
   const int g = blockIdx.x * kNumWarps + warp_id(), num_warps = gridDim.x * kNumWarps;
-  if constexpr ((kSkip & kSkipEpilogue) != 0) {  // only wait, so no arrival of this call lands in the next one
-    uint64_t landed = 0;
-    for (int s = g; s < p.layout.dims().num_ranks; s += num_warps)
-      if (m.psum_rank[s] != (s == 0 ? 0 : m.psum_rank[s - 1])) source_landed(p, m, s, landed);
-    return;
-  }
   if (!p.expand) {
     const int K = p.layout.dims().num_topk;
     int group = 1;

@@ -17,15 +17,12 @@
 #include "kernels/ep/bulk_rows.cuh"
 #include "kernels/ep/common.cuh"
 #include "kernels/ep/notify.cuh"
-#include "kernels/ep/skip.hpp"
 #include "kernels/ptx/sync.cuh"
 
 namespace symmoe::ep {
 
 // Pushes token t (whole warp). lane < K carries its lane's routing; master lanes carry their destination slot.
-// The x row (and the scale row when pipe.sf) goes through `pipe`, whose next row is t's. kSkip: skip.hpp (0 in
-// the library).
-template <uint32_t kSkip>
+// The x row (and the scale row when pipe.sf) goes through `pipe`, whose next row is t's.
 __device__ __forceinline__ void push_token(const DispatchParams& p, const int* row_base, int* pushed, int t,
                                            const LaneRoute& r, int slot, int expert_pos, float weight,
                                            BulkRowPipe& pipe) {
@@ -43,7 +40,7 @@ __device__ __forceinline__ void push_token(const DispatchParams& p, const int* r
   // Metadata record: lane k < K writes its fields to every destination, lane 0 the source index.
   const layout::TokenMetaView mv{0, p.layout.token_record()};
   const int32_t src_idx = p.rank * p.layout.dims().num_max_tokens_per_rank + t;
-  for (uint32_t rest = (kSkip & kSkipMetaRecords) ? 0u : masters; rest; rest &= rest - 1) {
+  for (uint32_t rest = masters; rest; rest &= rest - 1) {
     const uint64_t base = __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(meta_dst), __ffs(rest) - 1);
     const layout::TokenMetaView v{base, mv.rec};
     if (lane < K) {
@@ -53,16 +50,13 @@ __device__ __forceinline__ void push_token(const DispatchParams& p, const int* r
     }
     if (lane == 0) *v.src_token_global_idx() = src_idx;
   }
-  const uint32_t row_dsts =
-      (kSkip & kSkipRemoteRows) ? __ballot_sync(0xffffffffu, r.master && r.dst_rank == p.rank) : masters;
-  pipe.push_row(x_dst, sf_dst, row_dsts, !(kSkip & kSkipScaleRows));
-  if (p.sf_row_bytes > 0 && !(kSkip & kSkipScaleRows) && !pipe.sf)
-    warp_copy4_fanout<false>(p.x_sf + int64_t(t) * p.sf_row_bytes, uint32_t(p.sf_row_bytes), sf_dst, row_dsts);
+  pipe.push_row(x_dst, sf_dst, masters);
+  if (p.sf_row_bytes > 0 && !pipe.sf)
+    warp_copy4_fanout<false>(p.x_sf + int64_t(t) * p.sf_row_bytes, uint32_t(p.sf_row_bytes), sf_dst, masters);
 }
 
 // Fresh dispatch, one warp over [begin, end): slots and expert positions from the warp's bases (notify.cuh),
 // handle's dst_buffer_slot_idx and topk_idx copy, then the push. bases: this warp's [R + E] row (shared).
-template <uint32_t kSkip>
 __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
                                                      int* pushed, int* bases, int begin, int end, BulkRowPipe& pipe) {
   const auto& dims = p.layout.dims();
@@ -85,15 +79,14 @@ __device__ __forceinline__ void dispatch_fresh_range(const DispatchParams& p, Ro
         p.handle.topk_idx[int64_t(t) * K + lane] = e;
       }
       if (__any_sync(0xffffffffu, r.master))
-        push_token<kSkip>(p, row_base, pushed, t, r, slot, expert_pos, weight, pipe);
+        push_token(p, row_base, pushed, t, r, slot, expert_pos, weight, pipe);
       else
-        pipe.push_row(nullptr, nullptr, 0u, false);
+        pipe.push_row(nullptr, nullptr, 0u);
     }
   }
 }
 
 // Cached dispatch, one warp over [begin, end): routing and slots from the handle.
-template <uint32_t kSkip>
 __device__ __forceinline__ void dispatch_cached_range(const DispatchParams& p, RouteChunk& chunk, const int* row_base,
                                                       int* pushed, int begin, int end, BulkRowPipe& pipe) {
   const auto& dims = p.layout.dims();
@@ -109,9 +102,9 @@ __device__ __forceinline__ void dispatch_cached_range(const DispatchParams& p, R
       r.master = slot_idx >= 0;
       const float weight = lane < K ? chunk.weight(t, lane) : 0.f;
       if (__any_sync(0xffffffffu, r.master))
-        push_token<kSkip>(p, row_base, pushed, t, r, slot_idx - p.rank * T_max, -1, weight, pipe);
+        push_token(p, row_base, pushed, t, r, slot_idx - p.rank * T_max, -1, weight, pipe);
       else
-        pipe.push_row(nullptr, nullptr, 0u, false);
+        pipe.push_row(nullptr, nullptr, 0u);
     }
   }
 }

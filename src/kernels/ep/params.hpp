@@ -83,11 +83,7 @@ struct CombineParams {
 // Dynamic shared memory of the dispatch kernel (per-warp counters and routing chunks, receive metadata).
 size_t dispatch_smem_bytes(const layout::EpDims& dims);
 
-// The library's kernels (every phase). Benchmarks may launch phase-skipping variants instead (skip.hpp) through
-// function pointers of these types.
 void launch_dispatch(const DispatchParams& params, int num_ctas, cudaStream_t stream);
 void launch_combine(const CombineParams& params, int num_ctas, cudaStream_t stream);
-using DispatchLaunchFn = void (*)(const DispatchParams&, int, cudaStream_t);
-using CombineLaunchFn = void (*)(const CombineParams&, int, cudaStream_t);
 
 }  // namespace symmoe::ep

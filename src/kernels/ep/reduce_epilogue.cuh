@@ -43,8 +43,6 @@ __device__ __forceinline__ int local_first_row(const CombineParams& p) {
 
 // rows: this warp's 32 row pointers of shared scratch; route: load_reduce_route(p, t); first_row:
 // local_first_row(p). Returns false when a flag wait timed out (or the rank aborted): the caller stops.
-// kSkip: skip.hpp (0 in the library).
-template <uint32_t kSkip>
 __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, const int4** rows, ReduceRoute route,
                                              int first_row) {
   const auto& dims = p.layout.dims();
@@ -69,8 +67,7 @@ __device__ __forceinline__ bool reduce_token(const CombineParams& p, int t, cons
     ok = comm::wait_eq_sys(p.wait, layout::WaitSite::kFlag, dst_rank, flag, 1u);
     if (ok) *flag = 0u;  // consumed (see the header)
   }
-  if (!__all_sync(0xffffffffu, ok)) return false;         // acquire by the waiting lanes + warp barrier: rows visible
-  if constexpr ((kSkip & kSkipReduce) != 0) return true;  // flags only
+  if (!__all_sync(0xffffffffu, ok)) return false;  // acquire by the waiting lanes + warp barrier: rows visible
 
   if (p.combined_topk_weights && lane < K) {
     float w = 0.f;
