@@ -35,14 +35,17 @@ void expect_error(F&& f, const std::string& needle) {
 }
 
 // A fused kernel's GEMM-core shared memory from the standalone cores' model: the core's own, except that the
-// one-batch core (BLOCK_M 128, FP8 64) has the staging rows in place of its standalone SwiGLU kernel's output tile.
+// one-batch core (BLOCK_M 128, FP8 64) has the staging rows in place of its standalone SwiGLU kernel's output tile
+// and stages B scales for fewer K blocks (plan::kGemmCoreFusedMaxKBlocks).
 int fused_core_smem_bytes(const plan::MegaKernelShape& k) {
   const plan::GemmCore core = plan::mega_core(k.block_m, k.weights);
   if (core != plan::GemmCore::kOneBatch)
     return plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, core);
   return plan::gemm_smem_bytes(k.block_m, k.block_n, k.num_stages, false, k.weights, false, core,
                                plan::GemmEpilogue::kSwigluFp8) -
-         plan::gemm_core_out_bytes(k.block_m, k.block_n, plan::GemmCoreOutput::kFp8Tile) + plan::kGemmStagingBytes;
+         plan::gemm_core_out_bytes(k.block_m, k.block_n, plan::GemmCoreOutput::kFp8Tile) + plan::kGemmStagingBytes -
+         plan::gemm_core_sfb_bytes(plan::GemmCoreOutput::kFp8Tile) +
+         plan::gemm_core_sfb_bytes(plan::GemmCoreOutput::kStagingRows);
 }
 
 void check_gemm(const plan::GemmPlan& p) {
