@@ -103,20 +103,16 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
   }
 }
 
-// The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return. A
-// warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster partner past the
-// expert) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the other warpgroup's.
-// The loop body is unrolled over the kNumStages stages, so each copy's stage is a compile-time constant: its
-// barrier, tile and scale addresses are immediate offsets, and only the K block, the phase and the tile's start
-// stage are runtime values (a tile starts at the stage the previous one left: `pipe`).
-// NOTES: the descriptors are formed from warp-uniform values (wg, the shared-memory base), so they live in uniform
-// registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
-// CTA's empty barrier and, with clusters, on the peer's (through its cluster address), after the stage's last batch
-// has completed and before its promotion.
-template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
-__device__ __forceinline__ void core_k_loop(
+// core_k_loop's loop for one kind of tile, both known per tile: kActive, whether the warpgroup's rows hold a valid row
+// (false: it issues no WGMMA, reads no scale and only passes the stages on); kMidFirst, whether the middle chunks
+// 8-15 of a BLOCK_N 192 tile take the first 128-column scale block (core_promote; true for every other BLOCK_N).
+// As compile-time values they cost the loop nothing per K block (ptxas recomputed both in every K block). The 128 x
+// 256 tile (two halves) keeps `active` a run-time test: as two loops ptxas spilled its 64 + 128 registers.
+template <bool kActive, bool kMidFirst, int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages,
+          plan::GemmCoreOutput kOutput>
+__device__ __forceinline__ void core_k_loop_of(
     const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
-    int parity, PipelineState<kNumStages>& pipe,
+    int parity, bool active, PipelineState<kNumStages>& pipe,
     float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
   using Layout = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>;
   static_assert(kClusterM == 1 || kClusterM == 2, "the stage release knows one peer CTA at most");
@@ -134,11 +130,9 @@ __device__ __forceinline__ void core_k_loop(
   for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
   // The warpgroup's first row and column in the tile (split N: rows [0, 64), columns [128 wg, 128 wg + 128)).
   const int row0 = kSplitN ? 0 : 64 * wg;
-  const bool active = row0 < tile.num_rows;
   const float* sfa0 = smem.sfa(0) + row0 + warp * 16 + lane / 4 + (tile.row_begin & (kSfaBoxPad - 1));
   // K block kb's B scales: sfb[kb], sfb[kb + Layout::kMaxKBlocks] (bf16: the two scale blocks; SwiGLU: gate, up).
   const float* sfb = smem.sfb(wg, parity, 0);
-  const bool mid_first = core_former_chunks<BLOCK_N>(tile.n_begin) == 16;  // chunks 8-15 in the first scale block
   const uint32_t a_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.a(0) + row0 * 128));
   // Split N: the warpgroup's 128 B rows (its columns) start 128 wg rows of 128 B into the stage's B tile.
   const uint32_t b_lo0 = ptx::wgmma_desc_k128b_lo(ptx::smem_addr(smem.b(0) + (kSplitN ? 128 * wg * 128 : 0)));
@@ -154,6 +148,7 @@ __device__ __forceinline__ void core_k_loop(
 #pragma unroll
     for (int i = 0; i < kNumPartial; ++i) partial[i] = 0.f;
   }
+  const bool issues = kNumHalves > 1 ? active : kActive;  // see above
   int stage = pipe.stage;
   uint32_t phase = pipe.phase;
   for (const float* const sfb_end = sfb + p.k / 128; sfb != sfb_end;) {
@@ -162,13 +157,13 @@ __device__ __forceinline__ void core_k_loop(
       if (s != stage || sfb == sfb_end) continue;
       const float sb0 = sfb[0];
       const float sb1 = BLOCK_N > 128 ? sfb[Layout::kMaxKBlocks] : 0.f;
-      const float sb_mid = mid_first ? sb0 : sb1;
+      const float sb_mid = kMidFirst ? sb0 : sb1;
       ptx::mbarrier_wait_parity(smem.full(s), phase);
       const float sa0 = sfa0[s * (Layout::kSfaBytes / 4)];
       const float sa1 = sfa0[s * (Layout::kSfaBytes / 4) + 8];
 #pragma unroll
       for (int h = 0; h < kNumHalves; ++h) {
-        if (active) {
+        if (issues) {
           const uint32_t a_lo = a_lo0 + s * (Layout::kABytes / 16);
           // Half h reads B rows [128 h, 128 h + 128) of the stage: 128 h rows of 128 B in.
           const uint32_t b_lo = b_lo0 + s * (Layout::kBBytes / 16) + h * (kBatchN * 128 / 16);
@@ -196,7 +191,7 @@ __device__ __forceinline__ void core_k_loop(
             if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);
           }
         }
-        if (active) {
+        if (issues) {
           if constexpr (kNumHalves > 1 || kSplitN) {
             // math.cuh's promotion: SwiGLU, chunk c of either half takes the gate scale (sb0) for even c, up (sb1)
             // for odd; bf16, every chunk of half h (split N: of warpgroup wg's slice) takes the scale of 128-column
@@ -222,6 +217,33 @@ __device__ __forceinline__ void core_k_loop(
   }
   pipe.stage = stage;
   pipe.phase = phase;
+}
+
+// The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return. A
+// warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster partner past the
+// expert) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the other warpgroup's.
+// The loop body is unrolled over the kNumStages stages, so each copy's stage is a compile-time constant: its
+// barrier, tile and scale addresses are immediate offsets, and only the K block, the phase and the tile's start
+// stage are runtime values (a tile starts at the stage the previous one left: `pipe`). The per-tile choices (the
+// warpgroup active, where a 192-column tile's middle chunks take their scale) pick one of core_k_loop_of's loops.
+// NOTES: the descriptors are formed from warp-uniform values (wg, the shared-memory base), so they live in uniform
+// registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
+// CTA's empty barrier and, with clusters, on the peer's (through its cluster address), after the stage's last batch
+// has completed and before its promotion.
+template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
+__device__ __forceinline__ void core_k_loop(
+    const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
+    int parity, PipelineState<kNumStages>& pipe,
+    float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
+  constexpr bool kSplitN = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kSplitN;
+  const bool active = (kSplitN ? 0 : 64 * wg) < tile.num_rows;  // the warpgroup's first row (split N: row 0)
+  constexpr bool kTwoHalves = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumHalves > 1;
+  if (!kTwoHalves && !active)
+    core_k_loop_of<false, true, kClusterM, kEpilogue>(p, smem, tile, wg, parity, false, pipe, acc);
+  else if (BLOCK_N == 192 && core_former_chunks<BLOCK_N>(tile.n_begin) != 16)
+    core_k_loop_of<true, BLOCK_N != 192, kClusterM, kEpilogue>(p, smem, tile, wg, parity, active, pipe, acc);
+  else
+    core_k_loop_of<true, true, kClusterM, kEpilogue>(p, smem, tile, wg, parity, active, pipe, acc);
 }
 
 }  // namespace symmoe::gemm::kernel
