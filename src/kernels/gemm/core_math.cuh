@@ -15,13 +15,15 @@
 // B scales: a BLOCK_N = 192 tile spans two 128-column scale blocks (n_begin % 128 is 0 or 64; core_promote says which
 // chunk takes which), a 256-column bf16 tile two whole ones; the SwiGLU tile has a gate and an up scale per K block.
 // Each math warpgroup stages its own copy of the tile's scales of every K block in shared memory (CoreSmemLayout::sfb,
-// two buffers per warpgroup by tile parity) before its K loop; the loop reads them with ld.shared ahead of the stage's
-// full-barrier wait.
+// two buffers per warpgroup by tile parity) before its K loop; the loop reads them with ld.shared (ptxas issues them
+// ahead of the stage's full-barrier wait).
 // Layout: any CoreSmemLayout (the standalone kernel's output tiles, the fused kernel's staging rows); kEpilogue picks
 // the B-scale layout and the promotion, so one layout serves both phases of the fused kernel.
 // NOTES: registers per math thread: kWgN / 2 / kNumHalves partial + kWgN / 2 accumulators (96 + 96 for BLOCK_N 192,
 // 64 + 128 for 128 x 256, 64 + 64 for the split-N 64 x 256).
 #pragma once
+
+#include <type_traits>
 
 #include "kernels/gemm/core_smem_layout.hpp"
 #include "kernels/gemm/math.cuh"
@@ -103,13 +105,14 @@ __device__ __forceinline__ void core_promote(float (&acc)[kNumAcc], const float 
   }
 }
 
-// core_k_loop's loop for one kind of tile, both known per tile: kActive, whether the warpgroup's rows hold a valid row
-// (false: it issues no WGMMA, reads no scale and only passes the stages on); kMidFirst, whether the middle chunks
-// 8-15 of a BLOCK_N 192 tile take the first 128-column scale block (core_promote; true for every other BLOCK_N).
-// As compile-time values they cost the loop nothing per K block (ptxas recomputed both in every K block). The 128 x
-// 256 tile (two halves) keeps `active` a run-time test: as two loops ptxas spilled its 64 + 128 registers.
-template <bool kActive, bool kMidFirst, int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages,
-          plan::GemmCoreOutput kOutput>
+// core_k_loop's loop for one kind of tile, each choice known per tile: kActive, whether the warpgroup's rows hold a
+// valid row (false: it issues no WGMMA, reads no scale and only passes the stages on); kMidFirst, whether the middle
+// chunks 8-15 of a BLOCK_N 192 tile take the first 128-column scale block (core_promote; true for every other
+// BLOCK_N); kWholeRounds, which of core_k_loop's two loops. As compile-time values they cost the loop nothing per K
+// block (ptxas recomputed the first two in every K block). The 128 x 256 tile (two halves) keeps `active` a run-time
+// test: as two loops ptxas spilled its 64 + 128 registers.
+template <bool kActive, bool kMidFirst, bool kWholeRounds, int kClusterM, EpilogueKind kEpilogue, int BLOCK_M,
+          int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void core_k_loop_of(
     const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
     int parity, bool active, PipelineState<kNumStages>& pipe,
@@ -139,80 +142,86 @@ __device__ __forceinline__ void core_k_loop_of(
   // The peer CTA's empty barriers (cluster 2): warp-uniform, so the address lives in a uniform register.
   const uint32_t peer_empty0 =
       kClusterM == 1 ? 0u : ptx::mapa_shared_cluster(ptx::smem_addr(smem.empty(0)), ptx::cluster_cta_rank() ^ 1u);
-  // Two halves: the first WGMMA of each batch is the accumulating form with scale-d 0 on a partial that stays in its
-  // registers ("+f"), as in math.cuh: with the overwriting form ("=f") ptxas kept two copies of the 64-register
-  // partial across the halves and spilled the 128 + 64 accumulators. One batch: the overwriting form (partial is dead
-  // between K blocks).
+  // The first WGMMA of each batch is the accumulating form with scale-d 0 on a partial that stays in its registers
+  // ("+f", as in math.cuh). With the overwriting form ("=f") ptxas is free to give each K block's partial new
+  // registers, and did: the two-halves tile spilled its 128 + 64 accumulators, the whole-rounds loop below 172-192 B.
   float partial[kNumPartial];
-  if constexpr (kNumHalves > 1) {
 #pragma unroll
-    for (int i = 0; i < kNumPartial; ++i) partial[i] = 0.f;
-  }
+  for (int i = 0; i < kNumPartial; ++i) partial[i] = 0.f;
   const bool issues = kNumHalves > 1 ? active : kActive;  // see above
-  int stage = pipe.stage;
-  uint32_t phase = pipe.phase;
-  for (const float* const sfb_end = sfb + p.k / 128; sfb != sfb_end;) {
+  // One K block on stage s (a compile-time constant in every caller: the loops below are unrolled over the stages)
+  // with its B scales at sfb_k.
+  auto k_block = [&](const int s, const float* sfb_k, uint32_t phase_k) {
+    const float sb0 = sfb_k[0];
+    const float sb1 = BLOCK_N > 128 ? sfb_k[Layout::kMaxKBlocks] : 0.f;
+    const float sb_mid = kMidFirst ? sb0 : sb1;
+    ptx::mbarrier_wait_parity(smem.full(s), phase_k);
+    const float sa0 = sfa0[s * (Layout::kSfaBytes / 4)];
+    const float sa1 = sfa0[s * (Layout::kSfaBytes / 4) + 8];
 #pragma unroll
-    for (int s = 0; s < kNumStages; ++s) {
-      if (s != stage || sfb == sfb_end) continue;
-      const float sb0 = sfb[0];
-      const float sb1 = BLOCK_N > 128 ? sfb[Layout::kMaxKBlocks] : 0.f;
-      const float sb_mid = kMidFirst ? sb0 : sb1;
-      ptx::mbarrier_wait_parity(smem.full(s), phase);
-      const float sa0 = sfa0[s * (Layout::kSfaBytes / 4)];
-      const float sa1 = sfa0[s * (Layout::kSfaBytes / 4) + 8];
+    for (int h = 0; h < kNumHalves; ++h) {
+      if (issues) {
+        const uint32_t a_lo = a_lo0 + s * (Layout::kABytes / 16);
+        // Half h reads B rows [128 h, 128 h + 128) of the stage: 128 h rows of 128 B in.
+        const uint32_t b_lo = b_lo0 + s * (Layout::kBBytes / 16) + h * (kBatchN * 128 / 16);
+        ptx::wgmma_fence();
+        // The first WGMMA of the batch starts the partial sums afresh (scale-d 0; see partial above).
 #pragma unroll
-      for (int h = 0; h < kNumHalves; ++h) {
-        if (issues) {
-          const uint32_t a_lo = a_lo0 + s * (Layout::kABytes / 16);
-          // Half h reads B rows [128 h, 128 h + 128) of the stage: 128 h rows of 128 B in.
-          const uint32_t b_lo = b_lo0 + s * (Layout::kBBytes / 16) + h * (kBatchN * 128 / 16);
-          ptx::wgmma_fence();
-          // The first WGMMA of the batch starts the partial sums afresh (scale-d 0; see partial above).
-          if constexpr (kNumHalves > 1)
-            ptx::wgmma_m64nk32_e4m3<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
-                                             ptx::wgmma_desc_k128b_from_lo(b_lo), false);
-          else
-            ptx::wgmma_m64nk32_e4m3_overwrite<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo),
-                                                       ptx::wgmma_desc_k128b_from_lo(b_lo));
+        for (int k = 0; k < 4; ++k)
+          ptx::wgmma_m64nk32_e4m3<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
+                                           ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), k > 0);
+        ptx::wgmma_commit_group();
 #pragma unroll
-          for (int k = 1; k < 4; ++k)
-            ptx::wgmma_m64nk32_e4m3<kBatchN>(partial, ptx::wgmma_desc_k128b_from_lo(a_lo + 2 * k),
-                                             ptx::wgmma_desc_k128b_from_lo(b_lo + 2 * k), true);
-          ptx::wgmma_commit_group();
-#pragma unroll
-          for (int i = 0; i < kNumPartial; ++i) ptx::fence_operand(partial[i]);
-          ptx::wgmma_wait_group<0>();
-        }
-        if (h == kNumHalves - 1) {
-          __syncwarp();                 // the warp's reads of the stage (scales) are ordered before the release
-          if (ptx::elect_one_sync()) {  // one lane per warp releases the stage in every CTA of the cluster
-            ptx::mbarrier_arrive(smem.empty(s));
-            if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);
-          }
-        }
-        if (issues) {
-          if constexpr (kNumHalves > 1 || kSplitN) {
-            // math.cuh's promotion: SwiGLU, chunk c of either half takes the gate scale (sb0) for even c, up (sb1)
-            // for odd; bf16, every chunk of half h (split N: of warpgroup wg's slice) takes the scale of 128-column
-            // scale block h (wg) (gate == up).
-            const int block = kSplitN ? wg : h;
-            const float sb_gate = kSwiglu || block == 0 ? sb0 : sb1;
-            const float sb_up = kSwiglu || block == 1 ? sb1 : sb0;
-            const float s_gate[2] = {sa0 * sb_gate, sa1 * sb_gate};
-            const float s_up[2] = {sa0 * sb_up, sa1 * sb_up};
-            promote(acc + kNumPartial * h, partial, s_gate, s_up);
-          } else {
-            core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
-          }
+        for (int i = 0; i < kNumPartial; ++i) ptx::fence_operand(partial[i]);
+        ptx::wgmma_wait_group<0>();
+      }
+      if (h == kNumHalves - 1) {
+        __syncwarp();                 // the warp's reads of the stage (scales) are ordered before the release
+        if (ptx::elect_one_sync()) {  // one lane per warp releases the stage in every CTA of the cluster
+          ptx::mbarrier_arrive(smem.empty(s));
+          if constexpr (kClusterM == 2) ptx::mbarrier_arrive_cluster_addr(peer_empty0 + 8 * s);
         }
       }
-      ++sfb;
-      ++stage;
+      if (issues) {
+        if constexpr (kNumHalves > 1 || kSplitN) {
+          // math.cuh's promotion: SwiGLU, chunk c of either half takes the gate scale (sb0) for even c, up (sb1)
+          // for odd; bf16, every chunk of half h (split N: of warpgroup wg's slice) takes the scale of 128-column
+          // scale block h (wg) (gate == up).
+          const int block = kSplitN ? wg : h;
+          const float sb_gate = kSwiglu || block == 0 ? sb0 : sb1;
+          const float sb_up = kSwiglu || block == 1 ? sb1 : sb0;
+          const float s_gate[2] = {sa0 * sb_gate, sa1 * sb_gate};
+          const float s_up[2] = {sa0 * sb_up, sa1 * sb_up};
+          promote(acc + kNumPartial * h, partial, s_gate, s_up);
+        } else {
+          core_promote(acc, partial, sa0, sa1, sb0, sb_mid, sb1);
+        }
+      }
     }
-    if (stage == kNumStages) {
-      stage = 0;
+  };
+  int stage = pipe.stage;
+  uint32_t phase = pipe.phase;
+  if constexpr (kWholeRounds) {
+    // The tile starts at stage 0 and its K blocks are whole rounds of the stages: no per-copy stage test.
+    const int num_k_blocks = p.k / 128;
+    for (int kb = 0; kb < num_k_blocks; kb += kNumStages) {
+#pragma unroll
+      for (int s = 0; s < kNumStages; ++s) k_block(s, sfb + kb + s, phase);
       phase ^= 1;
+    }
+  } else {
+    for (const float* const sfb_end = sfb + p.k / 128; sfb != sfb_end;) {
+#pragma unroll
+      for (int s = 0; s < kNumStages; ++s) {
+        if (s != stage || sfb == sfb_end) continue;
+        k_block(s, sfb, phase);
+        ++sfb;
+        ++stage;
+      }
+      if (stage == kNumStages) {
+        stage = 0;
+        phase ^= 1;
+      }
     }
   }
   pipe.stage = stage;
@@ -223,27 +232,39 @@ __device__ __forceinline__ void core_k_loop_of(
 // warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster partner past the
 // expert) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the other warpgroup's.
 // The loop body is unrolled over the kNumStages stages, so each copy's stage is a compile-time constant: its
-// barrier, tile and scale addresses are immediate offsets, and only the K block, the phase and the tile's start
-// stage are runtime values (a tile starts at the stage the previous one left: `pipe`). The per-tile choices (the
-// warpgroup active, where a 192-column tile's middle chunks take their scale) pick one of core_k_loop_of's loops.
+// barrier, tile and scale addresses are immediate offsets. Two loops:
+//   whole rounds  the tile starts at stage 0 and its K blocks are a multiple of kNumStages (so the next tile starts
+//                 at stage 0 too; every bench and layer shape at 4 stages): the copies run back to back, and ptxas
+//                 overlaps one K block's promotion with the next one's barrier wait and scale loads;
+//   general       a tile starts at the stage the previous one left (`pipe`): each copy tests whether it is the
+//                 current stage, which keeps the copies apart.
+// The split-N tile (64 x 256: masked decode and the fused kernel's BLOCK_M 64, bound by the weight stream) keeps the
+// general loop: the whole-rounds schedule waits for the next stage before the previous promotion, which delays
+// each stage's release (decode at 1 token: 1.05x the time). The per-tile choices (the warpgroup active, where a
+// 192-column tile's middle chunks take their scale) pick one of core_k_loop_of's loops.
 // NOTES: the descriptors are formed from warp-uniform values (wg, the shared-memory base), so they live in uniform
-// registers; sa / sb are read before the WGMMAs are issued. One elected lane per warp releases the stage on its own
-// CTA's empty barrier and, with clusters, on the peer's (through its cluster address), after the stage's last batch
-// has completed and before its promotion.
+// registers. One elected lane per warp releases the stage on its own CTA's empty barrier and, with clusters, on the
+// peer's (through its cluster address), after the stage's last batch has completed and before its promotion.
 template <int kClusterM, EpilogueKind kEpilogue, int BLOCK_M, int BLOCK_N, int kNumStages, plan::GemmCoreOutput kOutput>
 __device__ __forceinline__ void core_k_loop(
     const GemmParams& p, const CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>& smem, const Tile& tile, int wg,
     int parity, PipelineState<kNumStages>& pipe,
     float (&acc)[CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumAcc]) {
-  constexpr bool kSplitN = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kSplitN;
-  const bool active = (kSplitN ? 0 : 64 * wg) < tile.num_rows;  // the warpgroup's first row (split N: row 0)
-  constexpr bool kTwoHalves = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>::kNumHalves > 1;
-  if (!kTwoHalves && !active)
-    core_k_loop_of<false, true, kClusterM, kEpilogue>(p, smem, tile, wg, parity, false, pipe, acc);
-  else if (BLOCK_N == 192 && core_former_chunks<BLOCK_N>(tile.n_begin) != 16)
-    core_k_loop_of<true, BLOCK_N != 192, kClusterM, kEpilogue>(p, smem, tile, wg, parity, active, pipe, acc);
+  using Layout = CoreSmemLayout<BLOCK_M, BLOCK_N, kNumStages, kOutput>;
+  const bool active = (Layout::kSplitN ? 0 : 64 * wg) < tile.num_rows;  // the warpgroup's first row (split N: row 0)
+  auto run = [&](auto whole_rounds) {
+    constexpr bool kWholeRounds = decltype(whole_rounds)::value;
+    if (Layout::kNumHalves == 1 && !active)
+      core_k_loop_of<false, true, kWholeRounds, kClusterM, kEpilogue>(p, smem, tile, wg, parity, false, pipe, acc);
+    else if (BLOCK_N == 192 && core_former_chunks<BLOCK_N>(tile.n_begin) != 16)
+      core_k_loop_of<true, false, kWholeRounds, kClusterM, kEpilogue>(p, smem, tile, wg, parity, active, pipe, acc);
+    else
+      core_k_loop_of<true, true, kWholeRounds, kClusterM, kEpilogue>(p, smem, tile, wg, parity, active, pipe, acc);
+  };
+  if (!Layout::kSplitN && pipe.stage == 0 && (p.k / 128) % kNumStages == 0)
+    run(std::true_type{});
   else
-    core_k_loop_of<true, true, kClusterM, kEpilogue>(p, smem, tile, wg, parity, active, pipe, acc);
+    run(std::false_type{});
 }
 
 }  // namespace symmoe::gemm::kernel

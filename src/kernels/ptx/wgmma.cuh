@@ -109,33 +109,7 @@ __device__ __forceinline__ void wgmma_m64n192k32_e4m3(float (&d)[96], uint64_t d
       : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
-// D[64x192] = A[64x32] . B[192x32]^T (scale-d 0): as wgmma_m64n192k32_e4m3 with accumulate false, but d is an
-// output only, so the compiler may use its registers for other values until the issue.
-__device__ __forceinline__ void wgmma_m64n192k32_e4m3_overwrite(float (&d)[96], uint64_t desc_a, uint64_t desc_b) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, 0, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
-      "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
-      "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,"
-      "%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
-      "}, %96, %97, p, 1, 1;\n}"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]),
-        "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]),
-        "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]),
-        "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]),
-        "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]),
-        "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]),
-        "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]),
-        "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63]), "=f"(d[64]),
-        "=f"(d[65]), "=f"(d[66]), "=f"(d[67]), "=f"(d[68]), "=f"(d[69]), "=f"(d[70]), "=f"(d[71]), "=f"(d[72]),
-        "=f"(d[73]), "=f"(d[74]), "=f"(d[75]), "=f"(d[76]), "=f"(d[77]), "=f"(d[78]), "=f"(d[79]), "=f"(d[80]),
-        "=f"(d[81]), "=f"(d[82]), "=f"(d[83]), "=f"(d[84]), "=f"(d[85]), "=f"(d[86]), "=f"(d[87]), "=f"(d[88]),
-        "=f"(d[89]), "=f"(d[90]), "=f"(d[91]), "=f"(d[92]), "=f"(d[93]), "=f"(d[94]), "=f"(d[95])
-      : "l"(desc_a), "l"(desc_b));
-}
-
-// m64nNk32 (and its overwriting form) for the N a tile needs (the one-batch core: N = its BLOCK_N).
+// m64nNk32 for the N a tile needs (the one-batch core: N = its BLOCK_N).
 template <int N>
 __device__ __forceinline__ void wgmma_m64nk32_e4m3(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                                    bool accumulate) {
@@ -144,14 +118,6 @@ __device__ __forceinline__ void wgmma_m64nk32_e4m3(float (&d)[N / 2], uint64_t d
     wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);
   else
     wgmma_m64n192k32_e4m3(d, desc_a, desc_b, accumulate);
-}
-template <int N>
-__device__ __forceinline__ void wgmma_m64nk32_e4m3_overwrite(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b) {
-  static_assert(N == 128 || N == 192, "compiled WGMMA widths: 128, 192");
-  if constexpr (N == 128)
-    wgmma_m64n128k32_e4m3_overwrite(d, desc_a, desc_b);
-  else
-    wgmma_m64n192k32_e4m3_overwrite(d, desc_a, desc_b);
 }
 
 // The swap-AB core's narrow WGMMAs (kernels/gemm/swap_ab_math.cuh): D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, e4m3 x
