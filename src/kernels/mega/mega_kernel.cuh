@@ -197,13 +197,14 @@ __device__ __forceinline__ void run_mega_math_core(const MegaParams& p, const La
   PendingL1Signal<256, Roles::defers_l1_signal(false, false)> pending;
   const int wg_barrier = Roles::kWarpgroupBarrier0 + wg;
   for (int l1_count = 0, tile_count = 0; sched.next(t); ++tile_count) {
+    const int parity = tile_count & 1;  // which of the warpgroup's two B-scale buffers this tile uses
     if (t.l2) {
       pending.flush(p, staging);  // this tile's inputs may include the pending one
-      stage_core_b_scales<EpilogueKind::kBf16>(p.l2, t.tile, smem, wg, tile_count & 1, wg_barrier);
-      core_k_loop<1, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, tile_count & 1, pipe, acc);
+      stage_core_b_scales<EpilogueKind::kBf16>(p.l2, t.tile, smem, wg, parity, wg_barrier);
+      core_k_loop<1, EpilogueKind::kBf16>(p.l2, smem, t.tile, wg, parity, pipe, acc);
     } else {
-      stage_core_b_scales<EpilogueKind::kSwigluFp8>(p.l1, t.tile, smem, wg, tile_count & 1, wg_barrier);
-      core_k_loop<1, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg, tile_count & 1, pipe, acc);
+      stage_core_b_scales<EpilogueKind::kSwigluFp8>(p.l1, t.tile, smem, wg, parity, wg_barrier);
+      core_k_loop<1, EpilogueKind::kSwigluFp8>(p.l1, smem, t.tile, wg, parity, pipe, acc);
     }
     if constexpr (kTrace)
       if (threadIdx.x == 0) trace_tile(p, tile_count, kTileMainloopDone, ptx::globaltimer_ns());
