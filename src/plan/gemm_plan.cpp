@@ -206,7 +206,8 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // Cluster: the one-batch core runs clusters of 2 (B multicast to neighbouring m-blocks of one expert) where
   // an expert is expected to hold two m-blocks, the second partial (Flash at 8192 tokens: 192 rows per
   // expert, 0.83-0.91x cluster 1's time); single CTAs elsewhere (0.94-0.98x cluster 2's time at 3-12 m-blocks per
-  // expert and at two full ones; H200, docs/notes/gemm.md; at an odd count a partner runs empty tiles). The two-halves
+  // expert and at two full ones; H200, docs/notes/gemm.md; measured while an odd count left a partner idle: the
+  // scheduler now pairs that m-block along N, scheduler.cuh). The two-halves
   // core runs single CTAs (its cluster-2 kernels were 6-10% slower, docs/notes/plan.md).
   const long long m_blocks = expected_m_blocks(m_per_expert_expected, block_m);
   const int cluster = pins.cluster_size ? pins.cluster_size

@@ -121,8 +121,8 @@ gemm::LaunchOptions launch_options(const Config& c) {
   return opt;
 }
 // The one-batch core's kernels (plan::GemmCore::kOneBatch): 128 x 192 and 128 x 128, clusters of 1 and 2, and the
-// split-N 64 x 256, all SMs and few CTAs (the stage ring and the D tile's TMA stores wrap across tiles; a cluster's
-// partner past an expert's rows runs empty tiles).
+// split-N 64 x 256, all SMs and few CTAs (the stage ring and the D tile's TMA stores wrap across tiles; a cluster
+// pairs an odd m-block count's last m-block along N, with its own B tiles: scheduler.cuh).
 const std::vector<Config> kOneBatchConfigs = {{128, 192, 0, 0, 1, 2}, {128, 192, 0, 0, 2, 2}, {128, 128, 0, 0, 1, 2},
                                               {128, 128, 0, 0, 2, 2}, {128, 192, 3, 0, 1, 2}, {128, 192, 4, 0, 2, 2},
                                               {128, 128, 6, 0, 2, 2}, {64, 256, 0, 0, 0, 2},  {64, 256, 4, 0, 0, 2}};
@@ -228,7 +228,9 @@ void check_bf16_configs_agree(const Problem& p, const std::vector<Config>& confi
 
 TEST(GroupedGemm, ContiguousOddAndEmptyExperts) {
   const uint64_t seed = printed_seed();
-  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 0, 64, 200}, 128, 384, 512,
+  // 300 rows: three m-blocks, so clusters of 2 take the third along N (n 384: three 128-column n-blocks, one rank
+  // without an n-block in the last pair; scheduler.cuh).
+  const auto p = make_problem(gemm::GroupLayout::kContiguous, {0, 1, 127, 129, 256, 0, 64, 200, 300}, 128, 384, 512,
                               fmt::ScaleFormat::kFp32, seed);
   for (const auto& c : kAllConfigs) check_bf16(p, c);
 }

@@ -3,7 +3,8 @@
 // 232), warpgroup 2 producer (setmaxnreg 40; one thread issues TMA). Persistent: gridDim.x CTAs (a multiple of
 // kClusterM) loop over the BLOCK_M x BLOCK_N tiles of all experts (BLOCK_M 128, or 64: the split-N 64 x 256 tile).
 // kClusterM 2 (BLOCK_M 128): the cluster's two CTAs take neighbouring m-blocks of one n-block, each loads half of the
-// weight tile and multicasts it to both (producer.cuh).
+// weight tile and multicasts it to both (producer.cuh); an odd m-block count's last m-block they take for
+// neighbouring n-blocks, each with its own weight tile (scheduler.cuh).
 #pragma once
 
 #include "kernels/gemm/core_epilogue.cuh"

@@ -229,8 +229,9 @@ __device__ __forceinline__ void core_k_loop_of(
 }
 
 // The K loop of one tile for math warpgroup wg (warp-uniform); acc holds the promoted fp32 result on return. A
-// warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster partner past the
-// expert) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the other warpgroup's.
+// warpgroup whose 64 rows all lie past the tile's valid rows (an expert's last m-block, a cluster rank without an
+// n-block: scheduler.cuh) issues no WGMMA: it only passes the stages on, so the tile's tensor-core time is the
+// other warpgroup's.
 // The loop body is unrolled over the kNumStages stages, so each copy's stage is a compile-time constant: its
 // barrier, tile and scale addresses are immediate offsets. Two loops:
 //   whole rounds  the tile starts at stage 0 and its K blocks are a multiple of kNumStages (so the next tile starts

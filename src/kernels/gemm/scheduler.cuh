@@ -1,10 +1,15 @@
 // Persistent tile scheduler of the grouped GEMM: walks experts in order, and within an expert the n-blocks
 // (outer) and m-blocks (inner), so the CTAs running at one time share weight tiles (B) through L2.
 //
-// Clusters of kClusterM CTAs work on one "cluster tile": kClusterM consecutive m-blocks of the same n-block; CTA
-// rank r takes m-block kClusterM * mc + r. Both CTAs always take the same number of tiles (the B tile is
-// multicast to both), so a CTA whose m-block lies past the expert's rows still runs the pipeline with
-// num_rows == 0 and stores nothing.
+// Clusters of kClusterM CTAs work on one "cluster tile" and always take the same number of tiles (their producers
+// release each other's stages, so their pipelines run in step):
+//   shared B     kClusterM consecutive m-blocks of the same n-block (CTA rank r takes m-block kClusterM * mc + r);
+//                each CTA loads 1 / kClusterM of the B tile and multicasts it to all (producer.cuh);
+//   own B        the m-block an odd count leaves past an expert's whole clusters is paired along N instead: CTA r
+//                takes n-block kClusterM * j + r of that m-block and loads its own B tile.
+//                A rank whose n-block lies past n (an odd n-block count) runs the pipeline with num_rows == 0 and
+//                stores nothing.
+// So no CTA runs an empty tile beside a partner's m-block, whatever the experts' row counts.
 // NOTES: the producer warp and the math warpgroups each run their own copy; they agree because the walk is a
 // pure function of (blockIdx, the row counts). Cost: one pass over the experts per CTA (E loads, L2-resident).
 #pragma once
@@ -19,6 +24,7 @@ struct Tile {
   int row_begin;  // first global row of this CTA's BLOCK_M rows
   int num_rows;   // valid rows in this block (0 .. BLOCK_M); rows past it are computed, never stored
   int n_begin;    // first output column
+  bool shares_b;  // clusters: the cluster's CTAs work on this n-block and multicast its B tile (false: own B tile)
 };
 
 // The grid is the persistent cluster grid: cluster blockIdx.x / kClusterM of gridDim.x / kClusterM. The grid and the
@@ -26,6 +32,7 @@ struct Tile {
 // them across a tile's K loop.
 template <int BLOCK_M, int BLOCK_N, int kClusterM>
 struct TileScheduler {
+  static_assert(kClusterM == 1 || kClusterM == 2, "at most one m-block is left past an expert's whole clusters");
   const GemmParams& params;
   int expert_idx = -1;
   int expert_tile_end = 0, expert_tile_begin = 0;
@@ -61,17 +68,32 @@ struct TileScheduler {
     while (t >= expert_tile_end) {
       if (++expert_idx >= params.num_experts) return false;
       load_expert_rows(expert_idx);
-      num_m_clusters = (expert_rows + BLOCK_M * kClusterM - 1) / (BLOCK_M * kClusterM);
+      const int num_m_blocks = (expert_rows + BLOCK_M - 1) / BLOCK_M;
+      num_m_clusters = num_m_blocks / kClusterM;
       expert_tile_begin = expert_tile_end;
       expert_tile_end += num_m_clusters * num_n_blocks();
+      // The m-block left past the whole clusters: its n-blocks taken kClusterM at a time (own B).
+      if (num_m_blocks % kClusterM != 0) expert_tile_end += (num_n_blocks() + kClusterM - 1) / kClusterM;
     }
     next_tile += int(gridDim.x) / kClusterM;
     const int local = t - expert_tile_begin;
-    const int m_block = (local % num_m_clusters) * kClusterM + cta_rank();
+    int m_block, n_block;
+    bool past_n = false;
+    if (kClusterM == 1 || local < num_m_clusters * num_n_blocks()) {
+      m_block = (local % num_m_clusters) * kClusterM + cta_rank();
+      n_block = local / num_m_clusters;
+      tile.shares_b = kClusterM > 1;
+    } else {
+      m_block = num_m_clusters * kClusterM;
+      n_block = (local - num_m_clusters * num_n_blocks()) * kClusterM + cta_rank();
+      past_n = n_block >= num_n_blocks();
+      if (past_n) n_block = num_n_blocks() - 1;  // a valid block for the B-scale reads; nothing is stored
+      tile.shares_b = false;
+    }
     tile.expert_idx = expert_idx;
     tile.row_begin = expert_row_begin + m_block * BLOCK_M;
-    tile.num_rows = min(max(expert_rows - m_block * BLOCK_M, 0), BLOCK_M);
-    tile.n_begin = (local / num_m_clusters) * BLOCK_N;
+    tile.num_rows = past_n ? 0 : min(max(expert_rows - m_block * BLOCK_M, 0), BLOCK_M);
+    tile.n_begin = n_block * BLOCK_N;
     return true;
   }
 };

@@ -110,6 +110,7 @@ struct MegaScheduler {
     t.tile.row_begin = row_begin;
     t.tile.num_rows = min(num_rows(lo) - (row_begin - seg_start[lo]), BLOCK_M);
     t.tile.n_begin = (local % n_blocks) * BLOCK_N;
+    t.tile.shares_b = false;  // single CTAs
     t.pool_block = block;
     return true;
   }
