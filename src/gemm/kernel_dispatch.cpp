@@ -9,8 +9,8 @@
 namespace symmoe::gemm::kernel {
 
 // The six files' shares cover the table: 2 narrow bf16 (0-1), 2 wide bf16 (2-3), 2 SwiGLU (4-5), 4 FP4 (6-9),
-// 7 one-batch core (10-13, 32-34), 18 swap-AB core (14-31).
-static_assert(plan::kNumGemmKernels == 35, "plan::kGemmKernels changed: update the launch_one_of index lists");
+// 8 one-batch core (10-13, 32-35), 18 swap-AB core (14-31).
+static_assert(plan::kNumGemmKernels == 36, "plan::kGemmKernels changed: update the launch_one_of index lists");
 
 std::string kernel_name(const plan::GemmKernelShape& s) {
   return "GemmKernel{block " + std::to_string(s.block_m) + "x" + std::to_string(s.block_n) + "x128, stages " +

@@ -89,6 +89,7 @@ inline constexpr GemmKernelShape kGemmKernels[] = {
     {128, 256, 4, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
     {64, 256, 4, 1, GemmEpilogue::kBf16, false, GemmWeights::kFp8, GemmCore::kOneBatch},
     {64, 256, 5, 1, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
+    {128, 256, 4, 2, GemmEpilogue::kSwigluFp8, false, GemmWeights::kFp8, GemmCore::kOneBatch},
 };
 inline constexpr int kNumGemmKernels = static_cast<int>(sizeof(kGemmKernels) / sizeof(kGemmKernels[0]));
 

@@ -193,7 +193,6 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   // 64 x 256 tiles (0.89-1.00x the two-halves core's 64 x 256 time on every bench case pinned to 64 rows; H200,
   // docs/notes/gemm.md). Elsewhere (FP4 weights, larger k) the two-halves core; the swap-AB core as planned above;
   // pins override.
-  const bool partial_tiles_expected = std::fmod(m_per_expert_expected, double(block_m)) != 0.0;
   const bool k_fits_one_batch = k <= kGemmCoreMaxKBlocks * hopper::kBlockK;  // its per-tile B-scale buffer
   const bool one_batch_fits =
       k_fits_one_batch && any_kernel(kind, block_m, pins.block_n, pins.cluster_size, stages, pins.tile_buffer, 2);
@@ -203,15 +202,16 @@ GemmPlan plan_grouped_gemm(double m_per_expert_expected, int n, int k, int num_e
   SYMMOE_CHECK(core != 2 || k_fits_one_batch, "plan",
                "grouped GEMM: the one-batch core stages a tile's B scales for at most ", kGemmCoreMaxKBlocks,
                " K blocks (k <= ", kGemmCoreMaxKBlocks * hopper::kBlockK, "), got k=", k);
-  // Cluster: the one-batch core runs clusters of 2 (B multicast to neighbouring m-blocks of one expert) where
-  // an expert is expected to hold two m-blocks, the second partial (Flash at 8192 tokens: 192 rows per
-  // expert, 0.83-0.91x cluster 1's time); single CTAs elsewhere (0.94-0.98x cluster 2's time at 3-12 m-blocks per
-  // expert and at two full ones; H200, docs/notes/gemm.md; measured while an odd count left a partner idle: the
-  // scheduler now pairs that m-block along N, scheduler.cuh). The two-halves
-  // core runs single CTAs (its cluster-2 kernels were 6-10% slower, docs/notes/plan.md).
+  // Cluster: the one-batch core runs clusters of 2 (B multicast to the neighbouring m-blocks of one expert; an odd
+  // count's last m-block paired along N, scheduler.cuh) wherever an expert is expected to hold two or more m-blocks.
+  // H200, steady state (3 s of back-to-back launches per case, docs/notes/gemm.md "Session 21"): cluster 2 takes
+  // 0.71-0.77x cluster 1's time at 192 rows per expert, 0.90 at 386, 0.93-0.96 at 256, 0.98 at 384 and 0.99-1.02
+  // at 1536-8192 (one expert or few: the weight traffic is small there). Single CTAs at one m-block per expert
+  // (nothing to share). The two-halves core runs single CTAs (its cluster-2 kernels were 6-10% slower,
+  // docs/notes/plan.md).
   const long long m_blocks = expected_m_blocks(m_per_expert_expected, block_m);
   const int cluster = pins.cluster_size ? pins.cluster_size
-                      : core == 2 && m_blocks == 2 && partial_tiles_expected && num_sms >= 2 &&
+                      : core == 2 && m_blocks >= 2 && num_sms >= 2 &&
                               any_kernel(kind, block_m, pins.block_n, 2, stages, pins.tile_buffer, core)
                           ? 2
                           : 1;

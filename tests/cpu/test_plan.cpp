@@ -281,17 +281,17 @@ TEST(Plan, BlockMLadder) {
   EXPECT_EQ(prefill.l1_wg_tile_n, 256);  // the warpgroups split the rows, two 128-column halves each
   // The grouped GEMM goes to 128-row tiles for large batches (SwiGLU: 128 x 256), 64-row tiles when an expert holds
   // <= 32 tokens (x2 imbalance <= 64) (the kernels compiled: plan::kGemmKernels).
-  // bf16 at 128-row tiles: the one-batch core, 128 x 192; clusters of 2 only where an expert is expected to
-  // hold two m-blocks, the second partial (192 rows), single CTAs at one (100 rows) or more (1500 rows: 12; 300: 3;
-  // 1536: full tiles) and at two full ones (256). SwiGLU: the one-batch core's 128 x 256 tile where k fits its
-  // per-tile B-scale buffer (plan::kGemmCoreMaxKBlocks), else the two-halves core's.
+  // bf16 at 128-row tiles: the one-batch core, 128 x 192; clusters of 2 wherever an expert is expected to hold
+  // two or more m-blocks (1500 rows: 12; 300: 3; 1536; 256; 192), single CTAs at one (100 rows). SwiGLU: the one-batch
+  // core's 128 x 256 tile (clusters of 2 as for bf16) where k fits its per-tile B-scale buffer
+  // (plan::kGemmCoreMaxKBlocks), else the two-halves core's.
   for (const double rows : {1500.0, 300.0, 1536.0, 256.0, 192.0, 100.0}) {
     const plan::GemmPlan bf16 =
         plan::plan_grouped_gemm(rows, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides);
     EXPECT_EQ(bf16.core, plan::GemmCore::kOneBatch) << bf16.to_string();
     EXPECT_EQ(bf16.block_m, 128) << bf16.to_string();
     EXPECT_EQ(bf16.block_n, rows == 100.0 ? 128 : 192) << bf16.to_string();  // 100: fewer waves at 128 (32 experts)
-    EXPECT_EQ(bf16.cluster_size, rows == 192.0 ? 2 : 1) << bf16.to_string();
+    EXPECT_EQ(bf16.cluster_size, rows == 100.0 ? 1 : 2) << bf16.to_string();
   }
   for (const double rows : {1536.0, 192.0}) {
     const plan::GemmPlan l1 =
@@ -299,7 +299,7 @@ TEST(Plan, BlockMLadder) {
     EXPECT_EQ(l1.block_m, 128) << l1.to_string();
     EXPECT_EQ(l1.core, plan::GemmCore::kOneBatch) << l1.to_string();
     EXPECT_EQ(l1.block_n, 256) << l1.to_string();
-    EXPECT_EQ(l1.cluster_size, 1) << l1.to_string();
+    EXPECT_EQ(l1.cluster_size, 2) << l1.to_string();
   }
   const int max_k = plan::kGemmCoreMaxKBlocks * 128;
   EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, max_k, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides).core,
@@ -324,8 +324,10 @@ TEST(Plan, BlockMLadder) {
       "block_n=128");
   pins = {};
   pins.cluster_size = 2;  // only the one-batch core is compiled with clusters of 2
-  EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kBf16, kNoOverrides, pins).core,
-            plan::GemmCore::kOneBatch);
+  for (const auto epilogue : {plan::GemmEpilogue::kBf16, plan::GemmEpilogue::kSwigluFp8})
+    EXPECT_EQ(plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, epilogue, kNoOverrides, pins).core,
+              plan::GemmCore::kOneBatch);
+  pins.core = 1;
   expect_error(
       [&] { plan::plan_grouped_gemm(1536, 4096, 7168, 32, 132, plan::GemmEpilogue::kSwigluFp8, kNoOverrides, pins); },
       "cluster_size=2");

@@ -156,10 +156,11 @@ const std::vector<Config> kAllConfigs = with_cores({{128, 128, 0, 0, 0, 1},
                                                     {128, 256, 0, 1},
                                                     {128, 256, 5, 1},
                                                     {0, 0, 0}});
-// The L1 (SwiGLU + FP8) kernels: the two-halves core's, the one-batch core's 128 x 256 (all SMs and few CTAs: the
-// stage ring and the output tile's TMA stores wrap across tiles) and the swap-AB core's (256 interleaved weight rows
-// per tile).
-const std::vector<Config> kOneBatchL1Configs = {{128, 256, 0, 0, 0, 2}, {128, 256, 3, 0, 0, 2}};
+// The L1 (SwiGLU + FP8) kernels: the two-halves core's, the one-batch core's 128 x 256 at clusters of 1 and 2 (all SMs
+// and few CTAs: the stage ring and the output tile's TMA stores wrap across tiles) and the swap-AB core's (256
+// interleaved weight rows per tile).
+const std::vector<Config> kOneBatchL1Configs = {
+    {128, 256, 0, 0, 1, 2}, {128, 256, 3, 0, 1, 2}, {128, 256, 0, 0, 2, 2}, {128, 256, 4, 0, 2, 2}};
 // The one-batch core's split-N 64 x 256 L1 kernel, all SMs and few CTAs.
 const std::vector<Config> kOneBatchSplitNL1Configs = {{64, 256, 0, 0, 0, 2}, {64, 256, 3, 0, 0, 2}};
 const std::vector<Config> kL1Configs = with_swap_ab({{64, 256, 0},
@@ -168,6 +169,8 @@ const std::vector<Config> kL1Configs = with_swap_ab({{64, 256, 0},
                                                      {128, 256, 3, 0, 0, 1},
                                                      kOneBatchL1Configs[0],
                                                      kOneBatchL1Configs[1],
+                                                     kOneBatchL1Configs[2],
+                                                     kOneBatchL1Configs[3],
                                                      kOneBatchSplitNL1Configs[0],
                                                      kOneBatchSplitNL1Configs[1],
                                                      {0, 0, 0}},

@@ -1,6 +1,6 @@
-// Compiled one-batch core kernels (core_kernel.cuh; entries 10-13 and 32-34 of plan::kGemmKernels): 128 x 192 and
-// 128 x 128 tiles with bf16 output at clusters of 1 and 2; the 128 x 256 SwiGLU + FP8 tile at cluster 1; the split-N
-// 64 x 256 tiles (bf16, SwiGLU + FP8) at cluster 1.
+// Compiled one-batch core kernels (core_kernel.cuh; entries 10-13 and 32-35 of plan::kGemmKernels): 128 x 192 and
+// 128 x 128 tiles with bf16 output and the 128 x 256 SwiGLU + FP8 tile, at clusters of 1 and 2; the split-N 64 x 256
+// tiles (bf16, SwiGLU + FP8) at cluster 1.
 #include "kernels/gemm/core_kernel.cuh"
 #include "kernels/gemm/launch.hpp"
 #include "symmoe/cuda_check.hpp"
@@ -34,7 +34,7 @@ bool launch_core_one_of(int index, const GemmParams& params, const GemmTensorMap
 }  // namespace
 
 bool launch_core(int index, const GemmParams& params, const GemmTensorMaps& maps, int num_ctas, cudaStream_t stream) {
-  return launch_core_one_of<10, 11, 12, 13, 32, 33, 34>(index, params, maps, num_ctas, stream);
+  return launch_core_one_of<10, 11, 12, 13, 32, 33, 34, 35>(index, params, maps, num_ctas, stream);
 }
 
 }  // namespace symmoe::gemm::kernel

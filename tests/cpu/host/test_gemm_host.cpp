@@ -45,21 +45,24 @@ TEST(GemmHost, LaunchComesFromThePlan) {
   in.num_experts = 32, in.n = 4096, in.k = 7168, in.num_rows = 32 * 1536, in.sfa_stride = sfa_stride_for(32 * 1536);
   LaunchOptions opt;
   opt.num_sms = 132;  // no device query
-  // bf16 at 128-row tiles: the one-batch core, 128 x 192, single CTAs at 12 m-blocks per expert (1536 rows), clusters
-  // of 2 at one full and one partial m-block (192 rows); the two-halves core's tile-buffer kernel when pinned. SwiGLU:
-  // the one-batch core's 128 x 256 tile, the two-halves core's when pinned (core 1) or k exceeds the one-batch core's
-  // per-tile B-scale buffer.
+  // bf16 at 128-row tiles: the one-batch core, 128 x 192, clusters of 2 where an expert holds two or more m-blocks
+  // (1536 rows: 12; 192 rows), single CTAs at one (100 rows: 128 x 128, fewer waves); the two-halves core's
+  // tile-buffer kernel when pinned. SwiGLU: the one-batch core's 128 x 256 tile (clusters of 2 as above), the
+  // two-halves core's when pinned (core 1) or k exceeds the one-batch core's per-tile B-scale buffer.
   EXPECT_EQ(describe_launch(in, false, opt),
-            "GemmKernel{block 128x192x128, stages 4, cluster 1, epilogue bf16, one-batch core} x 132 CTAs");
+            "GemmKernel{block 128x192x128, stages 4, cluster 2, epilogue bf16, one-batch core} x 132 CTAs");
   opt.tile_buffer = 1;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x256x128, stages 3, cluster 1, epilogue bf16, tile buffer} x 132 CTAs");
   opt.tile_buffer = 0, opt.expected_rows_per_expert = 192;
   EXPECT_EQ(describe_launch(in, false, opt),
             "GemmKernel{block 128x192x128, stages 4, cluster 2, epilogue bf16, one-batch core} x 132 CTAs");
+  opt.expected_rows_per_expert = 100;
+  EXPECT_EQ(describe_launch(in, false, opt),
+            "GemmKernel{block 128x128x128, stages 5, cluster 1, epilogue bf16, one-batch core} x 132 CTAs");
   opt.expected_rows_per_expert = 0;
   EXPECT_EQ(describe_launch(in, true, opt),
-            "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8, one-batch core} x 132 CTAs");
+            "GemmKernel{block 128x256x128, stages 4, cluster 2, epilogue swiglu_fp8, one-batch core} x 132 CTAs");
   opt.core = 1;
   EXPECT_EQ(describe_launch(in, true, opt),
             "GemmKernel{block 128x256x128, stages 4, cluster 1, epilogue swiglu_fp8} x 132 CTAs");
