@@ -48,8 +48,9 @@ summary=()
 # since racecheck of MegaFewSms took 90 s in session 6 and did not finish in 180 s alone in session 8, nor
 # MegaFp4FewSms in 150 s), EP
 # (bad-id dispatch and a good dispatch) and GEMM (one masked bf16 GEMM and one masked SwiGLU GEMM, each on every
-# core; racecheck also a contiguous GEMM with few CTAs, so the one-batch kernels run many tiles per CTA and reuse their
-# B-scale buffers) suites. Empty: the whole binary. A run whose filter matches no test is reported with rc 98.
+# core; racecheck also contiguous GEMMs with few CTAs, so the one-batch kernels run many tiles per CTA and reuse their
+# B-scale buffers, and with a three-m-block expert, so clusters of 2 pair its last m-block along N) suites. Empty:
+# the whole binary. A run whose filter matches no test is reported with rc 98.
 sanitize_filter() {  # binary tool
   case "$2:$1" in
     memcheck:gpu_test_formats) echo "--gtest_filter=-GpuFormats.CastsMatchHardwareCvtOnAllFloats" ;;
@@ -62,7 +63,7 @@ sanitize_filter() {  # binary tool
     memcheck:gpu_test_soak) echo "--seconds=5" ;;
     memcheck:gpu_test_mega_fp4) echo "--gtest_filter=MegaFp4FewSms.*:MegaFp4Errors.*" ;;
     memcheck:gpu_test_moe_fp4) echo "--gtest_filter=Ranks/MoeComposedFp4.*/ranks1_host_fp4:MoeComposedFp4Errors.*" ;;
-    racecheck:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert:GroupedGemmL1.MaskedSwigluFp8:GroupedGemm.ContiguousSkewedUe8m0ScalesAlignment64" ;;
+    racecheck:gpu_test_gemm) echo "--gtest_filter=GroupedGemm.MaskedOneTokenPerExpert:GroupedGemmL1.MaskedSwigluFp8:GroupedGemm.ContiguousSkewedUe8m0ScalesAlignment64:GroupedGemm.ContiguousOddAndEmptyExperts" ;;
     racecheck:gpu_test_mega) echo "--gtest_filter=MegaSanitize.OneCallOneToken:MegaSanitize.OneCallBlockM128" ;;
     *:gpu_test_mega) echo "--gtest_filter=MegaFewSms.*" ;;
     racecheck:gpu_test_mega_fp4) echo "--gtest_filter=*MegaFp4Sanitize.*" ;;
@@ -91,7 +92,7 @@ sanitize_cap() {
     memcheck:gpu_test_mega) echo 60 ;;
     memcheck:gpu_test_moe) echo 45 ;;
     memcheck:gpu_test_soak) echo 30 ;;
-    racecheck:gpu_test_gemm) echo 60 ;;
+    racecheck:gpu_test_gemm) echo 90 ;;
     racecheck:gpu_test_mega) echo 120 ;;
     racecheck:gpu_test_mega_fp4) echo 240 ;;
     memcheck:*) echo 40 ;;
