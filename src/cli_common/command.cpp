@@ -48,13 +48,17 @@ std::map<std::string, Command>& registry() {
 
 Args& Args::option(const std::string& name, const std::string& def, const std::string& help) {
   order_.push_back(name);
-  specs_[name] = Spec{def, help, false};
+  Spec spec;
+  spec.def = def, spec.help = help;
+  specs_[name] = spec;
   return *this;
 }
 
 Args& Args::flag(const std::string& name, const std::string& help) {
   order_.push_back(name);
-  specs_[name] = Spec{"", help, true};
+  Spec spec;
+  spec.help = help, spec.is_flag = true;
+  specs_[name] = spec;
   return *this;
 }
 

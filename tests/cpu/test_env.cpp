@@ -56,7 +56,9 @@ TEST_F(EnvKnob, EveryReadKnobIsListed) {
   for (const env::Knob& k : env::known_knobs()) {
     EXPECT_TRUE(names.insert(k.name).second) << "listed twice: " << k.name;
     EXPECT_GT(std::string(k.meaning).size(), 10u) << k.name;
-    if (k.is_integer) EXPECT_LE(k.lo, k.hi) << k.name;
+    if (k.is_integer) {
+      EXPECT_LE(k.lo, k.hi) << k.name;
+    }
   }
 }
 

@@ -278,9 +278,10 @@ void check_ep_scratch(const MoeShape& s, layout::TokenDtype dtype) {
     ASSERT_TRUE(inside(o, EpOutputsLayout::kRecvTopkWeights, o.get_recv_topk_weights(), rows * K * 4, A, "weights"));
     if (expand) {
       ASSERT_TRUE(inside(o, EpOutputsLayout::kRecvX, o.get_recv_x(), rows * rec.x_bytes, A, "recv x"));
-      if (rec.scales_bytes)
+      if (rec.scales_bytes) {
         ASSERT_TRUE(
             inside(o, EpOutputsLayout::kRecvScales, o.get_recv_scales(), rows * rec.scales_bytes, A, "recv scales"));
+      }
     }
   }
 }

@@ -251,7 +251,9 @@ TEST(Plan, EveryCompiledGemmKernelIsPlanned) {
                 plan::plan_grouped_gemm(m, 4096, 7168, 8, 132, epilogue, kNoOverrides, pins, weights);
             EXPECT_EQ(p.core, plan::GemmCore::kSwapAB) << p.to_string();
             EXPECT_EQ(p.block_m, block_m ? block_m : m == 8.0 ? 16 : m == 16.0 ? 32 : 64) << p.to_string();
-            if (block_n) EXPECT_EQ(p.block_n, block_n) << p.to_string();
+            if (block_n) {
+              EXPECT_EQ(p.block_n, block_n) << p.to_string();
+            }
             check_gemm(p);
             mark(p);
           }
@@ -404,7 +406,9 @@ TEST(Plan, SwapAbCoreForFp4DecodeOrWhenPinned) {
         SCOPED_TRACE(p.to_string());
         check_gemm(p);
         const int block_n = p.block_n;  // bf16: 128 or 256 weight rows by the waves cost; SwiGLU: 256
-        if (epilogue == plan::GemmEpilogue::kSwigluFp8) EXPECT_EQ(block_n, 256);
+        if (epilogue == plan::GemmEpilogue::kSwigluFp8) {
+          EXPECT_EQ(block_n, 256);
+        }
         EXPECT_TRUE(block_n == 128 || block_n == 256);
         EXPECT_EQ(p.core, plan::GemmCore::kSwapAB);
         EXPECT_EQ(p.weights, weights);
